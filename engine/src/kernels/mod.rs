@@ -1,0 +1,5 @@
+//! CPU decode kernels: portable code plus per-ISA paths chosen at run time.
+
+pub mod isa;
+
+pub use isa::Isa;

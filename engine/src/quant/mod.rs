@@ -1,0 +1,1 @@
+//! GGML block quantization types behind one trait (dequantize, quantize, dot products).

@@ -1,0 +1,1 @@
+//! `harness`: proves that a Cargo workspace's tests bite, by running named mutation batteries.

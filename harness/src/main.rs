@@ -1,0 +1,5 @@
+//! `harness` command-line entry point.
+
+fn main() {
+    println!("harness {}", env!("CARGO_PKG_VERSION"));
+}
