@@ -10,9 +10,11 @@ mod metadata;
 mod reader;
 mod tensor;
 mod types;
+mod writer;
 
 pub use error::{FormatError, GgufError};
 pub use metadata::{MetaArray, MetaType, MetaValue, Metadata};
 pub use reader::{ALIGNMENT_KEY, DEFAULT_ALIGNMENT, GGUF_MAGIC, GgufFile, MAX_ARRAY_NESTING};
 pub use tensor::{MAX_DIMS, TensorInfo, TensorView};
 pub use types::GgmlType;
+pub use writer::GgufWriter;
