@@ -680,3 +680,12 @@ fn typed_accessors_check_type_and_range() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn gguf_error_is_a_thread_safe_std_error() {
+    fn check<E: std::error::Error + Send + Sync + 'static>(_: &E) {}
+    let err = GgufFile::from_bytes(b"GGUX".to_vec()).unwrap_err();
+    check(&err);
+    let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
+    assert!(boxed.to_string().contains("bad magic"), "{boxed}");
+}

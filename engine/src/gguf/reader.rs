@@ -126,19 +126,13 @@ impl GgufFile {
                 });
             }
         };
-        let by_name = parsed
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
         Ok(GgufFile {
             storage,
             path,
             version: parsed.version,
             metadata: parsed.metadata,
             tensors: parsed.tensors,
-            by_name,
+            by_name: parsed.by_name,
             alignment: parsed.alignment,
             data_start: parsed.data_start,
         })
@@ -199,6 +193,7 @@ struct Layout {
     version: u32,
     metadata: Metadata,
     tensors: Vec<TensorInfo>,
+    by_name: HashMap<String, usize>,
     alignment: u64,
     data_start: usize,
 }
@@ -361,6 +356,7 @@ fn parse_layout(buf: &[u8]) -> Result<Layout, GgufError> {
         version,
         metadata,
         tensors,
+        by_name,
         alignment,
         data_start,
     })

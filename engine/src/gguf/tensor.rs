@@ -41,8 +41,7 @@ impl TensorInfo {
     /// for a hand-built inconsistent info, saturates at `u64::MAX`.
     pub fn n_bytes(&self) -> u64 {
         (self.n_elements() / self.ty.block_len() as u64)
-            .checked_mul(self.ty.block_bytes() as u64)
-            .unwrap_or(u64::MAX)
+            .saturating_mul(self.ty.block_bytes() as u64)
     }
 }
 
