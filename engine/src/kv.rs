@@ -492,6 +492,34 @@ impl PagedKv<'_> {
     }
 }
 
+impl PagedKv<'_> {
+    /// Copy `K[pos, kv_head]` (widened to f32) into `out` (`[head_dim]`).
+    ///
+    /// # Panics
+    /// If `pos >= len`, `kv_head >= n_kv_heads` or `out.len() != head_dim`.
+    pub fn read_key(&self, pos: usize, kv_head: usize, out: &mut [f32]) {
+        self.read(pos, kv_head, 0, out)
+    }
+
+    /// Copy `V[pos, kv_head]` (widened to f32) into `out` (`[head_dim]`).
+    ///
+    /// # Panics
+    /// If `pos >= len`, `kv_head >= n_kv_heads` or `out.len() != head_dim`.
+    pub fn read_value(&self, pos: usize, kv_head: usize, out: &mut [f32]) {
+        self.read(pos, kv_head, 1, out)
+    }
+
+    fn read(&self, pos: usize, kv_head: usize, kind: usize, out: &mut [f32]) {
+        let (page, off) = self.start(pos, kv_head, kind);
+        let d = self.cfg.head_dim;
+        assert_eq!(out.len(), d, "read: out must be [head_dim = {d}]");
+        match self.pages {
+            Pages::F32(p) => out.copy_from_slice(&p[page][off..off + d]),
+            Pages::F16(p) => p[page][off..off + d].convert_to_f32_slice(out),
+        }
+    }
+}
+
 impl KvSource for PagedKv<'_> {
     fn n_kv_heads(&self) -> usize {
         self.cfg.n_kv_heads
