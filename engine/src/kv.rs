@@ -377,7 +377,8 @@ impl KvCache {
     }
 
     /// Shorten the sequence to `len` positions, returning the pages wholly past `len` to the
-    /// free list. A `len` at or beyond the current length changes nothing.
+    /// free list and zeroing the cut-off positions of a partly kept page (so they read as zeros
+    /// if the sequence grows again). A `len` at or beyond the current length changes nothing.
     ///
     /// # Panics
     /// If `seq` is unknown.
@@ -393,6 +394,21 @@ impl KvCache {
         s.len = len;
         let keep = len.div_ceil(pt);
         self.free.extend(s.blocks.drain(keep..).rev());
+        // Zero the cut-off slots of a partly kept last page, so a later `grow` reads zeros.
+        let first_slot = len % pt;
+        if first_slot != 0 {
+            let page = s.blocks[keep - 1];
+            for layer in 0..self.cfg.n_layers {
+                for kind in 0..2 {
+                    let a = offset(&self.cfg, self.row, layer, kind, first_slot);
+                    let b = offset(&self.cfg, self.row, layer, kind, pt);
+                    match &mut self.pages {
+                        Pages::F32(p) => p[page][a..b].fill(0.0),
+                        Pages::F16(p) => p[page][a..b].fill(f16::ZERO),
+                    }
+                }
+            }
+        }
     }
 
     /// End the sequence and return all its pages to the free list. Releasing an unknown or

@@ -44,7 +44,10 @@ impl<'a> ContiguousKv<'a> {
     /// not a multiple of `n_kv_heads * head_dim`.
     pub fn new(k: &'a [f32], v: &'a [f32], n_kv_heads: usize, head_dim: usize) -> Self {
         let row = n_kv_heads * head_dim;
-        assert!(row > 0, "ContiguousKv: n_kv_heads and head_dim must be positive");
+        assert!(
+            row > 0,
+            "ContiguousKv: n_kv_heads and head_dim must be positive"
+        );
         assert_eq!(k.len(), v.len(), "ContiguousKv: k and v lengths differ");
         assert_eq!(
             k.len() % row,
@@ -67,7 +70,10 @@ impl<'a> ContiguousKv<'a> {
     }
 
     fn row(&self, pos: usize, kv_head: usize) -> std::ops::Range<usize> {
-        assert!(kv_head < self.n_kv_heads, "ContiguousKv: kv_head {kv_head} out of range");
+        assert!(
+            kv_head < self.n_kv_heads,
+            "ContiguousKv: kv_head {kv_head} out of range"
+        );
         let start = (pos * self.n_kv_heads + kv_head) * self.head_dim;
         start..start + self.head_dim
     }
@@ -129,8 +135,16 @@ pub fn gqa_attention(
         n_kv > 0 && n_heads > 0 && n_heads % n_kv == 0,
         "attention: n_heads {n_heads} must be a positive multiple of n_kv_heads {n_kv}"
     );
-    assert_eq!(q.len(), n_heads * d, "attention: q must be [n_heads, head_dim]");
-    assert_eq!(out.len(), n_heads * d, "attention: out must be [n_heads, head_dim]");
+    assert_eq!(
+        q.len(),
+        n_heads * d,
+        "attention: q must be [n_heads, head_dim]"
+    );
+    assert_eq!(
+        out.len(),
+        n_heads * d,
+        "attention: out must be [n_heads, head_dim]"
+    );
     assert!(
         lo <= hi && hi <= kv.len(),
         "attention: window [{lo}, {hi}) outside the {} available positions",

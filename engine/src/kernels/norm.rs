@@ -20,7 +20,11 @@ pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
 /// # Panics
 /// If the three lengths differ.
 pub fn rms_norm_with(ops: VecOps, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-    assert_eq!(x.len(), weight.len(), "rms_norm: x and weight lengths differ");
+    assert_eq!(
+        x.len(),
+        weight.len(),
+        "rms_norm: x and weight lengths differ"
+    );
     assert_eq!(x.len(), out.len(), "rms_norm: x and out lengths differ");
     if x.is_empty() {
         return;

@@ -139,7 +139,8 @@ mod x86 {
             let mut acc0 = _mm256_setzero_ps();
             let mut acc1 = _mm256_setzero_ps();
             while i + 16 <= n {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc0 =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
                 acc1 = _mm256_fmadd_ps(
                     _mm256_loadu_ps(pa.add(i + 8)),
                     _mm256_loadu_ps(pb.add(i + 8)),
@@ -148,7 +149,8 @@ mod x86 {
                 i += 16;
             }
             if i + 8 <= n {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc0 =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
                 i += 8;
             }
             let acc = _mm256_add_ps(acc0, acc1);
