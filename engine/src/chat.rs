@@ -12,8 +12,9 @@ use minijinja::value::Kwargs;
 use minijinja::{Environment, Error, ErrorKind, Value};
 use serde::Serialize;
 
-/// Name under which the template is stored in its environment (shows up in error messages).
-const TEMPLATE_NAME: &str = "chat_template";
+/// Name under which the template is stored in its environment: minijinja's errors cite it with
+/// the line, e.g. `(in tokenizer.chat_template:2)`.
+const TEMPLATE_NAME: &str = "tokenizer.chat_template";
 
 /// Who speaks a turn. Serialised as the lowercase role name the templates compare against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -73,11 +74,11 @@ impl Message {
 }
 
 /// Errors from compiling or rendering a chat template. Messages carry minijinja's description,
-/// which names the template line at fault.
+/// which names the template line at fault (`(in tokenizer.chat_template:LINE)`).
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
     /// The template source does not compile.
-    #[error("chat template does not compile: {0:#}")]
+    #[error("chat template does not compile: {0}")]
     Syntax(#[source] Error),
     /// The template called `raise_exception(message)`.
     #[error("chat template refused the conversation: {message}")]
@@ -86,7 +87,7 @@ pub enum ChatError {
         message: String,
     },
     /// Rendering failed for another reason (unknown filter, wrong types, ...).
-    #[error("chat template failed to render: {0:#}")]
+    #[error("chat template failed to render: {0}")]
     Render(#[source] Error),
 }
 
