@@ -7,10 +7,16 @@
 //! - [`kv`]: the paged KV cache.
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
 //! - [`chat`]: the model's Jinja chat template.
+//! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
+//! - [`generate`]: the generation loop (sampling, stop conditions, cancellation, streaming).
+//! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 
 pub mod chat;
+pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod kv;
+pub mod model;
 pub mod quant;
+pub mod tiny;
 pub mod tokenizer;
