@@ -58,7 +58,10 @@ unsafe fn load32(p: *const i8) -> __m256i {
 
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
     for r in a {
-        assert!(r.qs.len() >= nb * QK && r.d.len() >= nb, "activation shorter than weight row");
+        assert!(
+            r.qs.len() >= nb * QK && r.d.len() >= nb,
+            "activation shorter than weight row"
+        );
         assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
     }
 }
@@ -86,9 +89,7 @@ pub(super) fn q4_1<const N: usize>(w: &[u8], a: &[Q8Row<'_>; N]) -> [f32; N] {
             }
         }
     }
-    core::array::from_fn(|i| {
-        hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + (accm[i][0] + accm[i][1])
-    })
+    core::array::from_fn(|i| hsum(_mm256_add_ps(acc[i][0], acc[i][1])) + (accm[i][0] + accm[i][1]))
 }
 
 /// Q4_0 weights (18-byte blocks) · Q8_0 activations.

@@ -14,7 +14,10 @@ use core::arch::x86_64::*;
 
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
     for r in a {
-        assert!(r.qs.len() >= nb * QK && r.d.len() >= nb, "activation shorter than weight row");
+        assert!(
+            r.qs.len() >= nb * QK && r.d.len() >= nb,
+            "activation shorter than weight row"
+        );
         assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
     }
 }
@@ -147,8 +150,7 @@ macro_rules! avx512_kernels {
                         );
                         let prod = _mm_mul_ps(dm, ds);
                         let scale = spread2(prod, 2);
-                        acc[i] =
-                            _mm512_fmadd_ps(_mm512_cvtepi32_ps($dot512(q, av)), scale, acc[i]);
+                        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps($dot512(q, av)), scale, acc[i]);
                         accm[i] = _mm_add_ps(accm[i], prod);
                     }
                 }
@@ -205,7 +207,8 @@ macro_rules! avx512_kernels {
                     let q = _mm256_sub_epi8(nibbles1(p.add(2)), _mm256_set1_epi8(8));
                     for i in 0..N {
                         let av = _mm256_loadu_si256(a[i].qs.as_ptr().add(b * QK) as *const _);
-                        tail[i] = avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
+                        tail[i] =
+                            avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
                     }
                 }
             }
@@ -249,7 +252,8 @@ macro_rules! avx512_kernels {
                     let q = _mm256_loadu_si256(p.add(off) as *const _);
                     for i in 0..N {
                         let av = _mm256_loadu_si256(a[i].qs.as_ptr().add(b * QK) as *const _);
-                        tail[i] = avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
+                        tail[i] =
+                            avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
                     }
                 }
             }
@@ -337,7 +341,11 @@ macro_rules! float_body {
 
 /// Kernels multiplying bytes with AVX-512 BW (`vpmaddubsw` + `vpmaddwd`).
 pub(super) mod bw {
-    avx512_kernels!("avx512f,avx512bw,avx512vl,avx2,fma,f16c", dot512_bw, dot256_bw);
+    avx512_kernels!(
+        "avx512f,avx512bw,avx512vl,avx2,fma,f16c",
+        dot512_bw,
+        dot256_bw
+    );
 }
 
 /// Kernels multiplying bytes with AVX-512 VNNI (`vpdpbusd`).
