@@ -57,8 +57,8 @@ impl Cpu {
         };
         let isa = Isa::available()
             .into_iter()
-            .filter(|i| *i <= isa)
-            .last()
+            .rev()
+            .find(|i| *i <= isa)
             .unwrap_or(Isa::Portable);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -135,7 +135,7 @@ impl<'a> WeightMatrix<'a> {
         if !quant::supported(ty) {
             return Err(QuantError::Unsupported { ty });
         }
-        if cols % ty.block_len() != 0 {
+        if !cols.is_multiple_of(ty.block_len()) {
             return Err(QuantError::NotBlockMultiple {
                 ty,
                 what: "columns",

@@ -171,7 +171,7 @@ impl Q8Activation {
             "activation type must be Q8_0 or Q8_1, got {ty}"
         );
         assert!(
-            cols % QK == 0,
+            cols.is_multiple_of(QK),
             "activation length {cols} is not a multiple of {QK}"
         );
         assert_eq!(x.len(), rows * cols, "activation buffer is not rows x cols");
@@ -308,7 +308,7 @@ pub(crate) fn check_len(
         return Err(QuantError::Unsupported { ty });
     }
     let block = ty.block_len();
-    if elements % block != 0 {
+    if !elements.is_multiple_of(block) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what,
@@ -351,7 +351,7 @@ pub fn quantize(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, QuantError> {
     if !supported(ty) {
         return Err(QuantError::Unsupported { ty });
     }
-    if src.len() % ty.block_len() != 0 {
+    if !src.len().is_multiple_of(ty.block_len()) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "source",
