@@ -31,24 +31,44 @@ const SHAPES: [(usize, usize); 5] = [
 ];
 const TYPES: [GgmlType; 3] = [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::F32];
 
+/// CPU time consumed by the calling thread, in seconds (CLOCK_THREAD_CPUTIME_ID).
+fn thread_cpu_secs() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// Median seconds per call of `f`, sampling for about `budget` (at least 5 samples).
-fn median_secs(mut f: impl FnMut(), budget: Duration) -> f64 {
+fn median_secs(f: impl FnMut(), budget: Duration) -> f64 {
+    median_wall_cpu(f, budget).0
+}
+
+/// Median wall-clock seconds and median calling-thread CPU seconds per call of `f`.
+/// On a loaded machine the CPU-time figure of single-threaded work shows the kernel's
+/// own speed, the wall-clock figure what the caller saw.
+fn median_wall_cpu(mut f: impl FnMut(), budget: Duration) -> (f64, f64) {
     f();
     let t = Instant::now();
     f();
     let one = t.elapsed().as_secs_f64().max(1e-9);
     let reps = ((200e-6 / one).ceil() as usize).max(1);
-    let mut samples = Vec::new();
+    let (mut wall, mut cpu) = (Vec::new(), Vec::new());
     let start = Instant::now();
-    while samples.len() < 5 || (start.elapsed() < budget && samples.len() < 500) {
-        let t = Instant::now();
+    while wall.len() < 5 || (start.elapsed() < budget && wall.len() < 500) {
+        let (t, c) = (Instant::now(), thread_cpu_secs());
         for _ in 0..reps {
             f();
         }
-        samples.push(t.elapsed().as_secs_f64() / reps as f64);
+        cpu.push((thread_cpu_secs() - c) / reps as f64);
+        wall.push(t.elapsed().as_secs_f64() / reps as f64);
     }
-    samples.sort_by(f64::total_cmp);
-    samples[samples.len() / 2]
+    wall.sort_by(f64::total_cmp);
+    cpu.sort_by(f64::total_cmp);
+    (wall[wall.len() / 2], cpu[cpu.len() / 2])
 }
 
 /// Deterministic pseudo-random floats in [-1, 1) (SplitMix64).
@@ -76,13 +96,22 @@ fn sum_u64(v: &[u64]) -> u64 {
     acc.iter().fold(0, |a, b| a.wrapping_add(*b))
 }
 
+/// For single-threaded work, the bandwidth per second of the thread's own CPU time.
+fn cpu_note(threads: usize, bytes: f64, cpu_secs: f64) -> String {
+    if threads == 1 && cpu_secs > 0.0 {
+        format!("  [{:>7.2} GB/s per CPU-second]", bytes / cpu_secs / 1e9)
+    } else {
+        String::new()
+    }
+}
+
 fn memory_read(cpus: &[Cpu]) {
     println!("== memory read (sum of u64), median");
     for mib in [512usize, 96] {
         let buf: Vec<u64> = (0..mib * 1024 * 1024 / 8).map(|i| i as u64).collect();
         let bytes = (buf.len() * 8) as f64;
         for cpu in cpus {
-            let t = median_secs(
+            let (t, c) = median_wall_cpu(
                 || {
                     let s = if cpu.threads() == 1 {
                         sum_u64(&buf)
@@ -98,9 +127,10 @@ fn memory_read(cpus: &[Cpu]) {
                 Duration::from_millis(600),
             );
             println!(
-                "memread  {mib:>4} MiB  threads={}  {:>7.2} GB/s",
+                "memread  {mib:>4} MiB  threads={}  {:>7.2} GB/s{}",
                 cpu.threads(),
-                bytes / t / 1e9
+                bytes / t / 1e9,
+                cpu_note(cpu.threads(), bytes, c)
             );
         }
     }
@@ -128,7 +158,7 @@ fn matvec_shapes() {
                 let m = WeightMatrix::new(*ty, *rows, *cols, data).expect("valid shape");
                 let x = random_floats(*cols, 1);
                 let mut y = vec![0.0f32; *rows];
-                let t = median_secs(
+                let (t, c) = median_wall_cpu(
                     || {
                         matvec(&cpu, &m, black_box(&x), &mut y);
                         black_box(&y);
@@ -136,13 +166,14 @@ fn matvec_shapes() {
                     Duration::from_millis(120),
                 );
                 println!(
-                    "matvec {:<10} threads={threads} {:<4} {:>5}x{:<4} {:>7.2} GB/s  ({:>8.1} us)",
+                    "matvec {:<10} threads={threads} {:<4} {:>5}x{:<4} {:>7.2} GB/s  ({:>8.1} us){}",
                     isa.name(),
                     ty.name(),
                     rows,
                     cols,
                     data.len() as f64 / t / 1e9,
-                    t * 1e6
+                    t * 1e6,
+                    cpu_note(threads, data.len() as f64, c)
                 );
             }
         }
