@@ -11,8 +11,8 @@
 //!    49152x576, per available path, 1 and 2 threads. Small matrices stay in cache when
 //!    repeated, so their figures are cache bandwidth.
 //! 3. decode sweep: one pass over the matrices of a 30-layer SmolLM2-135M (Q4_1 blocks,
-//!    Q8_0 output head, ~96 MB, distinct buffers so nothing stays in L2), 2 threads:
-//!    the matvec-only time of one decoded token.
+//!    Q8_0 output head, ~96 MB, distinct buffers so nothing stays in L2), 1 and 2
+//!    threads: the matvec-only time of one decoded token.
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
@@ -40,11 +40,6 @@ fn thread_cpu_secs() -> f64 {
     // SAFETY: `ts` is a valid timespec to write into.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
-}
-
-/// Median seconds per call of `f`, sampling for about `budget` (at least 5 samples).
-fn median_secs(f: impl FnMut(), budget: Duration) -> f64 {
-    median_wall_cpu(f, budget).0
 }
 
 /// Median wall-clock seconds and median calling-thread CPU seconds per call of `f`.
@@ -217,25 +212,34 @@ fn decode_sweep() {
     let x1536 = random_floats(1536, 3);
     let mut y = vec![0.0f32; 49152];
     for isa in Isa::available() {
-        let cpu = Cpu::new(2, isa);
-        let t = median_secs(
-            || {
-                for m in &views {
-                    let x = if m.cols() == 576 { &x576 } else { &x1536 };
-                    matvec(&cpu, m, x, &mut y[..m.rows()]);
-                }
-                black_box(&y);
-            },
-            Duration::from_millis(1500),
-        );
-        println!(
-            "sweep  {:<10} threads=2  {:.1} MB  {:>7.2} GB/s  {:>6.2} ms/token  ({:.0} tokens/s matvec-only)",
-            isa.name(),
-            total as f64 / 1e6,
-            total as f64 / t / 1e9,
-            t * 1e3,
-            1.0 / t
-        );
+        for threads in [1usize, 2] {
+            let cpu = Cpu::new(threads, isa);
+            let (t, c) = median_wall_cpu(
+                || {
+                    for m in &views {
+                        let x = if m.cols() == 576 { &x576 } else { &x1536 };
+                        matvec(&cpu, m, x, &mut y[..m.rows()]);
+                    }
+                    black_box(&y);
+                },
+                Duration::from_millis(1500),
+            );
+            let per_cpu = if threads == 1 {
+                format!("  [{:.1} ms CPU per token]", c * 1e3)
+            } else {
+                String::new()
+            };
+            println!(
+                "sweep  {:<10} threads={threads}  {:.1} MB  {:>7.2} GB/s  {:>6.2} ms/token  ({:.0} tokens/s matvec-only){}{}",
+                isa.name(),
+                total as f64 / 1e6,
+                total as f64 / t / 1e9,
+                t * 1e3,
+                1.0 / t,
+                per_cpu,
+                cpu_note(threads, total as f64, c)
+            );
+        }
     }
 }
 
