@@ -12,6 +12,10 @@ use super::avx2;
 use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
+/// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
+/// contiguous, so this runs on into the next row. A prefetch never faults.
+const PREFETCH: usize = 1024;
+
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
     for r in a {
         assert!(
@@ -135,6 +139,7 @@ macro_rules! avx512_kernels {
                 // SAFETY: blocks b, b+1 < nb exist in the weight row and every activation row.
                 unsafe {
                     let p = w.as_ptr().add(b * 20);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
                     let q = nibbles2(p.add(4), p.add(24));
                     // [d0, m0, d1, m1]
                     let dm = _mm_cvtph_ps(_mm_insert_epi32::<1>(
@@ -188,6 +193,7 @@ macro_rules! avx512_kernels {
                 // SAFETY: as in `q4_1`.
                 unsafe {
                     let p = w.as_ptr().add(b * 18);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
                     let q = _mm512_sub_epi8(nibbles2(p.add(2), p.add(20)), _mm512_set1_epi8(8));
                     let dw = scales2(p, p.add(18));
                     for i in 0..N {
@@ -230,6 +236,8 @@ macro_rules! avx512_kernels {
                 // SAFETY: as in `q4_1`.
                 unsafe {
                     let p = w.as_ptr().add(b * STRIDE);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64) as *const i8);
                     let q = _mm512_inserti64x4::<1>(
                         _mm512_castsi256_si512(_mm256_loadu_si256(p.add(off) as *const _)),
                         _mm256_loadu_si256(p.add(STRIDE + off) as *const _),
