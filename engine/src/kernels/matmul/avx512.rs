@@ -14,7 +14,7 @@ use core::arch::x86_64::*;
 
 /// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
 /// contiguous, so this runs on into the next row. A prefetch never faults.
-const PREFETCH: usize = 1024;
+const PREFETCH: usize = 2048;
 
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
     for r in a {
