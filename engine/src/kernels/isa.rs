@@ -59,8 +59,7 @@ impl Isa {
         match forced {
             Some(f) => Isa::available()
                 .into_iter()
-                .filter(|i| *i <= f)
-                .last()
+                .rfind(|i| *i <= f)
                 .unwrap_or(Isa::Portable),
             None => best,
         }
