@@ -3,4 +3,12 @@
 pub mod isa;
 pub mod matmul;
 
+pub mod activation;
+pub mod attention;
+pub mod norm;
+pub mod rope;
+pub mod sample;
+pub mod simd_vec;
+
 pub use isa::Isa;
+pub use simd_vec::VecOps;
