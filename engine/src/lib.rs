@@ -7,10 +7,12 @@
 //! - [`kv`]: the paged KV cache.
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
 //! - [`chat`]: the model's Jinja chat template.
+//! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
 
 pub mod chat;
 pub mod gguf;
 pub mod kernels;
 pub mod kv;
 pub mod quant;
+pub mod scheduler;
 pub mod tokenizer;
