@@ -758,14 +758,14 @@ impl BaseReport {
         for j in &self.jobs {
             let _ = writeln!(
                 out,
-                "{}: {} {:?} checkout {}",
+                "{}: {}, {}, checkout {}",
                 j.job.label(),
                 match j.job.ci {
                     CiKind::Github => "GitHub Actions",
                     CiKind::Gitlab => "GitLab CI",
                     CiKind::Unknown => "unknown CI",
                 },
-                j.job.status,
+                status_word(j.job.status),
                 j.job.checkout.as_ref().map_or("not found".to_string(), |c| format!("at line {}", c.line))
             );
             let _ = writeln!(
@@ -823,9 +823,9 @@ impl BaseReport {
         for j in &self.jobs {
             let _ = writeln!(
                 out,
-                "\n### {} ({:?})\n\nmerge `{}`, base `{}`, head `{}`\n",
+                "\n### {} ({})\n\nmerge `{}`, base `{}`, head `{}`\n",
                 j.job.label(),
-                j.job.status,
+                status_word(j.job.status),
                 j.merge.as_deref().map(short).unwrap_or("?"),
                 j.base.as_deref().map(short).unwrap_or("?"),
                 j.head.as_deref().map(short).unwrap_or("?")
@@ -856,6 +856,14 @@ impl BaseReport {
             }
         }
         out
+    }
+}
+
+fn status_word(s: JobStatus) -> &'static str {
+    match s {
+        JobStatus::Red => "red",
+        JobStatus::Green => "green",
+        JobStatus::Unknown => "result unknown",
     }
 }
 
