@@ -451,9 +451,9 @@ pub struct TargetSummary {
     /// Tests announced (`running N tests`).
     pub declared: Option<u64>,
     /// Tests that executed.
-    pub executed: usize,
+    pub executed: u64,
     /// Of which failed.
-    pub failed: usize,
+    pub failed: u64,
     /// Tests excluded by a name filter.
     pub filtered_out: u64,
 }
@@ -558,7 +558,7 @@ pub fn audit(
                     target: t.label(),
                     declared: t.declared,
                     executed: t.executed(),
-                    failed: t.tests.iter().filter(|r| r.outcome == Outcome::Failed).count(),
+                    failed: t.counts.failed,
                     filtered_out: t.summary.map(|s| s.filtered_out).unwrap_or(0),
                 })
                 .collect();
@@ -641,7 +641,7 @@ impl AuditReport {
                     if l.required { "yes" } else { "no" }.to_string(),
                     l.format.clone().unwrap_or_else(|| "-".to_string()),
                     l.targets.len().to_string(),
-                    l.targets.iter().map(|t| t.executed).sum::<usize>().to_string(),
+                    l.targets.iter().map(|t| t.executed).sum::<u64>().to_string(),
                 ]
             })
             .collect();
@@ -697,7 +697,7 @@ impl AuditReport {
                 if l.required { "yes" } else { "no" },
                 l.format.as_deref().unwrap_or("-"),
                 l.targets.len(),
-                l.targets.iter().map(|t| t.executed).sum::<usize>(),
+                l.targets.iter().map(|t| t.executed).sum::<u64>(),
                 if l.findings.is_empty() {
                     "-".to_string()
                 } else {
@@ -821,11 +821,14 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
             })?;
         paths[idx] = Some(PathBuf::from(file));
     }
+    // Only the must-run tests' results are kept; every result is still counted.
+    let wanted: std::collections::HashSet<&str> = must_run.iter().map(|m| m.path.as_str()).collect();
+    let keep = |path: &str| wanted.contains(path);
     let mut logs = Vec::new();
     for (lane, path) in cfg.lanes.iter().zip(paths) {
         match path {
             Some(p) => {
-                let log = testlog::parse_file(&p).map_err(|source| AuditError::Log {
+                let log = testlog::parse_file_filtered(&p, Some(&keep)).map_err(|source| AuditError::Log {
                     lane: lane.name.clone(),
                     source,
                 })?;

@@ -384,16 +384,6 @@ impl Shallow {
     pub fn is_shallow(&self) -> bool {
         !self.boundary.is_empty()
     }
-
-    /// The first shallow boundary commit reachable from `tip`, if any.
-    fn boundary_below(&self, repo: &Repository, tip: Oid) -> Option<Oid> {
-        if self.boundary.is_empty() {
-            return None;
-        }
-        let mut walk = repo.revwalk().ok()?;
-        walk.push(tip).ok()?;
-        walk.filter_map(Result::ok).find(|o| self.boundary.contains(o))
-    }
 }
 
 /// Resolve a revision (full or abbreviated sha, branch, tag) to a commit.
@@ -451,21 +441,86 @@ fn candidates(repo: &Repository, prefix: &str) -> Vec<String> {
     found
 }
 
-/// Whether `commit` is in the history of `tip` (an ancestor of it, or `tip` itself).
-/// `tip_name` names `tip` in the reason (`base`, `merge`).
-pub fn contains(repo: &Repository, shallow: &Shallow, tip: Oid, tip_name: &str, commit: Oid) -> Reasoned {
-    if commit == tip {
-        return Reasoned::new(Answer::Yes, format!("it is the {tip_name} itself"));
+/// The history of one tip (a base or a merge), walked once and on demand: each question
+/// advances a single revision walk only as far as needed, and what was walked answers
+/// later questions at once. A "no" needs the whole history walked once; "yes" stops at
+/// the commit. A walk that reaches a shallow boundary turns "no" into unknown.
+pub struct History<'r> {
+    repo: &'r Repository,
+    tip: Oid,
+    walk: Option<git2::Revwalk<'r>>,
+    seen: std::collections::HashSet<Oid>,
+    /// A shallow boundary commit the walk reached.
+    cut_at: Option<Oid>,
+    /// Whether the walk ran to the end.
+    done: bool,
+    error: Option<String>,
+}
+
+impl<'r> History<'r> {
+    /// Prepare a walk of `tip`'s history (nothing is read until asked).
+    pub fn new(repo: &'r Repository, tip: Oid) -> Self {
+        History {
+            repo,
+            tip,
+            walk: None,
+            seen: std::collections::HashSet::new(),
+            cut_at: None,
+            done: false,
+            error: None,
+        }
     }
-    if repo.find_commit(tip).is_err() {
-        return Reasoned::new(
-            Answer::Unknown,
-            format!("missing object: {tip_name} {tip} is not in the repository; fetch it"),
-        );
-    }
-    match repo.graph_descendant_of(tip, commit) {
-        Ok(true) => Reasoned::new(Answer::Yes, format!("ancestor of the {tip_name}")),
-        Ok(false) => match shallow.boundary_below(repo, tip) {
+
+    /// Whether `commit` is `tip` or one of its ancestors; `tip_name` names the tip in
+    /// the reason (`base`, `merge`).
+    pub fn contains(&mut self, shallow: &Shallow, tip_name: &str, commit: Oid) -> Reasoned {
+        if commit == self.tip {
+            return Reasoned::new(Answer::Yes, format!("it is the {tip_name} itself"));
+        }
+        if self.repo.find_commit(self.tip).is_err() {
+            return Reasoned::new(
+                Answer::Unknown,
+                format!("missing object: {tip_name} {} is not in the repository; fetch it", self.tip),
+            );
+        }
+        if self.seen.contains(&commit) {
+            return Reasoned::new(Answer::Yes, format!("ancestor of the {tip_name}"));
+        }
+        if !self.done {
+            if self.walk.is_none() {
+                match self.repo.revwalk().and_then(|mut w| w.push(self.tip).map(|()| w)) {
+                    Ok(w) => self.walk = Some(w),
+                    Err(e) => {
+                        self.done = true;
+                        self.error = Some(e.message().to_string());
+                    }
+                }
+            }
+            if let Some(walk) = self.walk.as_mut() {
+                for next in walk.by_ref() {
+                    let oid = match next {
+                        Ok(o) => o,
+                        Err(e) => {
+                            self.error = Some(e.message().to_string());
+                            break;
+                        }
+                    };
+                    self.seen.insert(oid);
+                    if self.cut_at.is_none() && shallow.boundary.contains(&oid) {
+                        self.cut_at = Some(oid);
+                    }
+                    if oid == commit {
+                        return Reasoned::new(Answer::Yes, format!("ancestor of the {tip_name}"));
+                    }
+                }
+                self.done = true;
+                self.walk = None;
+            }
+        }
+        if let Some(e) = &self.error {
+            return Reasoned::new(Answer::Unknown, format!("history walk failed: {e}"));
+        }
+        match self.cut_at {
             Some(b) => Reasoned::new(
                 Answer::Unknown,
                 format!(
@@ -474,9 +529,31 @@ pub fn contains(repo: &Repository, shallow: &Shallow, tip: Oid, tip_name: &str, 
                 ),
             ),
             None => Reasoned::new(Answer::No, format!("not an ancestor of the {tip_name}")),
-        },
-        Err(e) => Reasoned::new(Answer::Unknown, format!("ancestry walk failed: {}", e.message())),
+        }
     }
+}
+
+/// Whether `commit` is in the history of `tip` (an ancestor of it, or `tip` itself), as a
+/// one-off question (see [`History`] to ask several about the same tip).
+pub fn contains(repo: &Repository, shallow: &Shallow, tip: Oid, tip_name: &str, commit: Oid) -> Reasoned {
+    History::new(repo, tip).contains(shallow, tip_name, commit)
+}
+
+/// Histories by tip, shared by every job and commit of one check.
+type Histories<'r> = std::collections::HashMap<Oid, History<'r>>;
+
+fn ask<'r>(
+    repo: &'r Repository,
+    histories: &mut Histories<'r>,
+    shallow: &Shallow,
+    tip: Oid,
+    tip_name: &str,
+    commit: Oid,
+) -> Reasoned {
+    histories
+        .entry(tip)
+        .or_insert_with(|| History::new(repo, tip))
+        .contains(shallow, tip_name, commit)
 }
 
 /// A named commit's answers for one job.
@@ -551,9 +628,10 @@ pub fn check(
     if jobs.is_empty() {
         jobs.push(Job::new(1, 1));
     }
+    let mut histories = Histories::new();
     let mut reports = Vec::new();
     for job in jobs {
-        reports.push(check_job(repo, &shallow, job, commits, merge_override));
+        reports.push(check_job(repo, &mut histories, &shallow, job, commits, merge_override));
     }
     let exit_code = if reports.iter().all(JobReport::is_definite) { 0 } else { 2 };
     BaseReport {
@@ -568,8 +646,9 @@ fn short(s: &str) -> &str {
     &s[..s.len().min(12)]
 }
 
-fn check_job(
-    repo: &Repository,
+fn check_job<'r>(
+    repo: &'r Repository,
+    histories: &mut Histories<'r>,
     shallow: &Shallow,
     job: Job,
     commits: &[(String, String)],
@@ -673,14 +752,14 @@ fn check_job(
             Err(r) => (None, r.clone(), r),
             Ok(oid) => {
                 let in_base = match base_oid {
-                    Some(b) => contains(repo, shallow, b, "base", oid),
+                    Some(b) => ask(repo, histories, shallow, b, "base", oid),
                     None => unknown_tip("base"),
                 };
                 let in_merge = if in_base.answer == Answer::Yes {
                     Reasoned::new(Answer::Yes, "in the base, the merge's first parent")
                 } else {
                     match merge_oid {
-                        Some(m) => contains(repo, shallow, m, "merge", oid),
+                        Some(m) => ask(repo, histories, shallow, m, "merge", oid),
                         None => unknown_tip("merge"),
                     }
                 };

@@ -153,6 +153,44 @@ pub struct Summary {
     pub line: usize,
 }
 
+/// How many results of each outcome a target printed (all of them, kept or not).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    /// Passed on the first attempt.
+    pub passed: u64,
+    /// Passed on a retry.
+    pub flaky: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Ignored or skipped.
+    pub ignored: u64,
+    /// Listed only.
+    pub listed: u64,
+}
+
+impl Counts {
+    fn add(&mut self, o: Outcome, delta: i64) {
+        let slot = match o {
+            Outcome::Passed => &mut self.passed,
+            Outcome::Flaky => &mut self.flaky,
+            Outcome::Failed => &mut self.failed,
+            Outcome::Ignored => &mut self.ignored,
+            Outcome::Listed => &mut self.listed,
+        };
+        *slot = slot.saturating_add_signed(delta);
+    }
+
+    /// All results.
+    pub fn total(&self) -> u64 {
+        self.passed + self.flaky + self.failed + self.ignored + self.listed
+    }
+
+    /// Results whose test body executed.
+    pub fn executed(&self) -> u64 {
+        self.passed + self.flaky + self.failed
+    }
+}
+
 /// One test target (binary) as seen in a log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TargetRun {
@@ -166,8 +204,11 @@ pub struct TargetRun {
     pub line: usize,
     /// `running N tests` (or the `--list` count): how many tests the target announced.
     pub declared: Option<u64>,
-    /// Results in log order.
+    /// Results in log order: all of them, or those a keep filter selected
+    /// ([`parse_file_filtered`]); [`TargetRun::counts`] always counts every result.
     pub tests: Vec<TestResult>,
+    /// Counts of every result printed.
+    pub counts: Counts,
     /// The `test result:` line, when the target finished.
     pub summary: Option<Summary>,
 }
@@ -181,6 +222,7 @@ impl TargetRun {
             line,
             declared: None,
             tests: Vec::new(),
+            counts: Counts::default(),
             summary: None,
         }
     }
@@ -191,8 +233,8 @@ impl TargetRun {
     }
 
     /// How many tests in this target executed (passed, flaky or failed).
-    pub fn executed(&self) -> usize {
-        self.tests.iter().filter(|t| t.outcome.ran()).count()
+    pub fn executed(&self) -> u64 {
+        self.counts.executed()
     }
 }
 
@@ -391,7 +433,7 @@ impl RunLog {
                         line: t.line,
                     });
                 } else if let Some(declared) = t.declared {
-                    let seen = t.tests.len() as u64;
+                    let seen = t.counts.total();
                     if seen < declared {
                         out.push(Finding::MissingResults {
                             target: t.label(),
@@ -410,7 +452,7 @@ impl RunLog {
                     && with_summary.len() > 1
                 {
                     let s = last.summary.expect("filtered on summary");
-                    let all: u64 = self.targets.iter().map(|t| t.tests.len() as u64).sum();
+                    let all: u64 = self.targets.iter().map(|t| t.counts.total()).sum();
                     let failed: usize = self
                         .targets
                         .iter()
@@ -553,6 +595,20 @@ pub fn detect_format(head: &str) -> LogFormat {
 /// [`LogError::Io`] when it cannot be read, [`LogError::Junit`] for malformed XML,
 /// [`LogError::Empty`] when no target or test line of any known format is found.
 pub fn parse_file(path: &Path) -> Result<RunLog, LogError> {
+    parse_file_filtered(path, None)
+}
+
+/// Like [`parse_file`], but a cargo test or `--list` log keeps in [`TargetRun::tests`] only
+/// the results whose path `keep` accepts (all are still counted): memory then grows with
+/// the number of targets and kept tests, not with the log. nextest and JUnit logs keep all
+/// results (retries are matched by path).
+///
+/// # Errors
+/// As [`parse_file`].
+pub fn parse_file_filtered(
+    path: &Path,
+    keep: Option<&dyn Fn(&str) -> bool>,
+) -> Result<RunLog, LogError> {
     let io = |source| LogError::Io {
         path: path.to_path_buf(),
         source,
@@ -571,7 +627,7 @@ pub fn parse_file(path: &Path) -> Result<RunLog, LogError> {
             path: path.to_path_buf(),
             message,
         })?,
-        text => parse_text(chained, text).map_err(io)?,
+        text => parse_text_filtered(chained, text, keep).map_err(io)?,
     };
     if log.targets.is_empty() && log.run_summary.is_none() {
         return Err(LogError::Empty {
@@ -607,6 +663,7 @@ pub fn parse_junit<R: BufRead>(reader: R) -> Result<RunLog, String> {
                 }
                 TestCaseStatus::Skipped { .. } => (Outcome::Ignored, 0),
             };
+            run.counts.add(outcome, 1);
             run.tests.push(TestResult {
                 path: case.name.as_str().to_string(),
                 outcome,
@@ -645,8 +702,20 @@ impl RunLog {
 ///
 /// # Errors
 /// I/O errors from `reader`. Invalid UTF-8 is replaced, never an error.
-pub fn parse_text<R: BufRead>(mut reader: R, format: LogFormat) -> std::io::Result<RunLog> {
-    let mut p = TextParser::new(format);
+pub fn parse_text<R: BufRead>(reader: R, format: LogFormat) -> std::io::Result<RunLog> {
+    parse_text_filtered(reader, format, None)
+}
+
+/// [`parse_text`] with a keep filter (see [`parse_file_filtered`]).
+///
+/// # Errors
+/// I/O errors from `reader`.
+pub fn parse_text_filtered<R: BufRead>(
+    mut reader: R,
+    format: LogFormat,
+    keep: Option<&dyn Fn(&str) -> bool>,
+) -> std::io::Result<RunLog> {
+    let mut p = TextParser::new(format, keep);
     let mut buf = Vec::with_capacity(256);
     loop {
         buf.clear();
@@ -668,8 +737,9 @@ pub fn parse_str(text: &str) -> RunLog {
     parse_text(text.as_bytes(), format).expect("reading from memory cannot fail")
 }
 
-struct TextParser {
+struct TextParser<'k> {
     log: RunLog,
+    keep: Option<&'k dyn Fn(&str) -> bool>,
     line_no: usize,
     /// `test X ... ` printed without its outcome yet (libtest with --nocapture output between).
     pending: Option<String>,
@@ -683,10 +753,11 @@ struct TextParser {
     cancelled: Option<FailFast>,
 }
 
-impl TextParser {
-    fn new(format: LogFormat) -> Self {
+impl<'k> TextParser<'k> {
+    fn new(format: LogFormat, keep: Option<&'k dyn Fn(&str) -> bool>) -> Self {
         TextParser {
             log: RunLog::empty(format),
+            keep,
             line_no: 0,
             pending: None,
             stop_candidate: None,
@@ -827,12 +898,17 @@ impl TextParser {
 
     fn push_result(&mut self, path: String, outcome: Outcome, attempts: u32) {
         let line = self.line_no;
-        self.ensure_target().tests.push(TestResult {
-            path,
-            outcome,
-            attempts,
-            line,
-        });
+        let kept = self.keep.is_none_or(|k| k(&path));
+        let target = self.ensure_target();
+        target.counts.add(outcome, 1);
+        if kept {
+            target.tests.push(TestResult {
+                path,
+                outcome,
+                attempts,
+                line,
+            });
+        }
     }
 
     fn nextest_line(&mut self, line: &str) {
@@ -913,19 +989,25 @@ impl TextParser {
         match run.tests.iter_mut().find(|r| r.path == status.path) {
             Some(prev) => {
                 // A retry of a test seen before.
+                let before = prev.outcome;
                 prev.attempts += 1;
                 prev.line = line;
                 prev.outcome = match (prev.outcome, outcome) {
                     (Outcome::Failed, Outcome::Passed) => Outcome::Flaky,
                     (_, o) => o,
                 };
+                run.counts.add(before, -1);
+                run.counts.add(prev.outcome, 1);
             }
-            None => run.tests.push(TestResult {
-                path: status.path.to_string(),
-                outcome,
-                attempts: u32::from(outcome.ran()),
-                line,
-            }),
+            None => {
+                run.counts.add(outcome, 1);
+                run.tests.push(TestResult {
+                    path: status.path.to_string(),
+                    outcome,
+                    attempts: u32::from(outcome.ran()),
+                    line,
+                })
+            }
         }
     }
 
