@@ -337,3 +337,30 @@ fn log_with_no_test_output_is_an_error_not_an_empty_pass() {
     let err = testlog::parse_file(&p).unwrap_err();
     assert!(matches!(err, testlog::LogError::Empty { .. }), "{err}");
 }
+
+#[test]
+fn keep_filter_drops_other_results_but_counts_them() {
+    let all = parse("cargo-no-fail-fast.log");
+    let keep = |p: &str| p == "must_run_budget";
+    let some = testlog::parse_file_filtered(&fixture("cargo-no-fail-fast.log"), Some(&keep)).unwrap();
+    let kept: Vec<&str> = some
+        .targets
+        .iter()
+        .flat_map(|t| &t.tests)
+        .map(|r| r.path.as_str())
+        .collect();
+    assert_eq!(kept, ["must_run_budget"]);
+    let counts = |l: &RunLog| l.targets.iter().map(|t| t.counts).collect::<Vec<_>>();
+    assert_eq!(counts(&some), counts(&all));
+    assert_eq!(some.findings(), all.findings());
+    // Counts agree with the summary lines cargo printed (independent of our result lines).
+    for t in &all.targets {
+        let s = t.summary.unwrap();
+        assert_eq!(
+            (t.counts.passed, t.counts.failed, t.counts.ignored),
+            (s.passed, s.failed, s.ignored),
+            "{}",
+            t.label()
+        );
+    }
+}
