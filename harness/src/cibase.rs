@@ -441,10 +441,13 @@ fn candidates(repo: &Repository, prefix: &str) -> Vec<String> {
     found
 }
 
-/// The history of one tip (a base or a merge), walked once and on demand: each question
-/// advances a single revision walk only as far as needed, and what was walked answers
-/// later questions at once. A "no" needs the whole history walked once; "yes" stops at
-/// the commit. A walk that reaches a shallow boundary turns "no" into unknown.
+/// The history of one tip (a base or a merge), for ancestry questions about it.
+///
+/// Each question is first put to libgit2's `graph_descendant_of` (a merge-base walk that
+/// uses the commit-graph's generation numbers when the repository has one). In a
+/// complete repository its "no" is final. In a shallow one a "no" is only trusted after a
+/// walk of the tip's history that meets no shallow boundary; that walk is done once per
+/// tip, on demand, and what it saw answers later questions at once.
 pub struct History<'r> {
     repo: &'r Repository,
     tip: Oid,
@@ -486,6 +489,20 @@ impl<'r> History<'r> {
         if self.seen.contains(&commit) {
             return Reasoned::new(Answer::Yes, format!("ancestor of the {tip_name}"));
         }
+        match self.repo.graph_descendant_of(self.tip, commit) {
+            Ok(true) => return Reasoned::new(Answer::Yes, format!("ancestor of the {tip_name}")),
+            Ok(false) if !shallow.is_shallow() => {
+                return Reasoned::new(Answer::No, format!("not an ancestor of the {tip_name}"));
+            }
+            Ok(false) => {}
+            Err(e) => {
+                return Reasoned::new(
+                    Answer::Unknown,
+                    format!("ancestry walk failed: {}", e.message()),
+                );
+            }
+        }
+        // Shallow: walk the tip's whole history once to see whether it is cut.
         if !self.done {
             if self.walk.is_none() {
                 match self.repo.revwalk().and_then(|mut w| w.push(self.tip).map(|()| w)) {
