@@ -74,11 +74,16 @@ fn write_big_log(path: &Path, bytes: u64) -> (u64, u64) {
         targets += 1;
         written += emit(
             &mut w,
-            &format!("     Running tests/t{targets}.rs (target/debug/deps/t{targets}-0123456789abcdef)\n\nrunning 200 tests\n"),
+            &format!(
+                "     Running tests/t{targets}.rs (target/debug/deps/t{targets}-0123456789abcdef)\n\nrunning 200 tests\n"
+            ),
         );
         for i in 0..200 {
             let outcome = if i == 7 { "FAILED" } else { "ok" };
-            written += emit(&mut w, &format!("test module_{}::case_{i} ... {outcome}\n", i % 13));
+            written += emit(
+                &mut w,
+                &format!("test module_{}::case_{i} ... {outcome}\n", i % 13),
+            );
         }
         tests += 200;
         written += emit(&mut w, "\nfailures:\n\n---- module_7::case_7 stdout ----\n");
@@ -86,7 +91,10 @@ fn write_big_log(path: &Path, bytes: u64) -> (u64, u64) {
         for k in 0..600 {
             written += emit(
                 &mut w,
-                &format!("step {k}: observed value 0x{:016x} differs from the reference at row {k}\n", k * 2654435761u64),
+                &format!(
+                    "step {k}: observed value 0x{:016x} differs from the reference at row {k}\n",
+                    k * 2654435761u64
+                ),
             );
         }
         written += emit(
@@ -166,7 +174,10 @@ fn bench_audit() -> bool {
 struct Lcg(u64);
 impl Lcg {
     fn below(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % n
     }
 }
@@ -174,7 +185,11 @@ impl Lcg {
 /// Build a repository with `n` commits on main (a merged side commit every 1000), plus an
 /// unmerged side commit forked every 500 main commits. Returns (main marks, side marks).
 fn build_repo(dir: &Path, n: usize) -> (Vec<String>, Vec<String>) {
-    let ok = Command::new("git").args(["init", "--quiet"]).current_dir(dir).status().unwrap();
+    let ok = Command::new("git")
+        .args(["init", "--quiet"])
+        .current_dir(dir)
+        .status()
+        .unwrap();
     assert!(ok.success());
     let marks = dir.join("marks");
     let mut child = Command::new("git")
@@ -189,9 +204,18 @@ fn build_repo(dir: &Path, n: usize) -> (Vec<String>, Vec<String>) {
     {
         let mut w = BufWriter::new(child.stdin.take().unwrap());
         let mut mark = 0usize;
-        let mut commit = |w: &mut BufWriter<_>, r: &str, from: Option<usize>, merge: Option<usize>, msg: &str| {
+        let mut commit = |w: &mut BufWriter<_>,
+                          r: &str,
+                          from: Option<usize>,
+                          merge: Option<usize>,
+                          msg: &str| {
             mark += 1;
-            writeln!(w, "commit {r}\nmark :{mark}\ncommitter Dev <dev@example.com> {} +0000", 1_000_000_000 + mark).unwrap();
+            writeln!(
+                w,
+                "commit {r}\nmark :{mark}\ncommitter Dev <dev@example.com> {} +0000",
+                1_000_000_000 + mark
+            )
+            .unwrap();
             writeln!(w, "data {}\n{msg}", msg.len()).unwrap();
             if let Some(f) = from {
                 writeln!(w, "from :{f}").unwrap();
@@ -205,14 +229,26 @@ fn build_repo(dir: &Path, n: usize) -> (Vec<String>, Vec<String>) {
         let mut prev: Option<usize> = None;
         for i in 0..n {
             let merge = if i > 0 && i % 1000 == 0 {
-                Some(commit(&mut w, "refs/heads/merged", prev, None, &format!("side {i}")))
+                Some(commit(
+                    &mut w,
+                    "refs/heads/merged",
+                    prev,
+                    None,
+                    &format!("side {i}"),
+                ))
             } else {
                 None
             };
             let m = commit(&mut w, "refs/heads/main", prev, merge, &format!("main {i}"));
             main_marks.push(m);
             if i % 500 == 250 {
-                side_marks.push(commit(&mut w, &format!("refs/heads/side/{i}"), Some(m), None, &format!("unmerged {i}")));
+                side_marks.push(commit(
+                    &mut w,
+                    &format!("refs/heads/side/{i}"),
+                    Some(m),
+                    None,
+                    &format!("unmerged {i}"),
+                ));
             }
             prev = Some(m);
         }
@@ -223,7 +259,10 @@ fn build_repo(dir: &Path, n: usize) -> (Vec<String>, Vec<String>) {
     for line in BufReader::new(std::fs::File::open(&marks).unwrap()).lines() {
         let line = line.unwrap();
         let (m, sha) = line.split_once(' ').unwrap();
-        by_mark.insert(m.trim_start_matches(':').parse::<usize>().unwrap(), sha.to_string());
+        by_mark.insert(
+            m.trim_start_matches(':').parse::<usize>().unwrap(),
+            sha.to_string(),
+        );
     }
     (
         main_marks.iter().map(|m| by_mark[m].clone()).collect(),
@@ -236,17 +275,31 @@ fn bench_ancestry() -> bool {
     let t = Instant::now();
     let n = 100_000;
     let (main, side) = build_repo(dir.path(), n);
-    println!("ancestry: built {} commits in {:.1} s", main.len() + side.len() + n / 1000, t.elapsed().as_secs_f64());
+    println!(
+        "ancestry: built {} commits in {:.1} s",
+        main.len() + side.len() + n / 1000,
+        t.elapsed().as_secs_f64()
+    );
     let mut ok = true;
     // As fast-import left it; as a repacked clone; with a commit-graph (what `git gc` and
     // `git commit-graph write` leave, and libgit2 reads).
     for (state, prepare) in [
         ("fast-import pack", None),
-        ("after git repack -adf", Some(&["repack", "-a", "-d", "-f", "-q"][..])),
-        ("with commit-graph", Some(&["commit-graph", "write", "--reachable"][..])),
+        (
+            "after git repack -adf",
+            Some(&["repack", "-a", "-d", "-f", "-q"][..]),
+        ),
+        (
+            "with commit-graph",
+            Some(&["commit-graph", "write", "--reachable"][..]),
+        ),
     ] {
         if let Some(args) = prepare {
-            let st = Command::new("git").args(args).current_dir(dir.path()).status().unwrap();
+            let st = Command::new("git")
+                .args(args)
+                .current_dir(dir.path())
+                .status()
+                .unwrap();
             assert!(st.success(), "git {args:?}");
         }
         let median = ancestry_queries(dir.path(), &main, &side, state);
@@ -300,7 +353,11 @@ fn ancestry_queries(dir: &Path, main: &[String], side: &[String], state: &str) -
         ms(cpu[89]),
         ms(cpu[99]),
         load_average(),
-        if median(&cpu) < Duration::from_millis(100) { "" } else { "  OVER BUDGET (100 ms of CPU)" },
+        if median(&cpu) < Duration::from_millis(100) {
+            ""
+        } else {
+            "  OVER BUDGET (100 ms of CPU)"
+        },
     );
     median(&cpu)
 }

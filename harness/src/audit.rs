@@ -275,7 +275,9 @@ fn must_run_from_catalog(text: &str) -> Result<Vec<MustRun>, String> {
             .collect();
         match found.as_slice() {
             [one] => one,
-            [] => return Err("no `tests` list at the top level or in a top-level table".to_string()),
+            [] => {
+                return Err("no `tests` list at the top level or in a top-level table".to_string());
+            }
             _ => return Err("more than one table holds a `tests` list".to_string()),
         }
     };
@@ -295,7 +297,12 @@ fn must_run_from_catalog(text: &str) -> Result<Vec<MustRun>, String> {
                 .iter()
                 .find_map(|k| str_key(t, k))
                 .ok_or(format!("tests[{i}] has no `path`, `name` or `id` string"))?,
-            other => return Err(format!("tests[{i}] is a {}, not a string", other.type_str())),
+            other => {
+                return Err(format!(
+                    "tests[{i}] is a {}, not a string",
+                    other.type_str()
+                ));
+            }
         };
         out.push(MustRun {
             package: package.clone(),
@@ -372,7 +379,10 @@ impl LaneStatus {
     }
 
     fn executed(self) -> bool {
-        matches!(self, LaneStatus::Passed | LaneStatus::Flaky | LaneStatus::Failed)
+        matches!(
+            self,
+            LaneStatus::Passed | LaneStatus::Flaky | LaneStatus::Failed
+        )
     }
 
     fn label(self) -> &'static str {
@@ -525,7 +535,13 @@ pub fn lane_status(log: &RunLog, test: &MustRun) -> (LaneStatus, u32, Option<usi
         LaneStatus::FilteredOut
     } else if log.fail_fast.is_some() {
         LaneStatus::NeverReached
-    } else if !target_seen && test.target.is_none() && log.targets.iter().any(|t| t.summary.is_some_and(|s| s.filtered_out > 0)) {
+    } else if !target_seen
+        && test.target.is_none()
+        && log
+            .targets
+            .iter()
+            .any(|t| t.summary.is_some_and(|s| s.filtered_out > 0))
+    {
         LaneStatus::FilteredOut
     } else {
         LaneStatus::Absent
@@ -629,7 +645,10 @@ impl AuditReport {
             self.lanes.len(),
             self.tests.len(),
             self.islands.len(),
-            self.tests.iter().filter(|t| t.verdict != Verdict::Ok).count()
+            self.tests
+                .iter()
+                .filter(|t| t.verdict != Verdict::Ok)
+                .count()
         );
         out.push('\n');
         let rows: Vec<[String; 5]> = self
@@ -641,7 +660,11 @@ impl AuditReport {
                     if l.required { "yes" } else { "no" }.to_string(),
                     l.format.clone().unwrap_or_else(|| "-".to_string()),
                     l.targets.len().to_string(),
-                    l.targets.iter().map(|t| t.executed).sum::<u64>().to_string(),
+                    l.targets
+                        .iter()
+                        .map(|t| t.executed)
+                        .sum::<u64>()
+                        .to_string(),
                 ]
             })
             .collect();
@@ -659,7 +682,13 @@ impl AuditReport {
         let rows: Vec<[String; 3]> = self
             .tests
             .iter()
-            .map(|t| [t.test.clone(), t.verdict.label().to_string(), hits_text(&t.lanes)])
+            .map(|t| {
+                [
+                    t.test.clone(),
+                    t.verdict.label().to_string(),
+                    hits_text(&t.lanes),
+                ]
+            })
             .collect();
         table(&mut out, &["MUST-RUN TEST", "VERDICT", "LANES"], &rows);
         if !self.islands.is_empty() {
@@ -674,7 +703,11 @@ impl AuditReport {
     /// Render as Markdown for a pull-request comment.
     pub fn to_markdown(&self) -> String {
         let mut out = String::new();
-        let bad = self.tests.iter().filter(|t| t.verdict != Verdict::Ok).count();
+        let bad = self
+            .tests
+            .iter()
+            .filter(|t| t.verdict != Verdict::Ok)
+            .count();
         let _ = writeln!(out, "## Lane audit\n");
         let _ = writeln!(
             out,
@@ -687,7 +720,10 @@ impl AuditReport {
                 format!("{bad} not ok, {} islands", self.islands.len())
             }
         );
-        let _ = writeln!(out, "| Lane | Required | Format | Targets | Tests run | Findings |");
+        let _ = writeln!(
+            out,
+            "| Lane | Required | Format | Targets | Tests run | Findings |"
+        );
         let _ = writeln!(out, "| --- | --- | --- | ---: | ---: | --- |");
         for l in &self.lanes {
             let _ = writeln!(
@@ -701,7 +737,11 @@ impl AuditReport {
                 if l.findings.is_empty() {
                     "-".to_string()
                 } else {
-                    l.findings.iter().map(|f| md(f)).collect::<Vec<_>>().join("<br>")
+                    l.findings
+                        .iter()
+                        .map(|f| md(f))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
                 }
             );
         }
@@ -822,15 +862,18 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
         paths[idx] = Some(PathBuf::from(file));
     }
     // Only the must-run tests' results are kept; every result is still counted.
-    let wanted: std::collections::HashSet<&str> = must_run.iter().map(|m| m.path.as_str()).collect();
+    let wanted: std::collections::HashSet<&str> =
+        must_run.iter().map(|m| m.path.as_str()).collect();
     let keep = |path: &str| wanted.contains(path);
     let mut logs = Vec::new();
     for (lane, path) in cfg.lanes.iter().zip(paths) {
         match path {
             Some(p) => {
-                let log = testlog::parse_file_filtered(&p, Some(&keep)).map_err(|source| AuditError::Log {
-                    lane: lane.name.clone(),
-                    source,
+                let log = testlog::parse_file_filtered(&p, Some(&keep)).map_err(|source| {
+                    AuditError::Log {
+                        lane: lane.name.clone(),
+                        source,
+                    }
                 })?;
                 logs.push((Some(p.display().to_string()), Some(log)));
             }
@@ -872,7 +915,11 @@ mod tests {
         assert_eq!(got[1].path, "clamps_budget");
         assert_eq!(got[0].package.as_deref(), Some("engine"));
         assert_eq!(got[0].target.as_deref(), Some("admission"));
-        assert!(must_run_from_catalog("tests = [1]").unwrap_err().contains("tests[0]"));
+        assert!(
+            must_run_from_catalog("tests = [1]")
+                .unwrap_err()
+                .contains("tests[0]")
+        );
     }
 
     #[test]

@@ -169,7 +169,10 @@ impl JobParser {
         if let Some(mut job) = self.current.take() {
             if let Some(c) = job.checkout.as_mut() {
                 if c.full.is_none() {
-                    c.full = self.log_sha.clone().or_else(|| self.fetched.as_ref().map(|f| f.0.clone()));
+                    c.full = self
+                        .log_sha
+                        .clone()
+                        .or_else(|| self.fetched.as_ref().map(|f| f.0.clone()));
                 }
                 if c.ref_name.is_none() {
                     c.ref_name = self.fetched.as_ref().map(|f| f.1.clone());
@@ -300,7 +303,9 @@ impl JobParser {
             }
             return;
         }
-        if t.starts_with("##[error]Process completed with exit code") || t.starts_with("ERROR: Job failed") {
+        if t.starts_with("##[error]Process completed with exit code")
+            || t.starts_with("ERROR: Job failed")
+        {
             self.job(line_no).status = JobStatus::Red;
             return;
         }
@@ -325,7 +330,8 @@ pub fn parse_jobs(text: &str) -> Vec<Job> {
     }
     p.close();
     // Content before the first start marker with no checkout is runner preamble, not a job.
-    p.jobs.retain(|j| j.checkout.is_some() || j.ci != CiKind::Unknown);
+    p.jobs
+        .retain(|j| j.checkout.is_some() || j.ci != CiKind::Unknown);
     for (i, j) in p.jobs.iter_mut().enumerate() {
         j.index = i + 1;
     }
@@ -396,7 +402,11 @@ pub fn resolve(repo: &Repository, rev: &str) -> Result<Oid, Reasoned> {
             Ok(c) => Ok(c.id()),
             Err(e) => Err(Reasoned::new(
                 Answer::Unknown,
-                format!("{rev} names a {}, not a commit: {}", obj.kind().map_or("?".into(), |k| k.to_string()), e.message()),
+                format!(
+                    "{rev} names a {}, not a commit: {}",
+                    obj.kind().map_or("?".into(), |k| k.to_string()),
+                    e.message()
+                ),
             )),
         },
         Err(e) if e.code() == ErrorCode::Ambiguous => {
@@ -483,7 +493,10 @@ impl<'r> History<'r> {
         if self.repo.find_commit(self.tip).is_err() {
             return Reasoned::new(
                 Answer::Unknown,
-                format!("missing object: {tip_name} {} is not in the repository; fetch it", self.tip),
+                format!(
+                    "missing object: {tip_name} {} is not in the repository; fetch it",
+                    self.tip
+                ),
             );
         }
         if self.seen.contains(&commit) {
@@ -505,7 +518,11 @@ impl<'r> History<'r> {
         // Shallow: walk the tip's whole history once to see whether it is cut.
         if !self.done {
             if self.walk.is_none() {
-                match self.repo.revwalk().and_then(|mut w| w.push(self.tip).map(|()| w)) {
+                match self
+                    .repo
+                    .revwalk()
+                    .and_then(|mut w| w.push(self.tip).map(|()| w))
+                {
                     Ok(w) => self.walk = Some(w),
                     Err(e) => {
                         self.done = true;
@@ -552,7 +569,13 @@ impl<'r> History<'r> {
 
 /// Whether `commit` is in the history of `tip` (an ancestor of it, or `tip` itself), as a
 /// one-off question (see [`History`] to ask several about the same tip).
-pub fn contains(repo: &Repository, shallow: &Shallow, tip: Oid, tip_name: &str, commit: Oid) -> Reasoned {
+pub fn contains(
+    repo: &Repository,
+    shallow: &Shallow,
+    tip: Oid,
+    tip_name: &str,
+    commit: Oid,
+) -> Reasoned {
     History::new(repo, tip).contains(shallow, tip_name, commit)
 }
 
@@ -611,10 +634,9 @@ impl JobReport {
     /// Whether every answer is yes or no and the checkout was found.
     pub fn is_definite(&self) -> bool {
         self.base.is_some()
-            && self
-                .answers
-                .iter()
-                .all(|a| a.in_base.answer != Answer::Unknown && a.in_merge.answer != Answer::Unknown)
+            && self.answers.iter().all(|a| {
+                a.in_base.answer != Answer::Unknown && a.in_merge.answer != Answer::Unknown
+            })
     }
 }
 
@@ -648,9 +670,20 @@ pub fn check(
     let mut histories = Histories::new();
     let mut reports = Vec::new();
     for job in jobs {
-        reports.push(check_job(repo, &mut histories, &shallow, job, commits, merge_override));
+        reports.push(check_job(
+            repo,
+            &mut histories,
+            &shallow,
+            job,
+            commits,
+            merge_override,
+        ));
     }
-    let exit_code = if reports.iter().all(JobReport::is_definite) { 0 } else { 2 };
+    let exit_code = if reports.iter().all(JobReport::is_definite) {
+        0
+    } else {
+        2
+    };
     BaseReport {
         schema: BASE_SCHEMA,
         log: log_name.to_string(),
@@ -705,7 +738,10 @@ fn check_job<'r>(
             notes.push(format!("checked out {r} (line {})", c.line));
         }
     } else {
-        notes.push("no checkout line in this job's log (`HEAD is now at ...` or `Checking out ...`)".to_string());
+        notes.push(
+            "no checkout line in this job's log (`HEAD is now at ...` or `Checking out ...`)"
+                .to_string(),
+        );
     }
     if let Some(r) = &merge_problem {
         notes.push(format!("merge commit: {}", r.reason));
@@ -748,9 +784,15 @@ fn check_job<'r>(
                     .unwrap_or_default();
                 merge_problem = Some(Reasoned::new(
                     Answer::Unknown,
-                    format!("missing object: merge {} is not in the repository{hint}", short(m)),
+                    format!(
+                        "missing object: merge {} is not in the repository{hint}",
+                        short(m)
+                    ),
                 ));
-                notes.push(format!("merge {} not in the repository: its parents are unknown{hint}", short(m)));
+                notes.push(format!(
+                    "merge {} not in the repository: its parents are unknown{hint}",
+                    short(m)
+                ));
             }
             Err(_) => {}
         }
@@ -759,7 +801,10 @@ fn check_job<'r>(
     let base_oid = base.as_deref().and_then(|b| Oid::from_str(b).ok());
     let unknown_tip = |what: &str| {
         merge_problem.clone().unwrap_or_else(|| {
-            Reasoned::new(Answer::Unknown, format!("the job's {what} is not known from the log"))
+            Reasoned::new(
+                Answer::Unknown,
+                format!("the job's {what} is not known from the log"),
+            )
         })
     };
     let mut answers = Vec::new();
@@ -807,7 +852,8 @@ fn follows(job: &Job, base_known: bool, answers: &[CommitAnswer]) -> Vec<String>
     let mut out = Vec::new();
     if !base_known {
         out.push(
-            "the tested base is unknown: nothing can be said about what this job's result covers".to_string(),
+            "the tested base is unknown: nothing can be said about what this job's result covers"
+                .to_string(),
         );
     }
     for a in answers {
@@ -815,7 +861,11 @@ fn follows(job: &Job, base_known: bool, answers: &[CommitAnswer]) -> Vec<String>
         let line = match (a.in_base.answer, a.in_merge.answer, job.status) {
             (Answer::Unknown, _, _) | (_, Answer::Unknown, _) if base_known => format!(
                 "{l}: cannot say whether the job tested it ({}); resolve that before reading the job's result",
-                if a.in_base.answer == Answer::Unknown { &a.in_base.reason } else { &a.in_merge.reason }
+                if a.in_base.answer == Answer::Unknown {
+                    &a.in_base.reason
+                } else {
+                    &a.in_merge.reason
+                }
             ),
             (Answer::Unknown, _, _) | (_, Answer::Unknown, _) => continue,
             (Answer::No, Answer::No, JobStatus::Red) => format!(
@@ -862,7 +912,10 @@ impl BaseReport {
                     CiKind::Unknown => "unknown CI",
                 },
                 status_word(j.job.status),
-                j.job.checkout.as_ref().map_or("not found".to_string(), |c| format!("at line {}", c.line))
+                j.job
+                    .checkout
+                    .as_ref()
+                    .map_or("not found".to_string(), |c| format!("at line {}", c.line))
             );
             let _ = writeln!(
                 out,
@@ -885,7 +938,9 @@ impl BaseReport {
                             Self::commits_text(a),
                             answer_word(a.in_base.answer).to_string(),
                             answer_word(a.in_merge.answer).to_string(),
-                            if a.in_base.answer == Answer::Yes || a.in_base.reason == a.in_merge.reason {
+                            if a.in_base.answer == Answer::Yes
+                                || a.in_base.reason == a.in_merge.reason
+                            {
                                 a.in_base.reason.clone()
                             } else {
                                 format!("base: {}; merge: {}", a.in_base.reason, a.in_merge.reason)
@@ -894,7 +949,11 @@ impl BaseReport {
                     })
                     .collect();
                 let mut t = String::new();
-                table(&mut t, &["LABEL", "REV", "COMMIT", "IN BASE", "IN MERGE", "REASON"], &rows);
+                table(
+                    &mut t,
+                    &["LABEL", "REV", "COMMIT", "IN BASE", "IN MERGE", "REASON"],
+                    &rows,
+                );
                 for l in t.lines() {
                     let _ = writeln!(out, "  {l}");
                 }
@@ -999,7 +1058,9 @@ pub fn check_files(args: &BaseCheckArgs) -> Result<BaseReport, BaseError> {
     let mut commits = Vec::new();
     for arg in &args.commits {
         match arg.split_once('=') {
-            Some((l, r)) if !l.is_empty() && !r.is_empty() => commits.push((l.to_string(), r.to_string())),
+            Some((l, r)) if !l.is_empty() && !r.is_empty() => {
+                commits.push((l.to_string(), r.to_string()))
+            }
             _ => return Err(BaseError::CommitArg { arg: arg.clone() }),
         }
     }
@@ -1013,7 +1074,13 @@ pub fn check_files(args: &BaseCheckArgs) -> Result<BaseReport, BaseError> {
         message: e.message().to_string(),
     })?;
     let jobs = parse_jobs(&text);
-    Ok(check(&repo, &jobs, &commits, args.merge.as_deref(), &args.log.display().to_string()))
+    Ok(check(
+        &repo,
+        &jobs,
+        &commits,
+        args.merge.as_deref(),
+        &args.log.display().to_string(),
+    ))
 }
 
 /// `harness base-check`: print the report; returns the exit code (0 or 2).
@@ -1062,9 +1129,15 @@ mod tests {
         assert_eq!(jobs.len(), 2);
         let c = jobs[0].checkout.as_ref().unwrap();
         assert_eq!(jobs[0].name.as_deref(), Some("test (ubuntu)"));
-        assert_eq!(c.full.as_deref(), Some("1111111111111111111111111111111111111111"));
+        assert_eq!(
+            c.full.as_deref(),
+            Some("1111111111111111111111111111111111111111")
+        );
         assert_eq!(c.ref_name.as_deref(), Some("refs/remotes/pull/7/merge"));
-        assert_eq!(c.base.as_deref(), Some("3333333333333333333333333333333333333333"));
+        assert_eq!(
+            c.base.as_deref(),
+            Some("3333333333333333333333333333333333333333")
+        );
         assert_eq!(jobs[0].status, JobStatus::Red);
         assert_eq!(jobs[1].status, JobStatus::Green);
         assert_eq!(jobs[1].checkout.as_ref().unwrap().full, None);

@@ -229,7 +229,11 @@ impl TargetRun {
 
     /// `package::target` (or `?::target` when the package is not known), for messages.
     pub fn label(&self) -> String {
-        format!("{}::{}", self.package.as_deref().unwrap_or("?"), self.target)
+        format!(
+            "{}::{}",
+            self.package.as_deref().unwrap_or("?"),
+            self.target
+        )
     }
 
     /// How many tests in this target executed (passed, flaky or failed).
@@ -446,8 +450,11 @@ impl RunLog {
         }
         match self.format {
             LogFormat::CargoTest => {
-                let with_summary: Vec<&TargetRun> =
-                    self.targets.iter().filter(|t| t.summary.is_some()).collect();
+                let with_summary: Vec<&TargetRun> = self
+                    .targets
+                    .iter()
+                    .filter(|t| t.summary.is_some())
+                    .collect();
                 if let Some(last) = with_summary.last()
                     && with_summary.len() > 1
                 {
@@ -527,7 +534,8 @@ pub fn clean_line(raw: &str) -> std::borrow::Cow<'_, str> {
 /// Strip a leading `YYYY-MM-DDTHH:MM:SS[.fraction]Z ` timestamp, if there is one.
 pub fn strip_timestamp(s: &str) -> &str {
     let b = s.as_bytes();
-    let digits = |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    let digits =
+        |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
     if b.len() < 20
         || !digits(0..4)
         || b[4] != b'-'
@@ -572,7 +580,8 @@ pub fn detect_format(head: &str) -> LogFormat {
     for raw in head.lines() {
         let line = clean_line(raw);
         let t = line.trim();
-        if t.starts_with("Nextest run ID") || (t.starts_with("Starting ") && t.contains(" across ")) {
+        if t.starts_with("Nextest run ID") || (t.starts_with("Starting ") && t.contains(" across "))
+        {
             return LogFormat::Nextest;
         }
         if t.starts_with("running ") || t.starts_with("test result:") {
@@ -866,7 +875,9 @@ impl<'k> TextParser<'k> {
             });
             return;
         }
-        if t.starts_with("error: ") && (t.ends_with(" targets failed:") || t.ends_with(" target failed:")) {
+        if t.starts_with("error: ")
+            && (t.ends_with(" targets failed:") || t.ends_with(" target failed:"))
+        {
             // `--no-fail-fast` lists every failed target at the end.
             self.stop_candidate = None;
             self.in_failed_list = true;
@@ -1070,7 +1081,9 @@ fn parse_nextest_status(t: &str) -> Option<NextestStatus<'_>> {
 
 /// `N tests run: a passed (k flaky), b failed, c skipped` or `R/N tests run: ...`.
 fn parse_nextest_summary(s: &str) -> Option<RunSummary> {
-    let (count, rest) = s.split_once(" tests run:").or_else(|| s.split_once(" test run:"))?;
+    let (count, rest) = s
+        .split_once(" tests run:")
+        .or_else(|| s.split_once(" test run:"))?;
     let (run, total) = match count.split_once('/') {
         Some((r, t)) => (r.parse().ok()?, t.parse().ok()?),
         None => {
@@ -1127,7 +1140,12 @@ fn parse_running(rest: &str, line: usize) -> Option<TargetRun> {
     } else {
         (None, name.to_string())
     };
-    Some(TargetRun::new(package, target, Some(source.to_string()), line))
+    Some(TargetRun::new(
+        package,
+        target,
+        Some(source.to_string()),
+        line,
+    ))
 }
 
 fn libtest_outcome(s: &str) -> Option<Outcome> {
@@ -1202,33 +1220,56 @@ mod tests {
             "running 2 tests"
         );
         assert_eq!(strip_timestamp("2024-05-01T10:00:00Z x"), "x");
-        assert_eq!(strip_timestamp("2024-05-01 10:00:00Z x"), "2024-05-01 10:00:00Z x");
+        assert_eq!(
+            strip_timestamp("2024-05-01 10:00:00Z x"),
+            "2024-05-01 10:00:00Z x"
+        );
         assert_eq!(strip_timestamp("test a ... ok"), "test a ... ok");
     }
 
     #[test]
     fn cleans_ansi_and_gitlab_sections() {
         assert_eq!(
-            clean_line("section_start:1700000000:step_script\r\u{1b}[0K\u{1b}[32;1mChecking out\u{1b}[0;m"),
+            clean_line(
+                "section_start:1700000000:step_script\r\u{1b}[0K\u{1b}[32;1mChecking out\u{1b}[0;m"
+            ),
             "Checking out"
         );
     }
 
     #[test]
     fn running_lines_name_targets_nextest_style() {
-        let lib = parse_running("unittests src/lib.rs (target/debug/deps/lanes_sample-f83c98c32e79bb9d)", 1)
-            .unwrap();
-        assert_eq!((lib.package.as_deref(), lib.target.as_str()), (Some("lanes_sample"), "lib"));
-        let bin = parse_running("unittests src/main.rs (target/debug/deps/harness-0123456789abcdef)", 1)
-            .unwrap();
+        let lib = parse_running(
+            "unittests src/lib.rs (target/debug/deps/lanes_sample-f83c98c32e79bb9d)",
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            (lib.package.as_deref(), lib.target.as_str()),
+            (Some("lanes_sample"), "lib")
+        );
+        let bin = parse_running(
+            "unittests src/main.rs (target/debug/deps/harness-0123456789abcdef)",
+            1,
+        )
+        .unwrap();
         assert_eq!((bin.package, bin.target.as_str()), (None, "bin/harness"));
-        let it = parse_running("tests/alpha.rs (target/debug/deps/alpha-580865da5778d747)", 1).unwrap();
-        assert_eq!((it.target.as_str(), it.source.as_deref()), ("alpha", Some("tests/alpha.rs")));
+        let it = parse_running(
+            "tests/alpha.rs (target/debug/deps/alpha-580865da5778d747)",
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            (it.target.as_str(), it.source.as_deref()),
+            ("alpha", Some("tests/alpha.rs"))
+        );
     }
 
     #[test]
     fn pending_outcome_on_a_later_line_is_joined() {
-        let log = parse_str("running 1 test\ntest slow ... \nsome output\nok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n");
+        let log = parse_str(
+            "running 1 test\ntest slow ... \nsome output\nok\n\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s\n",
+        );
         assert_eq!(log.targets[0].tests[0].path, "slow");
         assert_eq!(log.targets[0].tests[0].outcome, Outcome::Passed);
     }

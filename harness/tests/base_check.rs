@@ -13,13 +13,17 @@ fn commit(repo: &Repository, parents: &[Oid], msg: &str, time: i64) -> Oid {
     let sig = Signature::new("Dev", "dev@example.com", &Time::new(time, 0)).unwrap();
     let tree_id = repo.treebuilder(None).unwrap().write().unwrap();
     let tree = repo.find_tree(tree_id).unwrap();
-    let parents: Vec<git2::Commit> = parents.iter().map(|p| repo.find_commit(*p).unwrap()).collect();
+    let parents: Vec<git2::Commit> = parents
+        .iter()
+        .map(|p| repo.find_commit(*p).unwrap())
+        .collect();
     let refs: Vec<&git2::Commit> = parents.iter().collect();
     repo.commit(None, &sig, &sig, msg, &tree, &refs).unwrap()
 }
 
 fn branch(repo: &Repository, name: &str, oid: Oid) {
-    repo.reference(&format!("refs/heads/{name}"), oid, true, "test").unwrap();
+    repo.reference(&format!("refs/heads/{name}"), oid, true, "test")
+        .unwrap();
 }
 
 /// GitHub Actions raw-log lines for one job: ISO timestamps, `##[group]`, the checkout of
@@ -90,7 +94,9 @@ fn answers(report: &BaseReport, job: usize) -> Vec<(String, Answer, Answer)> {
 }
 
 fn commits(list: &[(&str, String)]) -> Vec<(String, String)> {
-    list.iter().map(|(l, r)| (l.to_string(), r.clone())).collect()
+    list.iter()
+        .map(|(l, r)| (l.to_string(), r.clone()))
+        .collect()
 }
 
 /// main: c1 - c2 - fix(c3, t=3000) - c4; the PR branch forks at c2 with one commit.
@@ -118,10 +124,12 @@ fn pr_history() -> PrHistory {
     let pr = commit(&repo, &[c2], "pr: feature", 2500);
     branch(&repo, "main", c4);
     branch(&repo, "feature", pr);
-    repo.tag_lightweight("v1", &repo.find_object(c1, None).unwrap(), false).unwrap();
+    repo.tag_lightweight("v1", &repo.find_object(c1, None).unwrap(), false)
+        .unwrap();
     let stale_merge = commit(&repo, &[c2, pr], &format!("Merge {pr} into {c2}"), 2600);
     let fresh_merge = commit(&repo, &[c4, pr], &format!("Merge {pr} into {c4}"), 4600);
-    repo.reference("refs/pull/12/merge", fresh_merge, true, "test").unwrap();
+    repo.reference("refs/pull/12/merge", fresh_merge, true, "test")
+        .unwrap();
     PrHistory {
         _dir: dir,
         repo,
@@ -158,9 +166,19 @@ fn stale_base_predates_a_fix_that_landed_before_the_job_ran() {
         None,
         "job.log",
     );
-    assert_eq!(report.jobs[0].base.as_deref(), Some(h.c2.to_string().as_str()));
-    assert_eq!(report.jobs[0].answers[2].commit, Some(h.c1.to_string()), "tag v1");
-    assert_eq!(report.jobs[0].merge.as_deref(), Some(h.stale_merge.to_string().as_str()));
+    assert_eq!(
+        report.jobs[0].base.as_deref(),
+        Some(h.c2.to_string().as_str())
+    );
+    assert_eq!(
+        report.jobs[0].answers[2].commit,
+        Some(h.c1.to_string()),
+        "tag v1"
+    );
+    assert_eq!(
+        report.jobs[0].merge.as_deref(),
+        Some(h.stale_merge.to_string().as_str())
+    );
     assert_eq!(
         answers(&report, 0),
         [
@@ -202,7 +220,12 @@ fn fix_merged_from_a_side_branch_is_in_later_bases_only() {
     let merged = commit(&repo, &[c2, fix], "Merge branch 'fix'", 300);
     let pr = commit(&repo, &[c1], "pr", 160);
     let m_before = commit(&repo, &[c2, pr], &format!("Merge {pr} into {c2}"), 310);
-    let m_after = commit(&repo, &[merged, pr], &format!("Merge {pr} into {merged}"), 320);
+    let m_after = commit(
+        &repo,
+        &[merged, pr],
+        &format!("Merge {pr} into {merged}"),
+        320,
+    );
     let log = github_job("2026-11-29T10:00", 3, m_before, pr, c2, true)
         + &github_job("2026-11-29T10:05", 3, m_after, pr, merged, true);
     let report = cibase::check(
@@ -212,10 +235,20 @@ fn fix_merged_from_a_side_branch_is_in_later_bases_only() {
         None,
         "job.log",
     );
-    assert_eq!(answers(&report, 0), [("fix".to_string(), Answer::No, Answer::No)]);
-    assert_eq!(answers(&report, 1), [("fix".to_string(), Answer::Yes, Answer::Yes)]);
+    assert_eq!(
+        answers(&report, 0),
+        [("fix".to_string(), Answer::No, Answer::No)]
+    );
+    assert_eq!(
+        answers(&report, 1),
+        [("fix".to_string(), Answer::Yes, Answer::Yes)]
+    );
     // Red with the fix in its base: the fix did not fix it.
-    assert!(report.jobs[1].follows[0].contains("did not fix"), "{:?}", report.jobs[1].follows);
+    assert!(
+        report.jobs[1].follows[0].contains("did not fix"),
+        "{:?}",
+        report.jobs[1].follows
+    );
 }
 
 #[test]
@@ -228,7 +261,10 @@ fn gitlab_merged_results_takes_parents_from_the_repository() {
     assert_eq!(jobs[0].status, JobStatus::Green);
     let checkout = jobs[0].checkout.as_ref().unwrap();
     assert_eq!(checkout.abbrev.as_deref(), Some(sha8));
-    assert_eq!(checkout.ref_name.as_deref(), Some("refs/merge-requests/7/merge"));
+    assert_eq!(
+        checkout.ref_name.as_deref(),
+        Some("refs/merge-requests/7/merge")
+    );
     // A known break that landed on main after c4 is not in the tested base.
     let brk = commit(&h.repo, &[h.c4], "break", 6000);
     let report = cibase::check(
@@ -238,8 +274,14 @@ fn gitlab_merged_results_takes_parents_from_the_repository() {
         None,
         "job.log",
     );
-    assert_eq!(report.jobs[0].base.as_deref(), Some(h.c4.to_string().as_str()));
-    assert_eq!(report.jobs[0].head.as_deref(), Some(h.pr.to_string().as_str()));
+    assert_eq!(
+        report.jobs[0].base.as_deref(),
+        Some(h.c4.to_string().as_str())
+    );
+    assert_eq!(
+        report.jobs[0].head.as_deref(),
+        Some(h.pr.to_string().as_str())
+    );
     assert_eq!(
         answers(&report, 0),
         [
@@ -263,8 +305,15 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
         "job.log",
     );
     let a = &report.jobs[0].answers[0];
-    assert_eq!((a.in_base.answer, a.in_merge.answer), (Answer::Unknown, Answer::Unknown));
-    assert!(a.in_base.reason.contains("missing object"), "{}", a.in_base.reason);
+    assert_eq!(
+        (a.in_base.answer, a.in_merge.answer),
+        (Answer::Unknown, Answer::Unknown)
+    );
+    assert!(
+        a.in_base.reason.contains("missing object"),
+        "{}",
+        a.in_base.reason
+    );
     assert_eq!(report.exit_code, 2);
     // --merge names the commit instead.
     let report = cibase::check(
@@ -274,7 +323,10 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
         Some("refs/pull/12/merge"),
         "job.log",
     );
-    assert_eq!(answers(&report, 0), [("fix".to_string(), Answer::Yes, Answer::Yes)]);
+    assert_eq!(
+        answers(&report, 0),
+        [("fix".to_string(), Answer::Yes, Answer::Yes)]
+    );
     assert_eq!(report.exit_code, 0);
 }
 
@@ -294,7 +346,10 @@ fn log_without_checkout_line_exits_2() {
     assert_eq!(report.jobs[0].answers[0].in_base.answer, Answer::Unknown);
     assert_eq!(report.exit_code, 2);
     // Even with no commit asked about.
-    assert_eq!(cibase::check(&h.repo, &cibase::parse_jobs(log), &[], None, "job.log").exit_code, 2);
+    assert_eq!(
+        cibase::check(&h.repo, &cibase::parse_jobs(log), &[], None, "job.log").exit_code,
+        2
+    );
 }
 
 #[test]
@@ -315,19 +370,29 @@ fn abbreviation_shared_by_two_commits_is_unknown() {
     }
     let (prefix, a, b) = pair.expect("a shared 4-digit prefix within 100000 commits");
     let base = commit(&repo, &[a, b], "base", 20);
-    let merge = commit(&repo, &[base, root], &format!("Merge {root} into {base}"), 30);
+    let merge = commit(
+        &repo,
+        &[base, root],
+        &format!("Merge {root} into {base}"),
+        30,
+    );
     let log = github_job("2026-11-29T10:00", 1, merge, root, base, false);
     let report = cibase::check(
         &repo,
         &cibase::parse_jobs(&log),
-        &commits(&[("amb", prefix.clone()), ("a", a.to_string()[..12].to_string())]),
+        &commits(&[
+            ("amb", prefix.clone()),
+            ("a", a.to_string()[..12].to_string()),
+        ]),
         None,
         "job.log",
     );
     let amb = &report.jobs[0].answers[0];
     assert_eq!(amb.in_base.answer, Answer::Unknown);
     assert!(
-        amb.in_base.reason.starts_with(&format!("ambiguous abbreviation: {prefix}"))
+        amb.in_base
+            .reason
+            .starts_with(&format!("ambiguous abbreviation: {prefix}"))
             && amb.in_base.reason.contains(&a.to_string()[..12])
             && amb.in_base.reason.contains(&b.to_string()[..12]),
         "{}",
@@ -344,7 +409,11 @@ fn git(dir: &Path, args: &[&str]) {
         .args(args)
         .output()
         .expect("the git command-line tool is needed for the shallow-clone test");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -361,13 +430,26 @@ fn shallow_clone_answers_unknown_not_no() {
     branch(&src, "side", side);
     src.set_head("refs/heads/main").unwrap();
     let pr = commit(&src, &[main[9]], "pr", 600);
-    let merge = commit(&src, &[main[9], pr], &format!("Merge {pr} into {}", main[9]), 700);
+    let merge = commit(
+        &src,
+        &[main[9], pr],
+        &format!("Merge {pr} into {}", main[9]),
+        700,
+    );
 
     let clone_dir = tempfile::tempdir().unwrap();
     let url = format!("file://{}", src_dir.path().display());
     git(
         clone_dir.path(),
-        &["clone", "--quiet", "--depth", "2", "--no-single-branch", &url, "shallow"],
+        &[
+            "clone",
+            "--quiet",
+            "--depth",
+            "2",
+            "--no-single-branch",
+            &url,
+            "shallow",
+        ],
     );
     let repo = Repository::open(clone_dir.path().join("shallow")).unwrap();
     assert!(repo.is_shallow());
@@ -400,7 +482,10 @@ fn shallow_clone_answers_unknown_not_no() {
     assert_eq!(report.exit_code, 2);
 
     // Deepened, the same questions have definite answers.
-    git(&clone_dir.path().join("shallow"), &["fetch", "--quiet", "--unshallow"]);
+    git(
+        &clone_dir.path().join("shallow"),
+        &["fetch", "--quiet", "--unshallow"],
+    );
     let repo = Repository::open(clone_dir.path().join("shallow")).unwrap();
     let report = cibase::check(
         &repo,
@@ -436,25 +521,59 @@ fn cli_exit_codes_and_formats() {
     let h = pr_history();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("job.log");
-    std::fs::write(&log, github_job("2026-11-29T10:00", 12, h.stale_merge, h.pr, h.c2, true)).unwrap();
+    std::fs::write(
+        &log,
+        github_job("2026-11-29T10:00", 12, h.stale_merge, h.pr, h.c2, true),
+    )
+    .unwrap();
     let repo = h.repo.workdir().unwrap().display().to_string();
     let log_s = log.display().to_string();
     let fix = format!("fix={}", h.fix);
-    let (code, out, err) = harness(&["base-check", "--log", &log_s, "--repo", &repo, "--commit", &fix]);
+    let (code, out, err) = harness(&[
+        "base-check",
+        "--log",
+        &log_s,
+        "--repo",
+        &repo,
+        "--commit",
+        &fix,
+    ]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("stale base"), "{out}");
     let (code, out, _) = harness(&[
-        "base-check", "--log", &log_s, "--repo", &repo, "--commit", &fix, "--format", "json",
+        "base-check",
+        "--log",
+        &log_s,
+        "--repo",
+        &repo,
+        "--commit",
+        &fix,
+        "--format",
+        "json",
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["schema"], "harness.base-check/1");
     assert_eq!(v["jobs"][0]["answers"][0]["in_base"]["answer"], "no");
     let (code, _, _) = harness(&[
-        "base-check", "--log", &log_s, "--repo", &repo, "--commit", "nope=0123456789abcdef",
+        "base-check",
+        "--log",
+        &log_s,
+        "--repo",
+        &repo,
+        "--commit",
+        "nope=0123456789abcdef",
     ]);
     assert_eq!(code, 2, "a missing object is unknown: exit 2");
-    let (code, _, err) = harness(&["base-check", "--log", &log_s, "--repo", &repo, "--commit", "fix"]);
+    let (code, _, err) = harness(&[
+        "base-check",
+        "--log",
+        &log_s,
+        "--repo",
+        &repo,
+        "--commit",
+        "fix",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("expected LABEL=REV"), "{err}");
     let (code, _, err) = harness(&["base-check", "--log", "no-such.log", "--repo", &repo]);

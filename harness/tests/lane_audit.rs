@@ -21,8 +21,11 @@ fn shape(log: &RunLog) -> Vec<(String, Vec<(String, Outcome)>)> {
     log.targets
         .iter()
         .map(|t| {
-            let mut tests: Vec<(String, Outcome)> =
-                t.tests.iter().map(|r| (r.path.clone(), r.outcome)).collect();
+            let mut tests: Vec<(String, Outcome)> = t
+                .tests
+                .iter()
+                .map(|r| (r.path.clone(), r.outcome))
+                .collect();
             // libtest prints results as threads finish: order differs between runs.
             tests.sort_by(|a, b| a.0.cmp(&b.0));
             (t.target.clone(), tests)
@@ -65,9 +68,15 @@ fn cargo_no_fail_fast_runs_every_target_and_lists_failures() {
     let log = parse("cargo-no-fail-fast.log");
     let targets: Vec<&str> = log.targets.iter().map(|t| t.target.as_str()).collect();
     assert_eq!(targets, ["lib", "alpha", "beta", "gamma", "doc"]);
-    assert_eq!(log.fail_fast, None, "a run that went on after a failure is not truncated");
+    assert_eq!(
+        log.fail_fast, None,
+        "a run that went on after a failure is not truncated"
+    );
     assert_eq!(log.failed_targets, ["--test beta"]);
-    assert_eq!(outcome(&log, "gamma", "must_run_budget"), Some((Outcome::Passed, 1)));
+    assert_eq!(
+        outcome(&log, "gamma", "must_run_budget"),
+        Some((Outcome::Passed, 1))
+    );
     assert_eq!(
         outcome(&log, "doc", "src/lib.rs - add (line 6)"),
         Some((Outcome::Passed, 1))
@@ -92,10 +101,15 @@ fn zero_test_target_and_ignored_test_are_seen() {
     let log = parse("cargo-green.log");
     let lib = &log.targets[0];
     assert_eq!((lib.target.as_str(), lib.declared), ("lib", Some(0)));
-    assert!(log.findings().iter().any(
-        |f| matches!(f, Finding::ZeroTests { target, .. } if target == "lanes_sample::lib")
-    ));
-    assert_eq!(outcome(&log, "alpha", "adds_large"), Some((Outcome::Ignored, 1)));
+    assert!(
+        log.findings().iter().any(
+            |f| matches!(f, Finding::ZeroTests { target, .. } if target == "lanes_sample::lib")
+        )
+    );
+    assert_eq!(
+        outcome(&log, "alpha", "adds_large"),
+        Some((Outcome::Ignored, 1))
+    );
     assert_eq!(log.fail_fast, None);
 }
 
@@ -123,23 +137,29 @@ fn filter_that_excluded_the_must_run_tests_is_reported() {
         target: Some("gamma".into()),
         path: "must_run_budget".into(),
     };
-    assert_eq!(audit::lane_status(&log, &must).0, audit::LaneStatus::FilteredOut);
+    assert_eq!(
+        audit::lane_status(&log, &must).0,
+        audit::LaneStatus::FilteredOut
+    );
 }
 
 #[test]
 fn nextest_fail_fast_names_the_tests_not_run() {
     let log = parse("nextest-fail-fast.log");
     assert_eq!(log.format, LogFormat::Nextest);
-    let ff = log.fail_fast.as_ref().expect("nextest cancellation is a truncation");
+    let ff = log
+        .fail_fast
+        .as_ref()
+        .expect("nextest cancellation is a truncation");
     assert_eq!(ff.not_run, Some(2));
     assert_eq!(ff.after_target.as_deref(), Some("lanes-sample::beta"));
     let rs = log.run_summary.unwrap();
     assert_eq!((rs.run, rs.total, rs.failed), (4, 6, 1));
     assert_eq!(outcome(&log, "gamma", "must_run_budget"), None);
     assert!(
-        log.findings()
-            .iter()
-            .any(|f| matches!(f, Finding::PartialSummary { covers, .. } if covers == "4 of 6 tests"))
+        log.findings().iter().any(
+            |f| matches!(f, Finding::PartialSummary { covers, .. } if covers == "4 of 6 tests")
+        )
     );
 }
 
@@ -157,13 +177,25 @@ fn nextest_no_fail_fast_ran_everything() {
 #[test]
 fn retried_test_is_flaky_in_nextest_output_and_junit() {
     let text = parse("nextest-retries.log");
-    assert_eq!(outcome(&text, "gamma", "flaky_once"), Some((Outcome::Flaky, 2)));
+    assert_eq!(
+        outcome(&text, "gamma", "flaky_once"),
+        Some((Outcome::Flaky, 2))
+    );
     let junit = parse("nextest-retries-junit.xml");
     assert_eq!(junit.format, LogFormat::Junit);
-    assert_eq!(outcome(&junit, "gamma", "flaky_once"), Some((Outcome::Flaky, 2)));
-    assert_eq!(outcome(&junit, "beta", "doubles"), Some((Outcome::Passed, 1)));
+    assert_eq!(
+        outcome(&junit, "gamma", "flaky_once"),
+        Some((Outcome::Flaky, 2))
+    );
+    assert_eq!(
+        outcome(&junit, "beta", "doubles"),
+        Some((Outcome::Passed, 1))
+    );
     assert_eq!(junit.targets[0].package.as_deref(), Some("lanes-sample"));
-    assert_eq!(junit.targets.iter().map(|t| t.tests.len()).sum::<usize>(), 6);
+    assert_eq!(
+        junit.targets.iter().map(|t| t.tests.len()).sum::<usize>(),
+        6
+    );
 }
 
 #[test]
@@ -185,7 +217,12 @@ fn libtest_list_enumerates_without_running() {
             ("doc", Some(1), 1)
         ]
     );
-    assert!(log.targets.iter().flat_map(|t| &t.tests).all(|r| r.outcome == Outcome::Listed));
+    assert!(
+        log.targets
+            .iter()
+            .flat_map(|t| &t.tests)
+            .all(|r| r.outcome == Outcome::Listed)
+    );
 }
 
 fn args(lanes: &str, must_run: &str, logs: &[&str]) -> LaneAuditArgs {
@@ -211,7 +248,10 @@ fn audit_names_islands_failures_and_exit_code() {
             // Required lanes: `unit` stopped before gamma, `quick` filtered it out; only
             // the optional nightly lane ran it.
             ("lanes-sample::gamma must_run_budget", Verdict::Island),
-            ("lanes-sample::beta admission::refuses_over_budget", Verdict::Ok),
+            (
+                "lanes-sample::beta admission::refuses_over_budget",
+                Verdict::Ok
+            ),
             ("lanes-sample::beta doubles", Verdict::Failed),
             // Ignored everywhere: never executed.
             ("lanes-sample::alpha adds_large", Verdict::Island),
@@ -220,7 +260,10 @@ fn audit_names_islands_failures_and_exit_code() {
     );
     assert_eq!(
         report.islands,
-        ["lanes-sample::gamma must_run_budget", "lanes-sample::alpha adds_large"]
+        [
+            "lanes-sample::gamma must_run_budget",
+            "lanes-sample::alpha adds_large"
+        ]
     );
     assert_eq!(report.exit_code, 1);
     insta::assert_snapshot!("audit_table", report.to_table());
@@ -293,16 +336,34 @@ fn cli_exit_codes_0_1_2() {
     assert_eq!(code, 0, "{out}");
     let (code, out, _) = harness(&["lane-audit", "--lanes", &lanes, "--must-run", &must]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("island: lanes-sample::gamma must_run_budget"), "{out}");
+    assert!(
+        out.contains("island: lanes-sample::gamma must_run_budget"),
+        "{out}"
+    );
     // A log that cannot be read: exit 2, naming the lane and the file.
     let (code, _, err) = harness(&[
-        "lane-audit", "--lanes", &lanes, "--must-run", &must, "--log", "unit=no-such.log",
+        "lane-audit",
+        "--lanes",
+        &lanes,
+        "--must-run",
+        &must,
+        "--log",
+        "unit=no-such.log",
     ]);
     assert_eq!(code, 2);
-    assert!(err.contains("lane unit") && err.contains("no-such.log"), "{err}");
+    assert!(
+        err.contains("lane unit") && err.contains("no-such.log"),
+        "{err}"
+    );
     // --log for a lane the config does not have.
     let (code, _, err) = harness(&[
-        "lane-audit", "--lanes", &lanes, "--must-run", &must, "--log", "nope=x.log",
+        "lane-audit",
+        "--lanes",
+        &lanes,
+        "--must-run",
+        &must,
+        "--log",
+        "nope=x.log",
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("no lane named \"nope\""), "{err}");
@@ -313,19 +374,28 @@ fn bad_lanes_config_is_a_typed_error_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
         ("[[lane]]\nname = \"a\"\n", "required"),
-        ("[[lane]]\nname = \"a\"\nrequired = true\nruns = [\"beta\"]\n", "runs entry \"beta\""),
+        (
+            "[[lane]]\nname = \"a\"\nrequired = true\nruns = [\"beta\"]\n",
+            "runs entry \"beta\"",
+        ),
         (
             "[[lane]]\nname = \"a\"\nrequired = true\n[[lane]]\nname = \"a\"\nrequired = false\n",
             "appears twice",
         ),
-        ("[[lane]]\nname = \"a\"\nrequired = true\nrun = []\n", "unknown field `run`"),
+        (
+            "[[lane]]\nname = \"a\"\nrequired = true\nrun = []\n",
+            "unknown field `run`",
+        ),
         ("", "no [[lane]] table"),
     ];
     for (text, want) in cases {
         let p = dir.path().join("lanes.toml");
         std::fs::write(&p, text).unwrap();
         let err = audit::LanesConfig::load(&p).unwrap_err().to_string();
-        assert!(err.contains(want) && err.contains("lanes.toml"), "{text:?}: {err}");
+        assert!(
+            err.contains(want) && err.contains("lanes.toml"),
+            "{text:?}: {err}"
+        );
     }
 }
 
@@ -333,7 +403,11 @@ fn bad_lanes_config_is_a_typed_error_naming_the_field() {
 fn log_with_no_test_output_is_an_error_not_an_empty_pass() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("empty.log");
-    std::fs::write(&p, "    Finished `test` profile\nerror: could not compile `x`\n").unwrap();
+    std::fs::write(
+        &p,
+        "    Finished `test` profile\nerror: could not compile `x`\n",
+    )
+    .unwrap();
     let err = testlog::parse_file(&p).unwrap_err();
     assert!(matches!(err, testlog::LogError::Empty { .. }), "{err}");
 }
@@ -342,7 +416,8 @@ fn log_with_no_test_output_is_an_error_not_an_empty_pass() {
 fn keep_filter_drops_other_results_but_counts_them() {
     let all = parse("cargo-no-fail-fast.log");
     let keep = |p: &str| p == "must_run_budget";
-    let some = testlog::parse_file_filtered(&fixture("cargo-no-fail-fast.log"), Some(&keep)).unwrap();
+    let some =
+        testlog::parse_file_filtered(&fixture("cargo-no-fail-fast.log"), Some(&keep)).unwrap();
     let kept: Vec<&str> = some
         .targets
         .iter()
