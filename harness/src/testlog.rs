@@ -742,7 +742,11 @@ pub fn parse_text_filtered<R: BufRead>(
 
 /// Parse a text log held in memory (see [`parse_text`]).
 pub fn parse_str(text: &str) -> RunLog {
-    let format = detect_format(&text[..text.len().min(1 << 16)]);
+    let mut end = text.len().min(1 << 16);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let format = detect_format(&text[..end]);
     parse_text(text.as_bytes(), format).expect("reading from memory cannot fail")
 }
 
@@ -1293,6 +1297,14 @@ mod tests {
                 let want = if text.is_empty() { 0 } else { text.split('\n').count() - usize::from(text.ends_with('\n')) };
                 prop_assert_eq!(log.lines, want);
             }
+        }
+
+        // Any text, multi-byte characters included, parses without panicking.
+        #[test]
+        fn parse_str_never_panics(text in "(\\PC|\n){0,200}") {
+            let log = parse_str(&text);
+            let want = if text.is_empty() { 0 } else { text.split('\n').count() - usize::from(text.ends_with('\n')) };
+            prop_assert_eq!(log.lines, want);
         }
 
         // The timestamp prefix is removed for any valid time and any payload.
