@@ -153,14 +153,14 @@ impl ChatTemplate {
             eos_token => &self.eos_token,
             add_generation_prompt => add_generation_prompt,
         };
-        template.render(ctx).map_err(|e| {
-            match e.detail().and_then(|d| d.strip_prefix(RAISED)) {
+        template
+            .render(ctx)
+            .map_err(|e| match e.detail().and_then(|d| d.strip_prefix(RAISED)) {
                 Some(message) if e.kind() == ErrorKind::InvalidOperation => ChatError::Raised {
                     message: message.to_string(),
                 },
                 _ => ChatError::Render(e),
-            }
-        })
+            })
     }
 }
 

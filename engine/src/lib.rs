@@ -9,6 +9,7 @@
 //! - [`chat`]: the model's Jinja chat template.
 //! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
 //! - [`generate`]: the generation loop (sampling, stop conditions, cancellation, streaming).
+//! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 
 pub mod chat;
@@ -18,5 +19,6 @@ pub mod kernels;
 pub mod kv;
 pub mod model;
 pub mod quant;
+pub mod scheduler;
 pub mod tiny;
 pub mod tokenizer;

@@ -140,7 +140,9 @@ pub enum TokenizerError {
     #[error("GGUF metadata key `tokenizer.ggml.tokens` holds no tokens")]
     EmptyVocab,
     /// The vocabulary is larger than a `u32` token id can address.
-    #[error("GGUF metadata key `tokenizer.ggml.tokens` holds {len} tokens, more than u32 ids can address")]
+    #[error(
+        "GGUF metadata key `tokenizer.ggml.tokens` holds {len} tokens, more than u32 ids can address"
+    )]
     VocabTooLarge {
         /// The number of tokens.
         len: usize,
@@ -334,7 +336,9 @@ impl GgufVocab {
             .map(<[String]>::to_vec)
             .unwrap_or_default();
         let id = |key: &'static str| optional(key, md.get_u32(key));
-        let flag = |key: &'static str| Ok::<_, TokenizerError>(optional(key, md.get_bool(key))?.unwrap_or(false));
+        let flag = |key: &'static str| {
+            Ok::<_, TokenizerError>(optional(key, md.get_bool(key))?.unwrap_or(false))
+        };
         Ok(GgufVocab {
             model,
             pre,
@@ -388,6 +392,37 @@ fn check_special(
         }),
         _ => Ok(()),
     }
+}
+
+/// The post-processor that wraps encoded text as `[bos] $A [eos]`, per `add_bos` / `add_eos`.
+fn bos_eos_template(v: &GgufVocab) -> Result<TemplateProcessing, TokenizerError> {
+    let special = |flag, key, id: Option<u32>| {
+        let id = id.ok_or(TokenizerError::MissingSpecialForFlag { flag, key })?;
+        Ok::<_, TokenizerError>((v.tokens[id as usize].clone(), id))
+    };
+    let mut single = Vec::new();
+    let mut specials = Vec::new();
+    if v.add_bos {
+        let (text, id) = special(KEY_ADD_BOS, KEY_BOS, v.bos)?;
+        single.push(text.clone());
+        specials.push((text, id));
+    }
+    single.push("$A".to_string());
+    if v.add_eos {
+        let (text, id) = special(KEY_ADD_EOS, KEY_EOS, v.eos)?;
+        single.push(text.clone());
+        specials.push((text, id));
+    }
+    let failed = |message: String| TokenizerError::Library {
+        action: "building the bos/eos post-processor",
+        message,
+    };
+    TemplateProcessing::builder()
+        .try_single(single)
+        .map_err(failed)?
+        .special_tokens(specials)
+        .build()
+        .map_err(|e| failed(e.to_string()))
 }
 
 /// End-of-generation ids: `eos` plus every token whose text is on llama.cpp's EOG list.
@@ -524,45 +559,10 @@ impl Tokenizer {
         inner.add_tokens(&user);
 
         if v.add_bos || v.add_eos {
-            let mut single = Vec::new();
-            let mut specials = Vec::new();
-            for (flag, key, want, id) in [
-                (KEY_ADD_BOS, KEY_BOS, v.add_bos, v.bos),
-                (KEY_ADD_EOS, KEY_EOS, v.add_eos, v.eos),
-            ] {
-                if !want {
-                    continue;
-                }
-                let id = id.ok_or(TokenizerError::MissingSpecialForFlag { flag, key })?;
-                let text = v.tokens[id as usize].clone();
-                if key == KEY_EOS {
-                    single.push("$A".to_string());
-                }
-                single.push(text.clone());
-                specials.push((text, id));
-            }
-            if !v.add_eos {
-                single.push("$A".to_string());
-            }
-            let template = TemplateProcessing::builder()
-                .try_single(single)
-                .map_err(|message| TokenizerError::Library {
-                    action: "building the bos/eos post-processor",
-                    message,
-                })?
-                .special_tokens(specials)
-                .build()
-                .map_err(|e| TokenizerError::Library {
-                    action: "building the bos/eos post-processor",
-                    message: e.to_string(),
-                })?;
-            inner.with_post_processor(Some(template));
+            inner.with_post_processor(Some(bos_eos_template(v)?));
         }
 
-        let eog = eog_set(v.eos, |t| {
-            let id = inner.token_to_id(t)?;
-            Some(id)
-        });
+        let eog = eog_set(v.eos, |t| inner.token_to_id(t));
         Ok(Tokenizer {
             inner,
             vocab_size: n,

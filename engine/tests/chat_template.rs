@@ -20,7 +20,10 @@ fn model_path() -> PathBuf {
 fn smollm2() -> (ChatTemplate, GgufVocab) {
     let f = GgufFile::open(model_path()).expect("the real model must parse");
     let v = GgufVocab::from_metadata(f.metadata()).expect("tokenizer metadata");
-    let source = v.chat_template.clone().expect("SmolLM2 has a chat template");
+    let source = v
+        .chat_template
+        .clone()
+        .expect("SmolLM2 has a chat template");
     let bos = &v.tokens[v.bos.unwrap() as usize];
     let eos = &v.tokens[v.eos.unwrap() as usize];
     (ChatTemplate::new(&source, bos, eos).unwrap(), v)
@@ -77,10 +80,14 @@ fn rendered_prompt_without_default_turn_tokenizes_to_the_reference_prompt_ids() 
     let out = t
         .render(&[Message::user("What is the capital of France?")], true)
         .unwrap();
-    let raw = out.strip_prefix(DEFAULT_SYSTEM).expect("default system turn first");
+    let raw = out
+        .strip_prefix(DEFAULT_SYSTEM)
+        .expect("default system turn first");
     assert_eq!(
         tok.encode(raw).unwrap(),
-        [1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198]
+        [
+            1, 4093, 198, 1780, 314, 260, 3575, 282, 4649, 47, 2, 198, 1, 520, 9531, 198
+        ]
     );
 }
 
@@ -131,13 +138,16 @@ fn raise_exception_is_reported_with_its_message() {
         matches!(err, ChatError::Raised { ref message } if message == "Conversation must start with a user turn"),
         "{err:?}"
     );
-    assert!(err.to_string().contains("must start with a user turn"), "{err}");
+    assert!(
+        err.to_string().contains("must start with a user turn"),
+        "{err}"
+    );
 }
 
 #[test]
 fn template_syntax_errors_are_refused_at_construction_naming_the_line() {
-    let err = ChatTemplate::new("line one\n{% for m in messages %}{{ m.content }}", "", "")
-        .unwrap_err();
+    let err =
+        ChatTemplate::new("line one\n{% for m in messages %}{{ m.content }}", "", "").unwrap_err();
     assert!(matches!(err, ChatError::Syntax(_)));
     let msg = err.to_string();
     assert!(msg.contains("tokenizer.chat_template:2"), "{msg}");
@@ -149,11 +159,34 @@ fn role_names_are_the_template_strings() {
     assert_eq!(Role::System.as_str(), "system");
     assert_eq!(Role::User.as_str(), "user");
     assert_eq!(Role::Assistant.as_str(), "assistant");
-    let t = ChatTemplate::new("{% for m in messages %}{{ m['role'] }};{% endfor %}", "", "").unwrap();
+    let t = ChatTemplate::new(
+        "{% for m in messages %}{{ m['role'] }};{% endfor %}",
+        "",
+        "",
+    )
+    .unwrap();
     let msgs = [
         Message::new(Role::System, "a"),
         Message::new(Role::User, "b"),
         Message::new(Role::Assistant, "c"),
     ];
     assert_eq!(t.render(&msgs, false).unwrap(), "system;user;assistant;");
+}
+
+#[test]
+fn tojson_indent_matches_python_json_dumps() {
+    // Python: json.dumps([1, {"a": "é"}], ensure_ascii=False, indent=2)
+    let t = ChatTemplate::new("{{ [1, {'a': 'é'}] | tojson(indent=2) }}", "", "").unwrap();
+    assert_eq!(
+        t.render(&[], false).unwrap(),
+        "[\n  1,\n  {\n    \"a\": \"é\"\n  }\n]"
+    );
+}
+
+#[test]
+fn render_failures_other_than_raise_exception_are_render_errors() {
+    let t = ChatTemplate::new("{{ messages | no_such_filter }}", "", "").unwrap();
+    let err = t.render(&[Message::user("x")], false).unwrap_err();
+    assert!(matches!(err, ChatError::Render(_)), "{err:?}");
+    assert!(err.to_string().contains("no_such_filter"), "{err}");
 }

@@ -53,7 +53,6 @@ struct Case {
     n_kv: usize,
     group: usize,
     d: usize,
-    len: usize,
     lo: usize,
     hi: usize,
     scale: f32,
@@ -78,11 +77,10 @@ fn case() -> impl Strategy<Value = Case> {
             )
         })
         .prop_map(
-            |((n_kv, group, d, len), (lo, hi), scale, cap, q, k, v)| Case {
+            |((n_kv, group, d, _len), (lo, hi), scale, cap, q, k, v)| Case {
                 n_kv,
                 group,
                 d,
-                len,
                 lo,
                 hi,
                 scale,

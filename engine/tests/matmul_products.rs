@@ -43,7 +43,9 @@ fn paths_this_cpu_has() -> Vec<Isa> {
     let mut v = vec![Isa::Portable];
     #[cfg(target_arch = "x86_64")]
     {
-        let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
+        let avx2 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
         let avx512 = avx2
             && is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx512bw")
@@ -104,7 +106,11 @@ proptest! {
 #[test]
 fn every_simd_path_matches_portable() {
     let expected = paths_this_cpu_has();
-    assert_eq!(Isa::available(), expected, "Isa::available disagrees with the CPU's feature flags");
+    assert_eq!(
+        Isa::available(),
+        expected,
+        "Isa::available disagrees with the CPU's feature flags"
+    );
     let portable = Cpu::new(1, Isa::Portable);
     assert_eq!(portable.isa(), Isa::Portable);
     let mut ran = Vec::new();
@@ -115,7 +121,11 @@ fn every_simd_path_matches_portable() {
             assert_eq!(cpu.threads(), threads);
             for ty in r::ALL {
                 // 45 blocks: odd (AVX-512 tail); 1437 floats: not a multiple of 8/16/32.
-                let (rows, cols) = if ty.is_quantized() { (67, 32 * 45) } else { (67, 1437) };
+                let (rows, cols) = if ty.is_quantized() {
+                    (67, 32 * 45)
+                } else {
+                    (67, 1437)
+                };
                 let w = weights(ty, rows, cols, 7 + ty as u64);
                 let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
                 for n in [1usize, 3, 6] {
@@ -126,9 +136,16 @@ fn every_simd_path_matches_portable() {
                     let rb = w.len() / rows;
                     for i in 0..n {
                         for rr in 0..rows {
-                            let (_, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], &x[i * cols..(i + 1) * cols]);
+                            let (_, mag) = reference_row(
+                                ty,
+                                &w[rr * rb..(rr + 1) * rb],
+                                &x[i * cols..(i + 1) * cols],
+                            );
                             let (pa, pb) = (a[i * rows + rr], b[i * rows + rr]);
-                            assert!(close(pb, pa as f64, mag), "{isa} x{threads} {ty:?} n={n} [{i},{rr}]: {pb} vs portable {pa}");
+                            assert!(
+                                close(pb, pa as f64, mag),
+                                "{isa} x{threads} {ty:?} n={n} [{i},{rr}]: {pb} vs portable {pa}"
+                            );
                         }
                     }
                 }
@@ -159,7 +176,11 @@ fn thread_count_and_batching_do_not_change_results() {
         for i in 0..n {
             let mut y = vec![0.0; rows];
             matvec(&two, &m, &x[i * cols..(i + 1) * cols], &mut y);
-            assert_eq!(&a[i * rows..(i + 1) * rows], &y[..], "{ty:?}: matmul row {i} vs matvec");
+            assert_eq!(
+                &a[i * rows..(i + 1) * rows],
+                &y[..],
+                "{ty:?}: matmul row {i} vs matvec"
+            );
         }
     }
 }
@@ -183,11 +204,21 @@ fn weight_matrix_rejects_bad_shapes_with_typed_errors() {
     let data = vec![0u8; 40];
     assert_eq!(
         WeightMatrix::new(GgmlType::Q4_1, 2, 32, &data[..39]).unwrap_err(),
-        QuantError::ByteLength { ty: GgmlType::Q4_1, elements: 64, expected: 40, actual: 39 }
+        QuantError::ByteLength {
+            ty: GgmlType::Q4_1,
+            elements: 64,
+            expected: 40,
+            actual: 39
+        }
     );
     assert_eq!(
         WeightMatrix::new(GgmlType::Q4_1, 1, 48, &data).unwrap_err(),
-        QuantError::NotBlockMultiple { ty: GgmlType::Q4_1, what: "columns", len: 48, block: 32 }
+        QuantError::NotBlockMultiple {
+            ty: GgmlType::Q4_1,
+            what: "columns",
+            len: 48,
+            block: 32
+        }
     );
     assert_eq!(
         WeightMatrix::new(GgmlType::Q6K, 1, 256, &data).unwrap_err(),
@@ -195,7 +226,11 @@ fn weight_matrix_rejects_bad_shapes_with_typed_errors() {
     );
     assert_eq!(
         WeightMatrix::new(GgmlType::F32, usize::MAX / 2, 3, &data).unwrap_err(),
-        QuantError::Overflow { ty: GgmlType::F32, rows: usize::MAX / 2, cols: 3 }
+        QuantError::Overflow {
+            ty: GgmlType::F32,
+            rows: usize::MAX / 2,
+            cols: 3
+        }
     );
     assert!(quant::supported(GgmlType::Q4_1));
 }
@@ -222,7 +257,11 @@ fn lm_head_shape_matches_reference_on_sampled_rows() {
         let rb = w.len() / rows;
         for rr in (0..rows).step_by(997).chain([rows - 1]) {
             let (want, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], &x);
-            assert!(close(y[rr], want, mag), "{ty:?} row {rr}: {} vs {want}", y[rr]);
+            assert!(
+                close(y[rr], want, mag),
+                "{ty:?} row {rr}: {} vs {want}",
+                y[rr]
+            );
         }
     }
 }

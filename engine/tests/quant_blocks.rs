@@ -162,7 +162,11 @@ proptest! {
 
 #[test]
 fn supported_types_are_exactly_the_seven() {
-    let got: Vec<&str> = GgmlType::ALL.iter().filter(|t| quant::supported(**t)).map(|t| t.name()).collect();
+    let got: Vec<&str> = GgmlType::ALL
+        .iter()
+        .filter(|t| quant::supported(**t))
+        .map(|t| t.name())
+        .collect();
     assert_eq!(got, ["F32", "F16", "Q4_0", "Q4_1", "Q8_0", "Q8_1", "BF16"]);
     assert_eq!(quant::activation_type(GgmlType::F32), None);
     assert_eq!(quant::activation_type(GgmlType::Q4_0), Some(GgmlType::Q8_0));
@@ -173,12 +177,22 @@ fn bad_lengths_and_types_are_typed_errors() {
     let mut out = vec![0.0f32; 32];
     assert_eq!(
         quant::dequantize(GgmlType::Q4_1, &[0u8; 19], &mut out),
-        Err(QuantError::ByteLength { ty: GgmlType::Q4_1, elements: 32, expected: 20, actual: 19 })
+        Err(QuantError::ByteLength {
+            ty: GgmlType::Q4_1,
+            elements: 32,
+            expected: 20,
+            actual: 19
+        })
     );
     let mut odd = vec![0.0f32; 33];
     assert_eq!(
         quant::dequantize(GgmlType::Q8_0, &[0u8; 34], &mut odd),
-        Err(QuantError::NotBlockMultiple { ty: GgmlType::Q8_0, what: "destination", len: 33, block: 32 })
+        Err(QuantError::NotBlockMultiple {
+            ty: GgmlType::Q8_0,
+            what: "destination",
+            len: 33,
+            block: 32
+        })
     );
     assert_eq!(
         quant::dequantize(GgmlType::Q4K, &[0u8; 144], &mut vec![0.0; 256]),
@@ -186,8 +200,15 @@ fn bad_lengths_and_types_are_typed_errors() {
     );
     assert_eq!(
         quant::quantize(GgmlType::Q4_0, &[1.0; 31]),
-        Err(QuantError::NotBlockMultiple { ty: GgmlType::Q4_0, what: "source", len: 31, block: 32 })
+        Err(QuantError::NotBlockMultiple {
+            ty: GgmlType::Q4_0,
+            what: "source",
+            len: 31,
+            block: 32
+        })
     );
-    let msg = quant::quantize(GgmlType::I8, &[1.0]).unwrap_err().to_string();
+    let msg = quant::quantize(GgmlType::I8, &[1.0])
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("I8") && msg.contains("not supported"), "{msg}");
 }

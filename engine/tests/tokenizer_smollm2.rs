@@ -88,7 +88,10 @@ fn gguf_vocab_reads_smollm2_tokenizer_metadata() {
     );
     assert!(!v.add_bos);
     assert!(!v.add_eos);
-    assert_eq!(&v.tokens[..3], ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]);
+    assert_eq!(
+        &v.tokens[..3],
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    );
     // 17 control tokens (ids 0..=16), the rest normal.
     assert_eq!(v.token_types.iter().filter(|&&t| t == 3).count(), 17);
     assert!(v.token_types[..17].iter().all(|&t| t == 3));
@@ -118,7 +121,12 @@ fn tokenize_matches_llamacpp_reference_ids_for_every_generate_prompt() {
     let (_, prompts, _) = reference();
     assert!(!prompts.is_empty());
     for c in &prompts {
-        assert_eq!(tok().encode(&c.text).expect("encode"), c.ids, "{:?}", c.text);
+        assert_eq!(
+            tok().encode(&c.text).expect("encode"),
+            c.ids,
+            "{:?}",
+            c.text
+        );
     }
 }
 
@@ -177,8 +185,7 @@ fn decode_rejects_an_id_outside_the_vocabulary() {
 /// GPT-2's byte ↔ unicode alphabet, written out independently: printable Latin-1 bytes stand
 /// for themselves; the other 68 bytes, in order, become U+0100, U+0101, ...
 fn byte_of_char() -> std::collections::HashMap<char, u8> {
-    let keeps =
-        |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    let keeps = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
     let mut map = std::collections::HashMap::new();
     let mut next = 0u32;
     for b in 0..=255u8 {
@@ -214,7 +221,10 @@ fn check_stream(ids: &[u32]) -> Result<(), TestCaseError> {
     let mut bytes = Vec::new();
     for &id in ids {
         bytes.extend(token_bytes(id));
-        if let Some(piece) = dec.push(id).map_err(|e| TestCaseError::fail(e.to_string()))? {
+        if let Some(piece) = dec
+            .push(id)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?
+        {
             emitted.push_str(&piece);
         }
         match std::str::from_utf8(&bytes) {
@@ -225,7 +235,10 @@ fn check_stream(ids: &[u32]) -> Result<(), TestCaseError> {
             }
         }
     }
-    if let Some(rest) = dec.finish().map_err(|e| TestCaseError::fail(e.to_string()))? {
+    if let Some(rest) = dec
+        .finish()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?
+    {
         emitted.push_str(&rest);
     }
     prop_assert_eq!(emitted.as_bytes(), &bytes[..]);
@@ -235,7 +248,12 @@ fn check_stream(ids: &[u32]) -> Result<(), TestCaseError> {
 #[test]
 fn stream_decoder_holds_partial_characters_of_reference_ids() {
     let (cases, prompts, greedy) = reference();
-    for ids in cases.iter().chain(&prompts).map(|c| c.ids.clone()).chain(greedy) {
+    for ids in cases
+        .iter()
+        .chain(&prompts)
+        .map(|c| c.ids.clone())
+        .chain(greedy)
+    {
         check_stream(&ids).unwrap();
     }
     // "🦀" is split over byte tokens: nothing comes out until its last byte arrives.
@@ -262,7 +280,10 @@ fn stream_decoder_finish_flushes_an_unfinished_character_as_replacement() {
         assert_eq!(dec.push(id).unwrap(), None);
     }
     let flushed = dec.finish().unwrap();
-    assert_eq!(flushed.as_deref(), Some(&*String::from_utf8_lossy(&partial)));
+    assert_eq!(
+        flushed.as_deref(),
+        Some(&*String::from_utf8_lossy(&partial))
+    );
     assert!(flushed.unwrap().contains('\u{FFFD}'));
     // finish resets: the decoder starts afresh.
     assert_eq!(dec.push(19556).unwrap().as_deref(), Some("Hello"));

@@ -57,8 +57,8 @@ impl Cpu {
         };
         let isa = Isa::available()
             .into_iter()
-            .filter(|i| *i <= isa)
-            .last()
+            .rev()
+            .find(|i| *i <= isa)
             .unwrap_or(Isa::Portable);
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
@@ -135,7 +135,7 @@ impl<'a> WeightMatrix<'a> {
         if !quant::supported(ty) {
             return Err(QuantError::Unsupported { ty });
         }
-        if cols % ty.block_len() != 0 {
+        if !cols.is_multiple_of(ty.block_len()) {
             return Err(QuantError::NotBlockMultiple {
                 ty,
                 what: "columns",
@@ -181,7 +181,11 @@ impl<'a> WeightMatrix<'a> {
 
     /// The GGML blocks of row `row` (panics when out of range).
     pub fn row_data(&self, row: usize) -> &'a [u8] {
-        assert!(row < self.rows, "row {row} out of range ({} rows)", self.rows);
+        assert!(
+            row < self.rows,
+            "row {row} out of range ({} rows)",
+            self.rows
+        );
         &self.data[row * self.row_bytes..(row + 1) * self.row_bytes]
     }
 
@@ -318,8 +322,20 @@ fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
 /// with `cpu`'s SIMD path. Panics when `x.len() != w.cols()` or `y.len() != w.rows()`
 /// (caller shape bugs).
 pub fn matvec(cpu: &Cpu, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
-    assert_eq!(x.len(), w.cols, "matvec: x has {} elements, W has {} cols", x.len(), w.cols);
-    assert_eq!(y.len(), w.rows, "matvec: y has {} elements, W has {} rows", y.len(), w.rows);
+    assert_eq!(
+        x.len(),
+        w.cols,
+        "matvec: x has {} elements, W has {} cols",
+        x.len(),
+        w.cols
+    );
+    assert_eq!(
+        y.len(),
+        w.rows,
+        "matvec: y has {} elements, W has {} rows",
+        y.len(),
+        w.rows
+    );
     match kernels(w.ty, cpu.isa) {
         RowKernels::Quant { act, one, .. } => with_scratch(|s| {
             s.act.quantize(act, x, 1, w.cols);
@@ -349,8 +365,20 @@ pub fn matvec(cpu: &Cpu, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
 /// activation row is quantized once; each weight row is read once per group of four
 /// activation rows. Panics when `x.len() != n · cols` or `y.len() != n · rows`.
 pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
-    assert_eq!(x.len(), n * w.cols, "matmul: x has {} elements, expected n={n} x cols={}", x.len(), w.cols);
-    assert_eq!(y.len(), n * w.rows, "matmul: y has {} elements, expected n={n} x rows={}", y.len(), w.rows);
+    assert_eq!(
+        x.len(),
+        n * w.cols,
+        "matmul: x has {} elements, expected n={n} x cols={}",
+        x.len(),
+        w.cols
+    );
+    assert_eq!(
+        y.len(),
+        n * w.rows,
+        "matmul: y has {} elements, expected n={n} x rows={}",
+        y.len(),
+        w.rows
+    );
     if n == 1 {
         return matvec(cpu, w, x, y);
     }
@@ -364,7 +392,11 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
         out_t.clear();
         out_t.resize(n * w.rows, 0.0);
         match kern {
-            RowKernels::Quant { act: ty, one, group } => {
+            RowKernels::Quant {
+                act: ty,
+                one,
+                group,
+            } => {
                 act.quantize(ty, x, n, cols);
                 let act = &*act;
                 cpu.for_row_chunks(out_t, n, |r0, chunk| {

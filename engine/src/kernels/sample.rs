@@ -104,14 +104,15 @@ impl SamplerConfig {
 
 /// A seeded token sampler. The same configuration (seed included) fed the same logits in the
 /// same order draws the same tokens, on every machine: the stream is ChaCha8
-/// (`rand_chacha`), and candidates are ordered by (logit descending, token id ascending).
+/// (`rand_chacha`), and the order candidates are walked in depends only on the logits.
 ///
 /// One call of [`Sampler::sample`] with `temperature > 0`:
 /// 1. candidates are the tokens whose logit is not NaN and not `-inf`, with logit `l / T`;
 ///    if some logit is `+inf`, the lowest such id is returned (it holds all the mass);
 /// 2. top-k keeps the `k` best; 3. probabilities `p = softmax(l / T)` over what is kept;
 ///    top-p keeps the shortest prefix whose mass reaches `top_p`; 4. min-p keeps tokens with
-///    `p ≥ min_p * p_max`; 5. one uniform draw in `[0, Σ p)` over the kept tokens, in order.
+///    `p ≥ min_p * p_max`; 5. one uniform draw in `[0, Σ p)` over the kept tokens, walked in
+///    rank order when top-p or min-p is on, else in the order left by step 2.
 ///
 /// Filters act on the temperature-scaled distribution (the Hugging Face `generate` order).
 /// The candidate buffer is kept between calls, so sampling allocates only on first use.
@@ -179,18 +180,23 @@ impl Sampler {
         // Total order: logit descending, then id ascending (ids are unique).
         let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
         let k = self.cfg.top_k;
+        let (top_p, min_p) = (self.cfg.top_p, self.cfg.min_p);
         if k > 0 && k < cands.len() {
             cands.select_nth_unstable_by(k - 1, order);
             cands.truncate(k);
         }
-        cands.sort_unstable_by(order);
+        // Only top-p and min-p need the candidates ranked; without them the draw walks the
+        // candidates in id order (still deterministic), sparing a sort of the whole vocabulary.
+        let ranked = top_p < 1.0 || min_p > 0.0;
+        if ranked {
+            cands.sort_unstable_by(order);
+        }
 
-        // Unnormalised probabilities e^(l - l_max) in f64; the best candidate has weight 1.
-        let max = cands[0].1;
+        // Unnormalised probabilities e^(l - l_max); the best candidate has weight 1.
+        let max = cands.iter().map(|c| c.1).fold(f32::NEG_INFINITY, f32::max);
         for c in cands.iter_mut() {
             c.1 = (c.1 - max).exp();
         }
-        let top_p = self.cfg.top_p;
         if top_p < 1.0 {
             let total: f64 = cands.iter().map(|c| c.1 as f64).sum();
             let target = top_p as f64 * total;
@@ -205,7 +211,6 @@ impl Sampler {
             }
             cands.truncate(keep.max(1));
         }
-        let min_p = self.cfg.min_p;
         if min_p > 0.0 {
             // p_i / p_max = e^(l_i - l_max), the weight itself; sorted, so keep a prefix.
             let keep = cands.iter().take_while(|c| c.1 >= min_p).count();

@@ -37,7 +37,11 @@ impl BlockQuant for F16 {
     /// Weights widened to f32 and multiplied with the f32 activation (more precise than
     /// ggml, which rounds the activation to f16 first).
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(row.len(), x.len() * 2, "F16: row/activation length mismatch");
+        assert_eq!(
+            row.len(),
+            x.len() * 2,
+            "F16: row/activation length mismatch"
+        );
         let mut acc = [0.0f32; 8];
         let n8 = x.len() / 8 * 8;
         for i in (0..n8).step_by(8) {
@@ -53,7 +57,11 @@ impl BlockQuant for F16 {
     }
 
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32 {
-        assert_eq!(row.len(), act.qs.len() * 2, "F16: row/activation length mismatch");
+        assert_eq!(
+            row.len(),
+            act.qs.len() * 2,
+            "F16: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
         for (b, q) in act.qs.chunks_exact(QK).enumerate() {
             let mut s = 0.0f32;

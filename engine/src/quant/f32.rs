@@ -33,7 +33,11 @@ impl BlockQuant for F32 {
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(row.len(), x.len() * 4, "F32: row/activation length mismatch");
+        assert_eq!(
+            row.len(),
+            x.len() * 4,
+            "F32: row/activation length mismatch"
+        );
         // Eight partial sums so the loop vectorises; summed pairwise at the end.
         let mut acc = [0.0f32; 8];
         let n8 = x.len() / 8 * 8;
@@ -50,7 +54,11 @@ impl BlockQuant for F32 {
     }
 
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32 {
-        assert_eq!(row.len(), act.qs.len() * 4, "F32: row/activation length mismatch");
+        assert_eq!(
+            row.len(),
+            act.qs.len() * 4,
+            "F32: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
         for (b, q) in act.qs.chunks_exact(QK).enumerate() {
             let mut s = 0.0f32;

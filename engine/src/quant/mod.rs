@@ -170,7 +170,10 @@ impl Q8Activation {
             matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1),
             "activation type must be Q8_0 or Q8_1, got {ty}"
         );
-        assert!(cols % QK == 0, "activation length {cols} is not a multiple of {QK}");
+        assert!(
+            cols.is_multiple_of(QK),
+            "activation length {cols} is not a multiple of {QK}"
+        );
         assert_eq!(x.len(), rows * cols, "activation buffer is not rows x cols");
         let nb = x.len() / QK;
         self.ty = ty;
@@ -180,7 +183,11 @@ impl Q8Activation {
         self.d.resize(nb, 0.0);
         let with_sum = ty == GgmlType::Q8_1;
         self.s.resize(if with_sum { nb } else { 0 }, 0.0);
-        for (b, (xb, qb)) in x.chunks_exact(QK).zip(self.qs.chunks_exact_mut(QK)).enumerate() {
+        for (b, (xb, qb)) in x
+            .chunks_exact(QK)
+            .zip(self.qs.chunks_exact_mut(QK))
+            .enumerate()
+        {
             let (d, sum) = quantize_q8_block(xb, qb);
             self.d[b] = f16::from_f32(d).to_f32();
             if with_sum {
@@ -201,7 +208,11 @@ impl Q8Activation {
 
     /// Row `i` (panics when out of range).
     pub fn row(&self, i: usize) -> Q8Row<'_> {
-        assert!(i < self.rows, "activation row {i} out of range ({} rows)", self.rows);
+        assert!(
+            i < self.rows,
+            "activation row {i} out of range ({} rows)",
+            self.rows
+        );
         let nb = self.blocks;
         Q8Row {
             qs: &self.qs[i * nb * QK..(i + 1) * nb * QK],
@@ -297,7 +308,7 @@ pub(crate) fn check_len(
         return Err(QuantError::Unsupported { ty });
     }
     let block = ty.block_len();
-    if elements % block != 0 {
+    if !elements.is_multiple_of(block) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what,
@@ -340,7 +351,7 @@ pub fn quantize(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, QuantError> {
     if !supported(ty) {
         return Err(QuantError::Unsupported { ty });
     }
-    if src.len() % ty.block_len() != 0 {
+    if !src.len().is_multiple_of(ty.block_len()) {
         return Err(QuantError::NotBlockMultiple {
             ty,
             what: "source",

@@ -51,7 +51,11 @@ impl BlockQuant for Q4_0 {
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(row.len() / 18 * QK, x.len(), "Q4_0: row/activation length mismatch");
+        assert_eq!(
+            row.len() / 18 * QK,
+            x.len(),
+            "Q4_0: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
         for (blk, xb) in row.chunks_exact(18).zip(x.chunks_exact(QK)) {
             let mut s = 0.0f32;
@@ -66,9 +70,17 @@ impl BlockQuant for Q4_0 {
 
     /// `ggml_vec_dot_q4_0_q8_0`: `Σ_b d_w · d_a · Σ_j (nibble_j − 8) · qa_j`.
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32 {
-        assert_eq!(row.len() / 18 * QK, act.qs.len(), "Q4_0: row/activation length mismatch");
+        assert_eq!(
+            row.len() / 18 * QK,
+            act.qs.len(),
+            "Q4_0: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
-        for (b, (blk, qa)) in row.chunks_exact(18).zip(act.qs.chunks_exact(QK)).enumerate() {
+        for (b, (blk, qa)) in row
+            .chunks_exact(18)
+            .zip(act.qs.chunks_exact(QK))
+            .enumerate()
+        {
             let mut sumi = 0i32;
             for (j, &q) in blk[2..].iter().enumerate() {
                 sumi += ((q & 0x0F) as i32 - 8) * qa[j] as i32;

@@ -55,7 +55,11 @@ impl BlockQuant for Q4_1 {
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(row.len() / 20 * QK, x.len(), "Q4_1: row/activation length mismatch");
+        assert_eq!(
+            row.len() / 20 * QK,
+            x.len(),
+            "Q4_1: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
         for (blk, xb) in row.chunks_exact(20).zip(x.chunks_exact(QK)) {
             let (mut s, mut xs) = (0.0f32, 0.0f32);
@@ -70,10 +74,22 @@ impl BlockQuant for Q4_1 {
 
     /// `ggml_vec_dot_q4_1_q8_1`: `Σ_b (d_w · d_a · Σ_j nibble_j · qa_j + m_w · s_a)`.
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32 {
-        assert_eq!(row.len() / 20 * QK, act.qs.len(), "Q4_1: row/activation length mismatch");
-        assert_eq!(act.s.len(), act.d.len(), "Q4_1: activation must be Q8_1 (with sums)");
+        assert_eq!(
+            row.len() / 20 * QK,
+            act.qs.len(),
+            "Q4_1: row/activation length mismatch"
+        );
+        assert_eq!(
+            act.s.len(),
+            act.d.len(),
+            "Q4_1: activation must be Q8_1 (with sums)"
+        );
         let mut sum = 0.0f32;
-        for (b, (blk, qa)) in row.chunks_exact(20).zip(act.qs.chunks_exact(QK)).enumerate() {
+        for (b, (blk, qa)) in row
+            .chunks_exact(20)
+            .zip(act.qs.chunks_exact(QK))
+            .enumerate()
+        {
             let mut sumi = 0i32;
             for (j, &q) in blk[4..].iter().enumerate() {
                 sumi += (q & 0x0F) as i32 * qa[j] as i32;

@@ -39,7 +39,11 @@ impl BlockQuant for Q8_0 {
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(row.len() / 34 * QK, x.len(), "Q8_0: row/activation length mismatch");
+        assert_eq!(
+            row.len() / 34 * QK,
+            x.len(),
+            "Q8_0: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
         for (blk, xb) in row.chunks_exact(34).zip(x.chunks_exact(QK)) {
             let mut s = 0.0f32;
@@ -60,10 +64,18 @@ impl BlockQuant for Q8_0 {
 /// Shared by Q8_0 and Q8_1 weights: the quants start 2 or 4 bytes into a block of
 /// `stride` bytes, the f16 scale `d` is the block's first two bytes.
 pub(crate) fn dot_q8_blocks(row: &[u8], stride: usize, act: Q8Row<'_>) -> f32 {
-    assert_eq!(row.len() / stride * QK, act.qs.len(), "row/activation length mismatch");
+    assert_eq!(
+        row.len() / stride * QK,
+        act.qs.len(),
+        "row/activation length mismatch"
+    );
     let off = stride - QK;
     let mut sum = 0.0f32;
-    for (b, (blk, qa)) in row.chunks_exact(stride).zip(act.qs.chunks_exact(QK)).enumerate() {
+    for (b, (blk, qa)) in row
+        .chunks_exact(stride)
+        .zip(act.qs.chunks_exact(QK))
+        .enumerate()
+    {
         let mut sumi = 0i32;
         for (&w, &a) in blk[off..].iter().zip(qa) {
             sumi += (w as i8 as i32) * (a as i32);

@@ -44,7 +44,11 @@ impl BlockQuant for Q8_1 {
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(row.len() / 36 * QK, x.len(), "Q8_1: row/activation length mismatch");
+        assert_eq!(
+            row.len() / 36 * QK,
+            x.len(),
+            "Q8_1: row/activation length mismatch"
+        );
         let mut sum = 0.0f32;
         for (blk, xb) in row.chunks_exact(36).zip(x.chunks_exact(QK)) {
             let mut s = 0.0f32;

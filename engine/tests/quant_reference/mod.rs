@@ -18,7 +18,15 @@ pub enum Ty {
     Q4_1,
 }
 
-pub const ALL: [Ty; 7] = [Ty::F32, Ty::F16, Ty::BF16, Ty::Q8_0, Ty::Q8_1, Ty::Q4_0, Ty::Q4_1];
+pub const ALL: [Ty; 7] = [
+    Ty::F32,
+    Ty::F16,
+    Ty::BF16,
+    Ty::Q8_0,
+    Ty::Q8_1,
+    Ty::Q4_0,
+    Ty::Q4_1,
+];
 
 impl Ty {
     /// (elements per block, bytes per block) from ggml-common.h.
@@ -162,7 +170,11 @@ pub struct RefAct {
 }
 
 pub fn quantize_act(x: &[f32]) -> RefAct {
-    let mut a = RefAct { d: vec![], s: vec![], qs: vec![] };
+    let mut a = RefAct {
+        d: vec![],
+        s: vec![],
+        qs: vec![],
+    };
     for xb in x.chunks(32) {
         let (d, q) = q8_block(xb);
         let sum: i32 = q.iter().map(|&v| v as i32).sum();
@@ -184,7 +196,9 @@ pub fn vec_dot_q8(ty: Ty, row: &[u8], a: &RefAct) -> (f64, f64) {
         let (sumi, dw, extra): (i64, f32, f64) = match ty {
             Ty::Q8_0 | Ty::Q8_1 => {
                 let off = if ty == Ty::Q8_0 { 2 } else { 4 };
-                let s = (0..32).map(|j| (blk[off + j] as i8) as i64 * qa[j] as i64).sum();
+                let s = (0..32)
+                    .map(|j| (blk[off + j] as i8) as i64 * qa[j] as i64)
+                    .sum();
                 (s, h(blk, 0), 0.0)
             }
             Ty::Q4_0 => {

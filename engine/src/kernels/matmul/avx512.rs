@@ -12,9 +12,16 @@ use super::avx2;
 use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
+/// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
+/// contiguous, so this runs on into the next row. A prefetch never faults.
+const PREFETCH: usize = 2048;
+
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
     for r in a {
-        assert!(r.qs.len() >= nb * QK && r.d.len() >= nb, "activation shorter than weight row");
+        assert!(
+            r.qs.len() >= nb * QK && r.d.len() >= nb,
+            "activation shorter than weight row"
+        );
         assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
     }
 }
@@ -132,6 +139,7 @@ macro_rules! avx512_kernels {
                 // SAFETY: blocks b, b+1 < nb exist in the weight row and every activation row.
                 unsafe {
                     let p = w.as_ptr().add(b * 20);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
                     let q = nibbles2(p.add(4), p.add(24));
                     // [d0, m0, d1, m1]
                     let dm = _mm_cvtph_ps(_mm_insert_epi32::<1>(
@@ -147,8 +155,7 @@ macro_rules! avx512_kernels {
                         );
                         let prod = _mm_mul_ps(dm, ds);
                         let scale = spread2(prod, 2);
-                        acc[i] =
-                            _mm512_fmadd_ps(_mm512_cvtepi32_ps($dot512(q, av)), scale, acc[i]);
+                        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps($dot512(q, av)), scale, acc[i]);
                         accm[i] = _mm_add_ps(accm[i], prod);
                     }
                 }
@@ -186,6 +193,7 @@ macro_rules! avx512_kernels {
                 // SAFETY: as in `q4_1`.
                 unsafe {
                     let p = w.as_ptr().add(b * 18);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
                     let q = _mm512_sub_epi8(nibbles2(p.add(2), p.add(20)), _mm512_set1_epi8(8));
                     let dw = scales2(p, p.add(18));
                     for i in 0..N {
@@ -205,7 +213,8 @@ macro_rules! avx512_kernels {
                     let q = _mm256_sub_epi8(nibbles1(p.add(2)), _mm256_set1_epi8(8));
                     for i in 0..N {
                         let av = _mm256_loadu_si256(a[i].qs.as_ptr().add(b * QK) as *const _);
-                        tail[i] = avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
+                        tail[i] =
+                            avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
                     }
                 }
             }
@@ -227,6 +236,8 @@ macro_rules! avx512_kernels {
                 // SAFETY: as in `q4_1`.
                 unsafe {
                     let p = w.as_ptr().add(b * STRIDE);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64) as *const i8);
                     let q = _mm512_inserti64x4::<1>(
                         _mm512_castsi256_si512(_mm256_loadu_si256(p.add(off) as *const _)),
                         _mm256_loadu_si256(p.add(STRIDE + off) as *const _),
@@ -249,7 +260,8 @@ macro_rules! avx512_kernels {
                     let q = _mm256_loadu_si256(p.add(off) as *const _);
                     for i in 0..N {
                         let av = _mm256_loadu_si256(a[i].qs.as_ptr().add(b * QK) as *const _);
-                        tail[i] = avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
+                        tail[i] =
+                            avx2::hsum(_mm256_cvtepi32_ps(signed256(q, av))) * (dw * a[i].d[b]);
                     }
                 }
             }
@@ -337,7 +349,11 @@ macro_rules! float_body {
 
 /// Kernels multiplying bytes with AVX-512 BW (`vpmaddubsw` + `vpmaddwd`).
 pub(super) mod bw {
-    avx512_kernels!("avx512f,avx512bw,avx512vl,avx2,fma,f16c", dot512_bw, dot256_bw);
+    avx512_kernels!(
+        "avx512f,avx512bw,avx512vl,avx2,fma,f16c",
+        dot512_bw,
+        dot256_bw
+    );
 }
 
 /// Kernels multiplying bytes with AVX-512 VNNI (`vpdpbusd`).

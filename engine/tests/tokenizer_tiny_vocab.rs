@@ -1,4 +1,4 @@
-//! Inconsistent or unsupported tokenizer metadata is refused with errors naming the key and value at fault.
+//! Hand-built vocabularies: ids derived by hand, the pre-tokenizer families, and bad metadata refused with errors naming the key and value at fault.
 
 use engine::gguf::{MetaArray, MetaValue, Metadata};
 use engine::tokenizer::{GgufVocab, Tokenizer, TokenizerError};
@@ -41,9 +41,7 @@ fn tiny_without(skip: &[&str]) -> Metadata {
 }
 
 fn strings(s: &[&str]) -> MetaValue {
-    MetaValue::Array(MetaArray::String(
-        s.iter().map(|x| x.to_string()).collect(),
-    ))
+    MetaValue::Array(MetaArray::String(s.iter().map(|x| x.to_string()).collect()))
 }
 
 fn build(md: &Metadata) -> Result<Tokenizer, TokenizerError> {
@@ -73,6 +71,31 @@ fn tiny_vocabulary_builds_and_encodes_by_hand_derived_ids() {
     assert_eq!(build(&md).unwrap().encode("ab").unwrap(), vec![0, 3, 0]);
 }
 
+/// Digits with merges between them: `1`, `2`, `12`, `Ġ`, `Ġ1`; merges `1 2`, `Ġ 1`.
+fn digits(pre: &str) -> Tokenizer {
+    let mut md = Metadata::new();
+    md.insert(
+        "tokenizer.ggml.model",
+        MetaValue::String("gpt2".to_string()),
+    );
+    md.insert("tokenizer.ggml.pre", MetaValue::String(pre.to_string()));
+    md.insert(
+        "tokenizer.ggml.tokens",
+        strings(&["1", "2", "12", "Ġ", "Ġ1"]),
+    );
+    md.insert("tokenizer.ggml.merges", strings(&["1 2", "Ġ 1"]));
+    build(&md).unwrap()
+}
+
+#[test]
+fn smollm_pre_tokenizer_splits_every_digit_before_bpe_and_gpt2_does_not() {
+    // `smollm` (llama.cpp: `\p{N}` split first): every digit stands alone, so no merge can
+    // join digits or attach the space to one.
+    assert_eq!(digits("smollm").encode("12 1").unwrap(), vec![0, 1, 3, 0]);
+    // `gpt-2`: " 1" and "12" are single pre-tokens and merge.
+    assert_eq!(digits("gpt-2").encode("12 1").unwrap(), vec![2, 4]);
+}
+
 #[test]
 fn unknown_tokenizer_model_names_the_model() {
     let mut md = tiny();
@@ -96,7 +119,9 @@ fn unsupported_or_missing_pre_tokenizer_names_it() {
         MetaValue::String("llama-bpe".to_string()),
     );
     let (err, msg) = build_err(&md);
-    assert!(matches!(err, TokenizerError::UnsupportedPreTokenizer { pre: Some(ref p) } if p == "llama-bpe"));
+    assert!(
+        matches!(err, TokenizerError::UnsupportedPreTokenizer { pre: Some(ref p) } if p == "llama-bpe")
+    );
     assert!(
         msg.contains("`llama-bpe`") && msg.contains("tokenizer.ggml.pre") && msg.contains("smollm"),
         "{msg}"
@@ -128,7 +153,10 @@ fn missing_vocabulary_or_merges_names_the_key() {
 
     let md = tiny_without(&["tokenizer.ggml.model"]);
     let (_, msg) = build_err(&md);
-    assert!(msg.contains("`tokenizer.ggml.model`") && msg.contains("missing"), "{msg}");
+    assert!(
+        msg.contains("`tokenizer.ggml.model`") && msg.contains("missing"),
+        "{msg}"
+    );
 
     let md = tiny_without(&["tokenizer.ggml.merges"]);
     let (err, msg) = build_err(&md);
@@ -167,8 +195,14 @@ fn merge_naming_an_unknown_token_names_merge_and_token() {
 
     md.insert("tokenizer.ggml.merges", strings(&["a b", "ab"]));
     let (err, msg) = build_err(&md);
-    assert!(matches!(err, TokenizerError::MalformedMerge { index: 1, .. }));
-    assert!(msg.contains("merges`[1]") && msg.contains("\"ab\""), "{msg}");
+    assert!(matches!(
+        err,
+        TokenizerError::MalformedMerge { index: 1, .. }
+    ));
+    assert!(
+        msg.contains("merges`[1]") && msg.contains("\"ab\""),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -244,7 +278,10 @@ fn special_ids_and_metadata_types_are_checked_by_key() {
     );
 
     let mut md = tiny();
-    md.insert("tokenizer.ggml.tokens", strings(&["<|end|>", "a", "b", "ab", "Ġ", "a"]));
+    md.insert(
+        "tokenizer.ggml.tokens",
+        strings(&["<|end|>", "a", "b", "ab", "Ġ", "a"]),
+    );
     let (err, msg) = build_err(&md);
     assert!(matches!(
         err,
@@ -278,7 +315,10 @@ fn unreadable_tokenizer_json_names_the_file() {
     std::fs::write(&path, "{ not json").unwrap();
     let err = Tokenizer::from_tokenizer_json(&path, None, None).unwrap_err();
     assert!(matches!(err, TokenizerError::TokenizerJson { .. }));
-    assert!(err.to_string().contains(&path.display().to_string()), "{err}");
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
 }
 
 #[test]
