@@ -111,9 +111,15 @@ pub fn tiny_llama(spec: &TinyLlamaSpec) -> Result<GgufWriter, GgufError> {
     w.metadata(&format!("{arch}.embedding_length"), u32v(spec.hidden));
     w.metadata(&format!("{arch}.feed_forward_length"), u32v(spec.ffn));
     w.metadata(&format!("{arch}.attention.head_count"), u32v(spec.n_heads));
-    w.metadata(&format!("{arch}.attention.head_count_kv"), u32v(spec.n_kv_heads));
+    w.metadata(
+        &format!("{arch}.attention.head_count_kv"),
+        u32v(spec.n_kv_heads),
+    );
     w.metadata(&format!("{arch}.rope.dimension_count"), u32v(head_dim));
-    w.metadata(&format!("{arch}.rope.freq_base"), MetaValue::F32(spec.rope_base));
+    w.metadata(
+        &format!("{arch}.rope.freq_base"),
+        MetaValue::F32(spec.rope_base),
+    );
     w.metadata(
         &format!("{arch}.attention.layer_norm_rms_epsilon"),
         MetaValue::F32(1e-5),

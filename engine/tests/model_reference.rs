@@ -97,7 +97,14 @@ fn config_is_read_from_metadata() {
     let c = model.config();
     assert_eq!(c.architecture, "llama");
     assert_eq!(
-        (c.n_layers, c.hidden, c.ffn, c.n_heads, c.n_kv_heads, c.head_dim),
+        (
+            c.n_layers,
+            c.hidden,
+            c.ffn,
+            c.n_heads,
+            c.n_kv_heads,
+            c.head_dim
+        ),
         (30, 576, 1536, 9, 3, 64)
     );
     assert_eq!(c.vocab, 49152);
@@ -127,7 +134,12 @@ fn teacher_forced_prefill_agrees_with_llamacpp() {
         }
     }
     assert!(checked > 100, "only {checked} steps checked");
-    assert!(failures.is_empty(), "{} disagreements:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} disagreements:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]

@@ -62,11 +62,21 @@ fn reference_logits(file: &GgufFile, spec: &TinyLlamaSpec, tokens: &[u32]) -> Ve
     let emb = mat("token_embd.weight");
     let mut xs: Vec<Vec<f64>> = tokens
         .iter()
-        .map(|&t| emb.0[t as usize * h..(t as usize + 1) * h].iter().map(|&v| v as f64).collect())
+        .map(|&t| {
+            emb.0[t as usize * h..(t as usize + 1) * h]
+                .iter()
+                .map(|&v| v as f64)
+                .collect()
+        })
         .collect();
     for l in 0..spec.n_layers {
         let n = |s: &str| format!("blk.{l}.{s}.weight");
-        let (wq, wk, wv, wo) = (mat(&n("attn_q")), mat(&n("attn_k")), mat(&n("attn_v")), mat(&n("attn_output")));
+        let (wq, wk, wv, wo) = (
+            mat(&n("attn_q")),
+            mat(&n("attn_k")),
+            mat(&n("attn_v")),
+            mat(&n("attn_output")),
+        );
         let (wg, wu, wd) = (mat(&n("ffn_gate")), mat(&n("ffn_up")), mat(&n("ffn_down")));
         let an = mat(&n("attn_norm")).0;
         let fnorm = mat(&n("ffn_norm")).0;
@@ -110,7 +120,11 @@ fn reference_logits(file: &GgufFile, spec: &TinyLlamaSpec, tokens: &[u32]) -> Ve
             let xn = norm(x, &fnorm);
             let g = mv(&wg, &xn);
             let u = mv(&wu, &xn);
-            let act: Vec<f64> = g.iter().zip(&u).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+            let act: Vec<f64> = g
+                .iter()
+                .zip(&u)
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
             let d = mv(&wd, &act);
             for (a, b) in x.iter_mut().zip(&d) {
                 *a += b;
@@ -129,7 +143,11 @@ fn prefill_logits_match_a_naive_reference_forward_pass() {
     let tokens = [1u32, 72, 101, 108, 108, 111, 2, 40, 41];
     let want = reference_logits(&file, &spec, &tokens);
     for isa in Isa::available() {
-        let m = Model::from_file(Arc::new(GgufFile::from_bytes(bytes.clone()).unwrap()), Cpu::new(2, isa)).unwrap();
+        let m = Model::from_file(
+            Arc::new(GgufFile::from_bytes(bytes.clone()).unwrap()),
+            Cpu::new(2, isa),
+        )
+        .unwrap();
         let mut kv = KvCache::new(m.kv_config(32, KvDtype::F32)).unwrap();
         let seq = kv.create_sequence();
         let got = m.forward(&mut kv, seq, &tokens, Logits::All).unwrap();
@@ -150,7 +168,11 @@ fn prefill_logits_match_a_naive_reference_forward_pass() {
 fn prefill_equals_step_by_step_decode() {
     // Quantized weights: prefill runs matrix-matrix products, decode matrix-vector ones;
     // both read the same paged KV cache, so the last logits agree closely.
-    for (wt, tol) in [(GgmlType::F32, 1e-4), (GgmlType::Q8_0, 2e-2), (GgmlType::Q4_1, 5e-2)] {
+    for (wt, tol) in [
+        (GgmlType::F32, 1e-4),
+        (GgmlType::Q8_0, 2e-2),
+        (GgmlType::Q4_1, 5e-2),
+    ] {
         let spec = TinyLlamaSpec {
             weight_type: wt,
             embedding_type: GgmlType::Q8_0,
@@ -158,7 +180,8 @@ fn prefill_equals_step_by_step_decode() {
         };
         let m = model(&spec, Isa::best()).unwrap();
         let tokens: Vec<u32> = (0..40).map(|i| 3 + (i * 37 % 250) as u32).collect();
-        let mut kv = KvCache::new(m.kv_config(64, KvDtype::F32)).unwrap();
+        // Room for both sequences: 2 × 40 positions, in whole pages of 16.
+        let mut kv = KvCache::new(m.kv_config(96, KvDtype::F32)).unwrap();
         let a = kv.create_sequence();
         let b = kv.create_sequence();
         let all = m.forward(&mut kv, a, &tokens, Logits::All).unwrap();
@@ -166,8 +189,15 @@ fn prefill_equals_step_by_step_decode() {
         for (i, t) in tokens.iter().enumerate() {
             let step = m.forward(&mut kv, b, &[*t], Logits::Last).unwrap();
             let row = &all[i * vocab..(i + 1) * vocab];
-            let max = row.iter().zip(&step).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
-            assert!(max <= tol, "[{wt}] pos {i}: prefill and decode differ by {max} > {tol}");
+            let max = row
+                .iter()
+                .zip(&step)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max);
+            assert!(
+                max <= tol,
+                "[{wt}] pos {i}: prefill and decode differ by {max} > {tol}"
+            );
         }
         assert_eq!(kv.len(a), tokens.len());
         assert_eq!(kv.len(b), tokens.len());
@@ -184,7 +214,11 @@ fn f16_kv_cache_stays_close_to_f32() {
         m.forward(&mut kv, s, &tokens, Logits::Last).unwrap()
     };
     let (a, b) = (run(KvDtype::F32), run(KvDtype::F16));
-    let max = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0f32, f32::max);
+    let max = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
     assert!(max < 1e-2, "f16 KV differs by {max}");
 }
 
@@ -195,7 +229,10 @@ fn unsupported_architecture_is_named() {
         ..TinyLlamaSpec::default()
     };
     let err = model(&spec, Isa::Portable).unwrap_err();
-    assert!(matches!(err, ModelError::UnsupportedArchitecture { .. }), "{err:?}");
+    assert!(
+        matches!(err, ModelError::UnsupportedArchitecture { .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
     assert!(msg.contains("'gpt2'") && msg.contains("llama"), "{msg}");
 }
@@ -218,9 +255,15 @@ fn unsupported_tensor_type_is_named() {
         ..TinyLlamaSpec::default()
     };
     let err = model(&spec, Isa::Portable).unwrap_err();
-    assert!(matches!(err, ModelError::UnsupportedTensorType { .. }), "{err:?}");
+    assert!(
+        matches!(err, ModelError::UnsupportedTensorType { .. }),
+        "{err:?}"
+    );
     let msg = err.to_string();
-    assert!(msg.contains("'blk.0.attn_q.weight'") && msg.contains("Q5_0"), "{msg}");
+    assert!(
+        msg.contains("'blk.0.attn_q.weight'") && msg.contains("Q5_0"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -228,7 +271,9 @@ fn token_outside_vocabulary_is_refused() {
     let m = model(&TinyLlamaSpec::default(), Isa::Portable).unwrap();
     let mut kv = KvCache::new(m.kv_config(8, KvDtype::F32)).unwrap();
     let s = kv.create_sequence();
-    let err = m.forward(&mut kv, s, &[5, 100_000], Logits::Last).unwrap_err();
+    let err = m
+        .forward(&mut kv, s, &[5, 100_000], Logits::Last)
+        .unwrap_err();
     let msg = err.to_string();
     assert!(msg.contains("100000") && msg.contains("259"), "{msg}");
 }

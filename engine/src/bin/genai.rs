@@ -23,7 +23,11 @@ use engine::tokenizer::{GgufVocab, Tokenizer};
 const DEFAULT_MODEL: &str = "fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 
 #[derive(Parser)]
-#[command(name = "genai", version, about = "CPU inference for decoder LLMs (GGUF)")]
+#[command(
+    name = "genai",
+    version,
+    about = "CPU inference for decoder LLMs (GGUF)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -185,9 +189,8 @@ fn load(args: &ModelArgs) -> Result<Loaded> {
             .map(|n| n.get())
             .unwrap_or(1)
     });
-    let file = Arc::new(
-        GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?,
-    );
+    let file =
+        Arc::new(GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?);
     let tokenizer = load_tokenizer(&file, &path)?;
     let model = Model::from_file(file.clone(), Cpu::new(threads, isa))
         .with_context(|| format!("loading {}", path.display()))?;
@@ -377,7 +380,13 @@ fn run(cli: Cli) -> Result<()> {
                 .and_then(|p| std::fs::metadata(p).ok())
                 .map(|m| m.len())
                 .unwrap_or(0);
-            println!("file            {}", l.file.path().map(|p| p.display().to_string()).unwrap_or_default());
+            println!(
+                "file            {}",
+                l.file
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
             println!("gguf version    {}", l.file.version());
             println!("architecture    {}", c.architecture);
             if let Ok(name) = l.file.metadata().get_str("general.name") {
@@ -387,17 +396,27 @@ fn run(cli: Cli) -> Result<()> {
             println!("blocks          {}", c.n_layers);
             println!("hidden          {}", c.hidden);
             println!("ffn             {}", c.ffn);
-            println!("heads           {} (kv {}, head dim {})", c.n_heads, c.n_kv_heads, c.head_dim);
+            println!(
+                "heads           {} (kv {}, head dim {})",
+                c.n_heads, c.n_kv_heads, c.head_dim
+            );
             println!("rope base       {}", c.rope_base);
             println!("rms eps         {}", c.rms_eps);
             println!("context         {}", c.context_len);
             println!("vocab           {}", c.vocab);
             println!("tied embeddings {}", l.model.weights().tied_embeddings);
-            println!("kernels         {} threads, {}", l.model.cpu().threads(), l.model.cpu().isa());
+            println!(
+                "kernels         {} threads, {}",
+                l.model.cpu().threads(),
+                l.model.cpu().isa()
+            );
             if memory {
                 let rss = resident_bytes()?;
                 println!("file bytes      {size}");
-                println!("resident bytes  {rss} ({:.2}x the file)", rss as f64 / size.max(1) as f64);
+                println!(
+                    "resident bytes  {rss} ({:.2}x the file)",
+                    rss as f64 / size.max(1) as f64
+                );
             }
         }
         Command::Bench {
@@ -413,7 +432,8 @@ fn run(cli: Cli) -> Result<()> {
 
 /// The process's resident set size in bytes (`VmRSS` of /proc/self/status).
 fn resident_bytes() -> Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
     let line = status
         .lines()
         .find(|l| l.starts_with("VmRSS:"))
@@ -430,10 +450,20 @@ fn resident_bytes() -> Result<u64> {
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
-fn bench(l: &Loaded, prompt_tokens: usize, gen_tokens: usize, runs: usize, json: bool) -> Result<()> {
+fn bench(
+    l: &Loaded,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    runs: usize,
+    json: bool,
+) -> Result<()> {
     let cfg = l.model.config();
     if prompt_tokens + gen_tokens > cfg.context_len || prompt_tokens == 0 {
         bail!(
@@ -458,9 +488,16 @@ fn bench(l: &Loaded, prompt_tokens: usize, gen_tokens: usize, runs: usize, json:
     for run in 0..=runs {
         let mut kv = KvCache::new(l.model.kv_config(prompt_tokens + gen_tokens, KvDtype::F32))?;
         let seq = kv.create_sequence();
-        let g = generate(&l.model, &l.tokenizer, &mut kv, seq, &prompt, &opts, None, &mut |_, _| {
-            Flow::Continue
-        })?;
+        let g = generate(
+            &l.model,
+            &l.tokenizer,
+            &mut kv,
+            seq,
+            &prompt,
+            &opts,
+            None,
+            &mut |_, _| Flow::Continue,
+        )?;
         if run > 0 {
             prefill.push(g.prefill_tokens_per_sec());
             decode.push(g.decode_tokens_per_sec());

@@ -236,8 +236,10 @@ impl Model {
             self.project(&lw.wv, &xn, n, &mut v);
             for i in 0..n {
                 let pos = p0 + i;
-                self.rope.apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos);
-                self.rope.apply(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, pos);
+                self.rope
+                    .apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos);
+                self.rope
+                    .apply(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, pos);
                 kv.write(
                     seq,
                     l,
@@ -250,7 +252,17 @@ impl Model {
             let n_heads = cfg.n_heads;
             if n == 1 {
                 let mut scratch = Vec::new();
-                gqa_attention(&q, &layer_kv, 0, p0 + 1, n_heads, scale, None, &mut att, &mut scratch);
+                gqa_attention(
+                    &q,
+                    &layer_kv,
+                    0,
+                    p0 + 1,
+                    n_heads,
+                    scale,
+                    None,
+                    &mut att,
+                    &mut scratch,
+                );
             } else {
                 self.cpu.pool().install(|| {
                     att.par_chunks_mut(qw)

@@ -146,12 +146,7 @@ impl Weights {
     }
 }
 
-fn matrix(
-    file: &GgufFile,
-    name: &str,
-    rows: usize,
-    cols: usize,
-) -> Result<MatrixRef, ModelError> {
+fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<MatrixRef, ModelError> {
     let view = file.tensor(name).ok_or_else(|| ModelError::MissingTensor {
         name: name.to_string(),
     })?;
