@@ -130,7 +130,7 @@ pub fn generate(
     if prompt.is_empty() {
         return Err(GenerateError::EmptyPrompt);
     }
-    let mut sampler = Sampler::new(opts.sampler.clone());
+    let mut sampler = Sampler::new(opts.sampler);
     let mut decoder = tokenizer.stream_decoder();
     let mut tokens = Vec::new();
     let mut text = String::new();
@@ -182,10 +182,10 @@ pub fn generate(
         logits = model.forward(kv, seq, &[next], Logits::Last)?;
         next = sampler.sample(&logits);
     };
-    if !matches!(finish, FinishReason::StopString { .. }) {
-        if let Some(rest) = decoder.finish()? {
-            text.push_str(&rest);
-        }
+    if !matches!(finish, FinishReason::StopString { .. })
+        && let Some(rest) = decoder.finish()?
+    {
+        text.push_str(&rest);
     }
     Ok(Generation {
         prompt_tokens: prompt.len(),

@@ -132,7 +132,7 @@ pub fn gqa_attention(
     let d = kv.head_dim();
     let n_kv = kv.n_kv_heads();
     assert!(
-        n_kv > 0 && n_heads > 0 && n_heads % n_kv == 0,
+        n_kv > 0 && n_heads > 0 && n_heads.is_multiple_of(n_kv),
         "attention: n_heads {n_heads} must be a positive multiple of n_kv_heads {n_kv}"
     );
     assert_eq!(

@@ -36,7 +36,7 @@ impl Rope {
     /// If `head_dim` is zero or odd, or `base` is not finite and positive.
     pub fn new(head_dim: usize, base: f32, style: RopeStyle) -> Rope {
         assert!(
-            head_dim > 0 && head_dim % 2 == 0,
+            head_dim > 0 && head_dim.is_multiple_of(2),
             "rope: head_dim must be even and positive, got {head_dim}"
         );
         assert!(
@@ -103,7 +103,7 @@ impl Rope {
     pub fn apply_batch(&self, x: &mut [f32], n_heads: usize, pos0: usize) {
         let row = n_heads * self.head_dim;
         assert!(
-            row > 0 && x.len() % row == 0,
+            row > 0 && x.len().is_multiple_of(row),
             "rope: x must be [n_tokens, n_heads = {n_heads}, head_dim = {}]",
             self.head_dim
         );

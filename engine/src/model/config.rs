@@ -56,8 +56,8 @@ impl LlamaConfig {
         }
         let key = |k: &str| format!("{arch}.{k}");
         let get = |k: &str| -> Result<usize, ModelError> {
-            Ok(usize::try_from(md.get_u64(&key(k))?)
-                .map_err(|_| ModelError::BadConfig(format!("{} does not fit in usize", key(k))))?)
+            usize::try_from(md.get_u64(&key(k))?)
+                .map_err(|_| ModelError::BadConfig(format!("{} does not fit in usize", key(k))))
         };
         let optional = |k: &str| -> Result<Option<usize>, ModelError> {
             match md.get_u64(&key(k)) {
