@@ -13,8 +13,7 @@ use crate::cargo::{CargoCmd, CargoError, Outcome, PackageMeta};
 use crate::catalog::{Catalog, CatalogError, PreparedMutation};
 use crate::progress::Progress;
 use crate::report::{
-    Baseline, BatteryReport, CatalogInfo, FailedTest, MutationReport, RefusalInfo, Status,
-    Summary,
+    Baseline, BatteryReport, CatalogInfo, FailedTest, MutationReport, RefusalInfo, Status, Summary,
 };
 use crate::verdict::{self, Expectation, KillMatrix, Observation};
 use crate::workspace::{self, TreeError, TreeScan};
@@ -183,7 +182,12 @@ pub fn run(
         Err(e) => return Err(e.into()),
     };
     if let Some(only) = &opts.only {
-        let known: BTreeSet<&str> = catalog.spec.mutations.iter().map(|m| m.id.as_str()).collect();
+        let known: BTreeSet<&str> = catalog
+            .spec
+            .mutations
+            .iter()
+            .map(|m| m.id.as_str())
+            .collect();
         let unknown: Vec<&str> = only
             .iter()
             .map(String::as_str)
@@ -241,8 +245,8 @@ pub fn run(
         .map(|(id, o)| (id.clone(), o.as_ref()))
         .collect();
     let kill_matrix = KillMatrix::build(&catalog.spec.tests, &columns);
-    let unfalsified = (status == Status::Complete && opts.only.is_none())
-        .then(|| kill_matrix.unfalsified());
+    let unfalsified =
+        (status == Status::Complete && opts.only.is_none()).then(|| kill_matrix.unfalsified());
     let summary = Summary::of(&st.mutations, unfalsified.as_ref());
     let exit_code = match status {
         Status::Interrupted => crate::interrupt::EXIT_INTERRUPTED,
@@ -363,7 +367,10 @@ impl State<'_> {
         if !missing.is_empty() || !unlisted.is_empty() {
             let mut parts = Vec::new();
             if !missing.is_empty() {
-                parts.push(format!("listed but not in the target: {}", missing.join(", ")));
+                parts.push(format!(
+                    "listed but not in the target: {}",
+                    missing.join(", ")
+                ));
             }
             if !unlisted.is_empty() {
                 parts.push(format!(
@@ -374,7 +381,8 @@ impl State<'_> {
             }
             return Err(refuse(RefusalKind::FilterDrift, parts.join("; ")));
         }
-        let baseline_timeout = Duration::from_secs_f64((c.spec.timeout_floor_secs * 20.0).max(1800.0));
+        let baseline_timeout =
+            Duration::from_secs_f64((c.spec.timeout_floor_secs * 20.0).max(1800.0));
         let before_runs = self.scan()?;
         let mut runs = Vec::new();
         for i in 1..=2 {
@@ -382,8 +390,7 @@ impl State<'_> {
             runs.push(self.cargo.run(&c.spec.tests, Some(baseline_timeout))?);
         }
         let after_runs = self.scan()?;
-        let baseline_created =
-            workspace::remove_created(&c.root, &before_runs, &after_runs)?;
+        let baseline_created = workspace::remove_created(&c.root, &before_runs, &after_runs)?;
         let differing: Vec<String> = c
             .spec
             .tests
@@ -411,19 +418,31 @@ impl State<'_> {
                 let msg = runs[0]
                     .messages
                     .get(t)
-                    .and_then(|m| m.lines().find(|l| !l.trim().is_empty()))
-                    .unwrap_or("");
-                format!("{t} ({}{}{})", outcome_word(Some(o)), if msg.is_empty() { "" } else { ": " }, msg)
+                    .map(|m| failure_summary(m))
+                    .unwrap_or_default();
+                format!(
+                    "{t} ({}{}{})",
+                    outcome_word(Some(o)),
+                    if msg.is_empty() { "" } else { ": " },
+                    msg
+                )
             })
             .collect();
         if !not_green.is_empty() || runs[0].timed_out {
             return Err(refuse(
                 RefusalKind::BaselineRed,
-                format!("listed tests are not green without any mutation: {}", not_green.join(", ")),
+                format!(
+                    "listed tests are not green without any mutation: {}",
+                    not_green.join(", ")
+                ),
             ));
         }
         let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
-        let timeout = derive_timeout(&run_seconds, c.spec.timeout_factor, c.spec.timeout_floor_secs);
+        let timeout = derive_timeout(
+            &run_seconds,
+            c.spec.timeout_factor,
+            c.spec.timeout_floor_secs,
+        );
         p.line(&format!(
             "baseline green twice ({} tests; build {:.1}s, runs {:.1}s and {:.1}s); test timeout {:.1}s",
             c.spec.tests.len(),
@@ -497,12 +516,20 @@ impl State<'_> {
             };
             if !applied.still_mutated()? {
                 // restore() keeps both versions and says where.
-                return Err(applied.restore().map_err(Stop::from).err().unwrap_or_else(|| {
-                    refuse(
-                        RefusalKind::TreeDirty,
-                        format!("{} changed while mutation {} was applied", pm.rel_path.display(), m.id),
-                    )
-                }));
+                return Err(applied
+                    .restore()
+                    .map_err(Stop::from)
+                    .err()
+                    .unwrap_or_else(|| {
+                        refuse(
+                            RefusalKind::TreeDirty,
+                            format!(
+                                "{} changed while mutation {} was applied",
+                                pm.rel_path.display(),
+                                m.id
+                            ),
+                        )
+                    }));
             }
             applied.restore()?;
             let after = self.scan()?;
@@ -510,7 +537,11 @@ impl State<'_> {
             if !created.is_empty() {
                 p.line(&format!(
                     "{tag}: removed files the run created: {}",
-                    created.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ")
+                    created
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
             let obs = match &run {
@@ -560,7 +591,8 @@ impl State<'_> {
                     String::new()
                 }
             ));
-            self.columns.push((m.id.clone(), run.as_ref().map(|r| r.outcomes.clone())));
+            self.columns
+                .push((m.id.clone(), run.as_ref().map(|r| r.outcomes.clone())));
             self.mutations.push(MutationReport {
                 id: m.id.clone(),
                 title: m.title.clone(),
@@ -602,6 +634,19 @@ impl State<'_> {
     }
 }
 
+/// The gist of a libtest failure message: its first few lines that are not the
+/// `thread '...' panicked at` header, a note or a backtrace, joined on one line.
+pub fn failure_summary(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .take_while(|l| *l != "stack backtrace:")
+        .filter(|l| !l.is_empty() && !l.starts_with("thread '") && !l.starts_with("note: "))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn outcome_word(o: Option<&Outcome>) -> &'static str {
     match o {
         Some(Outcome::Passed) => "passed",
@@ -619,14 +664,33 @@ mod tests {
 
     #[test]
     fn timeout_is_factor_times_slowest_run_with_a_floor() {
-        assert_eq!(derive_timeout(&[1.0, 3.0], 5.0, 2.0), Duration::from_secs(15));
-        assert_eq!(derive_timeout(&[0.1, 0.2], 5.0, 4.0), Duration::from_secs(4));
+        assert_eq!(
+            derive_timeout(&[1.0, 3.0], 5.0, 2.0),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            derive_timeout(&[0.1, 0.2], 5.0, 4.0),
+            Duration::from_secs(4)
+        );
+    }
+
+    #[test]
+    fn failure_summary_skips_header_notes_and_backtrace() {
+        let m = "thread 'a' (12) panicked at t.rs:1:1:\nassertion `left == right` failed\n  left: 1\n right: 2\nstack backtrace:\n   0: x\nnote: run with";
+        assert_eq!(
+            failure_summary(m),
+            "assertion `left == right` failed left: 1 right: 2"
+        );
     }
 
     #[test]
     fn filter_drift_finds_missing_and_unlisted() {
         let listed = vec!["c::a".to_string(), "c::b".to_string()];
-        let have = vec!["c::a".to_string(), "c::new".to_string(), "other".to_string()];
+        let have = vec![
+            "c::a".to_string(),
+            "c::new".to_string(),
+            "other".to_string(),
+        ];
         let (missing, unlisted) = filter_drift(&listed, &have, "c::");
         assert_eq!(missing, vec!["c::b".to_string()]);
         assert_eq!(unlisted, vec!["c::new".to_string()]);

@@ -213,6 +213,8 @@ impl CargoCmd {
             .dir(&self.root)
             .env("INSTA_UPDATE", "no")
             .env("CARGO_TERM_COLOR", "never")
+            // Failure messages without backtraces; a catalog's `env` may override this.
+            .env("RUST_BACKTRACE", "0")
             .env_remove("CARGO_TARGET_DIR")
             .stdout_capture()
             .stderr_capture()

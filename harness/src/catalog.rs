@@ -544,7 +544,10 @@ mod tests {
     #[test]
     fn unknown_field_is_rejected_naming_it() {
         let d = tempfile::tempdir().unwrap();
-        let p = write_ws(d.path(), &format!("{HEAD}bogus = 1\n{}", mutation("m", "2", "")));
+        let p = write_ws(
+            d.path(),
+            &format!("{HEAD}bogus = 1\n{}", mutation("m", "2", "")),
+        );
         let e = Catalog::load(&p).unwrap_err();
         assert!(matches!(e, CatalogError::Parse { .. }));
         assert!(e.to_string().contains("bogus"), "{e}");
@@ -553,7 +556,10 @@ mod tests {
     #[test]
     fn unknown_mutation_field_is_rejected() {
         let d = tempfile::tempdir().unwrap();
-        let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "colour = 1")));
+        let p = write_ws(
+            d.path(),
+            &format!("{HEAD}{}", mutation("m", "2", "colour = 1")),
+        );
         let e = Catalog::load(&p).unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
     }

@@ -270,7 +270,13 @@ fn list(path: &Path) -> i32 {
             return EXIT_REFUSED;
         }
     };
-    let w = c.spec.mutations.iter().map(|m| m.id.len()).max().unwrap_or(2);
+    let w = c
+        .spec
+        .mutations
+        .iter()
+        .map(|m| m.id.len())
+        .max()
+        .unwrap_or(2);
     for m in &c.spec.mutations {
         let killers = if m.killed_by.is_empty() {
             "(expected to survive)".to_string()
@@ -295,13 +301,12 @@ fn run_battery(
     owner: Option<String>,
     reports: Option<PathBuf>,
 ) -> i32 {
-    let record = LockRecord::for_current(
-        &owner.unwrap_or_else(default_owner),
-        command_line(),
-        ttl,
-    );
+    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
     let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
-        eprintln!("harness: waiting for the host lock held by {}", h.describe())
+        eprintln!(
+            "harness: waiting for the host lock held by {}",
+            h.describe()
+        )
     }) {
         Ok(h) => h,
         Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
@@ -379,13 +384,13 @@ fn lock_run(
     owner: Option<String>,
     command: Vec<String>,
 ) -> i32 {
-    let record = LockRecord::for_current(
-        &owner.unwrap_or_else(default_owner),
-        command.clone(),
-        ttl,
-    );
+    let record =
+        LockRecord::for_current(&owner.unwrap_or_else(default_owner), command.clone(), ttl);
     let hold = match lock::acquire(state, record, Nesting::Refuse, wait, &mut |h| {
-        eprintln!("harness: waiting for the host lock held by {}", h.describe())
+        eprintln!(
+            "harness: waiting for the host lock held by {}",
+            h.describe()
+        )
     }) {
         Ok(h) => h,
         Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,

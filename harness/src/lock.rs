@@ -75,9 +75,7 @@ impl LockRecord {
             self.held_secs()
         );
         match (self.ttl_secs, self.over_ttl_secs()) {
-            (Some(ttl), Some(over)) => {
-                s.push_str(&format!(", OVER its TTL of {ttl}s by {over}s"))
-            }
+            (Some(ttl), Some(over)) => s.push_str(&format!(", OVER its TTL of {ttl}s by {over}s")),
             (Some(ttl), None) => s.push_str(&format!(", TTL {ttl}s")),
             _ => {}
         }
@@ -241,7 +239,8 @@ pub fn acquire(
                 move |source| LockError::Io { path, op, source }
             };
             file.set_len(0).map_err(io("truncate lock file"))?;
-            file.seek(SeekFrom::Start(0)).map_err(io("seek lock file"))?;
+            file.seek(SeekFrom::Start(0))
+                .map_err(io("seek lock file"))?;
             file.write_all(&json).map_err(io("write lock record"))?;
             file.sync_all().map_err(io("sync lock file"))?;
             return Ok(Hold::Own { file, record });
@@ -295,7 +294,11 @@ mod tests {
         let mut r = LockRecord::for_current("me", vec!["x".into()], Some(10));
         r.acquired_unix = now_unix() - 25;
         assert_eq!(r.over_ttl_secs(), Some(15));
-        assert!(r.describe().contains("OVER its TTL of 10s by 15s"), "{}", r.describe());
+        assert!(
+            r.describe().contains("OVER its TTL of 10s by 15s"),
+            "{}",
+            r.describe()
+        );
         r.acquired_unix = now_unix();
         assert_eq!(r.over_ttl_secs(), None);
     }

@@ -226,7 +226,10 @@ pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>>
     std::fs::create_dir_all(dir)?;
     let mut out = Vec::new();
     let json = dir.join("battery.json");
-    std::fs::write(&json, serde_json::to_string_pretty(r).expect("report serializes") + "\n")?;
+    std::fs::write(
+        &json,
+        serde_json::to_string_pretty(r).expect("report serializes") + "\n",
+    )?;
     out.push(json);
     let md = dir.join("battery.md");
     std::fs::write(&md, markdown(r))?;
@@ -278,7 +281,11 @@ fn md_escape(s: &str) -> String {
 pub fn markdown(r: &BatteryReport) -> String {
     let mut s = format!("## Mutation battery `{}`\n\n", r.catalog.name);
     let mark = if r.exit_code == 0 { "PASS" } else { "FAIL" };
-    s.push_str(&format!("**{mark}** (exit {}): {}\n\n", r.exit_code, md_escape(&headline(r))));
+    s.push_str(&format!(
+        "**{mark}** (exit {}): {}\n\n",
+        r.exit_code,
+        md_escape(&headline(r))
+    ));
     if !r.mutations.is_empty() {
         s.push_str("| mutation | role | verdict | expectation | killed by |\n");
         s.push_str("|---|---|---|---|---|\n");
@@ -293,7 +300,11 @@ pub fn markdown(r: &BatteryReport) -> String {
                 if killers.is_empty() {
                     "-".to_string()
                 } else {
-                    killers.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                    killers
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 }
             ));
         }
@@ -307,7 +318,12 @@ pub fn markdown(r: &BatteryReport) -> String {
     if !unmet.is_empty() {
         s.push_str("### Unmet expectations\n\n");
         for m in unmet {
-            s.push_str(&format!("- `{}` ({}): {}\n", m.id, m.verdict, md_escape(&m.reasons.join("; "))));
+            s.push_str(&format!(
+                "- `{}` ({}): {}\n",
+                m.id,
+                m.verdict,
+                md_escape(&m.reasons.join("; "))
+            ));
             if let Some(e) = &m.compiler_error {
                 let first = e.lines().next().unwrap_or("");
                 s.push_str(&format!("  - compiler: `{}`\n", first.replace('`', "'")));
@@ -404,7 +420,11 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
         .iter()
         .map(|t| json!({"id": t, "name": t}))
         .collect();
-    let test_file = format!("{} ({})", r.catalog.package, r.catalog.test_targets.join(", "));
+    let test_file = format!(
+        "{} ({})",
+        r.catalog.package,
+        r.catalog.test_targets.join(", ")
+    );
     Ok(json!({
         "schemaVersion": "2",
         "thresholds": {"high": 80, "low": 60},
@@ -448,7 +468,15 @@ pub fn table(r: &BatteryReport) -> String {
         let line: Vec<String> = row
             .iter()
             .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .enumerate()
+            .map(|(i, (c, w))| {
+                // The seconds columns are right-aligned numbers.
+                if i == 4 || i == 5 {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
             .collect();
         s.push_str(line.join("  ").trim_end());
         s.push('\n');

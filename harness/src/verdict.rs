@@ -141,9 +141,7 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
         },
         Role::Defect | Role::Vacuity => {
             if timed_out {
-                reasons.push(
-                    "the test run timed out: a hang is not a named kill".to_string(),
-                );
+                reasons.push("the test run timed out: a hang is not a named kill".to_string());
             }
             for k in &m.killed_by {
                 match outcomes.get(k).copied() {
@@ -308,10 +306,20 @@ mod tests {
 
     #[test]
     fn defect_killed_by_its_test_is_met_and_other_killers_are_listed() {
-        let o = outcomes(&[("a", Outcome::Failed), ("b", Outcome::Failed), ("c", Outcome::Passed)]);
+        let o = outcomes(&[
+            ("a", Outcome::Failed),
+            ("b", Outcome::Failed),
+            ("c", Outcome::Passed),
+        ]);
         let msgs = BTreeMap::from([("a".to_string(), "left: 1 right: 2".to_string())]);
-        let j = judge(&m(Role::Defect, &["a"], Some("right: 2")), &ran(&o, &msgs, false));
-        assert_eq!((j.verdict, j.expectation), (Verdict::Killed, Expectation::Met));
+        let j = judge(
+            &m(Role::Defect, &["a"], Some("right: 2")),
+            &ran(&o, &msgs, false),
+        );
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Met)
+        );
         assert_eq!(j.other_killers, vec!["b".to_string()]);
     }
 
@@ -319,8 +327,14 @@ mod tests {
     fn wrong_message_or_wrong_killer_is_unmet() {
         let o = outcomes(&[("a", Outcome::Failed), ("b", Outcome::Passed)]);
         let msgs = BTreeMap::from([("a".to_string(), "something else".to_string())]);
-        let j = judge(&m(Role::Defect, &["a"], Some("right: 2")), &ran(&o, &msgs, false));
-        assert_eq!((j.verdict, j.expectation), (Verdict::Killed, Expectation::Unmet));
+        let j = judge(
+            &m(Role::Defect, &["a"], Some("right: 2")),
+            &ran(&o, &msgs, false),
+        );
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Unmet)
+        );
         let j = judge(&m(Role::Vacuity, &["b"], None), &ran(&o, &msgs, false));
         assert_eq!(j.expectation, Expectation::Unmet);
         assert_eq!(j.reasons, vec!["b did not fail (passed)".to_string()]);
@@ -331,10 +345,16 @@ mod tests {
         let none = BTreeMap::new();
         let pass = outcomes(&[("a", Outcome::Passed)]);
         let j = judge(&m(Role::Gap, &[], None), &ran(&pass, &none, false));
-        assert_eq!((j.verdict, j.expectation), (Verdict::Survived, Expectation::Met));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Survived, Expectation::Met)
+        );
         let fail = outcomes(&[("a", Outcome::Failed)]);
         let j = judge(&m(Role::Gap, &[], None), &ran(&fail, &none, false));
-        assert_eq!((j.verdict, j.expectation), (Verdict::Killed, Expectation::Unmet));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Unmet)
+        );
         assert!(j.reasons[0].starts_with("gap closed: update the catalog"));
     }
 
@@ -343,19 +363,37 @@ mod tests {
         let none = BTreeMap::new();
         let o = outcomes(&[("a", Outcome::Unfinished), ("b", Outcome::Passed)]);
         let j = judge(&m(Role::Defect, &["a"], None), &ran(&o, &none, true));
-        assert_eq!((j.verdict, j.expectation), (Verdict::Timeout, Expectation::Unmet));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Timeout, Expectation::Unmet)
+        );
         let j = judge(&m(Role::Defect, &["a"], None), &Observation::Unviable);
-        assert_eq!((j.verdict, j.expectation), (Verdict::Unviable, Expectation::Unmet));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Unviable, Expectation::Unmet)
+        );
     }
 
     #[test]
     fn kill_matrix_and_unfalsified() {
         let tests = vec!["a".to_string(), "b".to_string(), "c".to_string()];
-        let m1 = outcomes(&[("a", Outcome::Failed), ("b", Outcome::Passed), ("c", Outcome::Passed)]);
-        let m2 = outcomes(&[("a", Outcome::Passed), ("b", Outcome::NoResult), ("c", Outcome::Passed)]);
+        let m1 = outcomes(&[
+            ("a", Outcome::Failed),
+            ("b", Outcome::Passed),
+            ("c", Outcome::Passed),
+        ]);
+        let m2 = outcomes(&[
+            ("a", Outcome::Passed),
+            ("b", Outcome::NoResult),
+            ("c", Outcome::Passed),
+        ]);
         let km = KillMatrix::build(
             &tests,
-            &[("m1".into(), Some(&m1)), ("m2".into(), Some(&m2)), ("m3".into(), None)],
+            &[
+                ("m1".into(), Some(&m1)),
+                ("m2".into(), Some(&m2)),
+                ("m3".into(), None),
+            ],
         );
         assert_eq!(km.cells[0], vec![Cell::Killed, Cell::Passed, Cell::NotRun]);
         assert_eq!(km.cells[1], vec![Cell::Passed, Cell::Killed, Cell::NotRun]);

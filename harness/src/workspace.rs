@@ -67,11 +67,7 @@ pub enum TreeError {
 
 fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
     let path = path.to_path_buf();
-    move |source| TreeError::Io {
-        path,
-        op,
-        source,
-    }
+    move |source| TreeError::Io { path, op, source }
 }
 
 /// SHA-256 of `bytes`, lower-case hex.
@@ -487,7 +483,10 @@ mod tests {
         assert!(applied.still_mutated().unwrap());
         assert_eq!(applied.restore().unwrap(), RestoreOutcome::Restored);
         assert_eq!(fs::read(&f).unwrap(), orig);
-        assert_eq!(fs::read_dir(state.path().join("journal")).unwrap().count(), 0);
+        assert_eq!(
+            fs::read_dir(state.path().join("journal")).unwrap().count(),
+            0
+        );
     }
 
     #[test]
@@ -558,6 +557,9 @@ mod tests {
         fs::write(root.join("kept.txt"), "changed").unwrap();
         let after = scan(root, &[]).unwrap();
         assert_ne!(after.fingerprint(), before);
-        assert_eq!(s.differences(&after), vec!["kept.txt (changed)".to_string()]);
+        assert_eq!(
+            s.differences(&after),
+            vec!["kept.txt (changed)".to_string()]
+        );
     }
 }
