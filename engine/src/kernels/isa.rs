@@ -39,7 +39,9 @@ impl Isa {
                     && is_x86_feature_detected!("avx512vl")
             }
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => Isa::Avx512.supported() && is_x86_feature_detected!("avx512vnni"),
+            Isa::Avx512Vnni => {
+                Isa::Avx512.supported() && is_x86_feature_detected!("avx512vnni")
+            }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
