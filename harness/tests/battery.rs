@@ -69,6 +69,19 @@ fn full_battery_gives_every_verdict_and_restores_the_tree() {
     // KILLED with the expected message.
     let msg = m[0]["failed_tests"][0]["message"].as_str().unwrap();
     assert!(msg.contains("right: 5"), "{msg}");
+    // Files a failing test wrote into the tree are removed and listed.
+    assert_eq!(
+        m[1]["created_files"],
+        serde_json::json!(["proptest-regressions/contract.txt"])
+    );
+    assert!(!sb.ws.join("proptest-regressions").exists());
+    assert!(
+        run.stderr.contains(
+            "max-takes-min: removed files the run created: proptest-regressions/contract.txt"
+        ),
+        "{}",
+        run.stderr
+    );
     // Per-mutation build and test seconds are numbers.
     assert!(m[0]["build_seconds"].as_f64().unwrap() > 0.0);
     assert!(m[0]["test_seconds"].as_f64().unwrap() > 0.0);
@@ -245,10 +258,14 @@ fn filter_drift_when_an_unlisted_test_matches_the_pattern() {
 #[test]
 fn baseline_red_when_a_listed_test_fails_unmutated() {
     let sb = Sandbox::new();
-    sb.edit("tests/contract.rs", "Some(5));", "Some(6));");
+    sb.edit(
+        "tests/contract.rs",
+        "clamp(2, 0, 3), 2)",
+        "clamp(2, 0, 3), 3)",
+    );
     sb.battery(&[])
         .expect_code(2)
-        .stderr_has("BASELINE-RED: listed tests are not green without any mutation: contract::max_of_picks_largest (failed: assertion `left == right` failed left: Some(5) right: Some(6))");
+        .stderr_has("BASELINE-RED: listed tests are not green without any mutation: contract::clamp_bounds (failed: assertion `left == right` failed left: 2 right: 3)");
     let r = sb.report_json();
     assert_eq!(r["mutations"], serde_json::json!([]));
 }
