@@ -325,7 +325,6 @@ fn run_battery(
             format!("ancestor pid {}", r.holder.pid)
         }
     };
-    let progress = Progress::auto();
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
         reports_root: reports,
@@ -334,6 +333,7 @@ fn run_battery(
     };
     let mut code = EXIT_ALL_MET;
     for path in catalogs {
+        let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
         let res = battery::run(path, &opts, &progress);
         progress.finish();
