@@ -211,7 +211,7 @@ pub fn run(
             source,
         })?;
     let mut st = State {
-        cargo: CargoCmd::new(&catalog),
+        cargo: CargoCmd::new(&catalog).with_state_dir(&opts.state_dir),
         catalog: &catalog,
         progress,
         opts,

@@ -133,6 +133,7 @@ pub struct CargoCmd {
     no_default_features: bool,
     env: BTreeMap<String, String>,
     target_dir: PathBuf,
+    state_dir: Option<PathBuf>,
 }
 
 fn tail(s: &str, lines: usize) -> String {
@@ -153,7 +154,15 @@ impl CargoCmd {
             no_default_features: c.spec.no_default_features,
             env: c.spec.env.clone(),
             target_dir: c.target_dir.clone(),
+            state_dir: None,
         }
+    }
+
+    /// Records every child process group under `state` while it runs, so that a later
+    /// harness command can kill it if this process dies (see [`crate::process::reap_orphans`]).
+    pub fn with_state_dir(mut self, state: &Path) -> CargoCmd {
+        self.state_dir = Some(state.to_path_buf());
+        self
     }
 
     fn manifest(&self) -> PathBuf {
@@ -230,6 +239,29 @@ impl CargoCmd {
         let start = Instant::now();
         let handle = expr.start().map_err(spawn_err)?;
         let pid = handle.pids().first().copied();
+        let record = match (&self.state_dir, pid) {
+            (Some(state), Some(pid)) => crate::process::record_child(state, pid).ok(),
+            _ => None,
+        };
+        let result = self.wait_child(&handle, pid, timeout, start, &spawn_err);
+        if let Some(r) = record {
+            let _ = std::fs::remove_file(r);
+        }
+        let timed_out = result?;
+        let out = handle.into_output().map_err(spawn_err)?;
+        Ok((out, timed_out, start.elapsed().as_secs_f64()))
+    }
+
+    /// Polls the child until it exits, the timeout passes (kills the group, returns true)
+    /// or a signal asks us to stop (kills the group, returns Interrupted).
+    fn wait_child(
+        &self,
+        handle: &duct::Handle,
+        pid: Option<u32>,
+        timeout: Option<Duration>,
+        start: Instant,
+        spawn_err: &dyn Fn(std::io::Error) -> CargoError,
+    ) -> Result<bool, CargoError> {
         let mut timed_out = false;
         loop {
             if handle.try_wait().map_err(spawn_err)?.is_some() {
@@ -252,8 +284,7 @@ impl CargoCmd {
             }
             std::thread::sleep(Duration::from_millis(25));
         }
-        let out = handle.into_output().map_err(spawn_err)?;
-        Ok((out, timed_out, start.elapsed().as_secs_f64()))
+        Ok(timed_out)
     }
 
     /// Workspace packages (`cargo metadata --no-deps`).

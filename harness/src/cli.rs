@@ -165,6 +165,11 @@ pub fn run(cli: Cli) -> i32 {
 
 /// Restores from journals of dead runs; false if something could not be put back.
 fn recover(state: &Path) -> bool {
+    for pgid in crate::process::reap_orphans(state) {
+        eprintln!(
+            "harness: killed process group {pgid} left running by a harness run that was killed"
+        );
+    }
     match workspace::recover(state) {
         Ok(list) => {
             let mut ok = true;

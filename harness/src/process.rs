@@ -68,6 +68,85 @@ pub fn ancestors() -> Vec<ProcessId> {
     out
 }
 
+/// Whether any process is in process group `pgid`.
+pub fn group_exists(pgid: u32) -> bool {
+    // SAFETY: signal 0 only checks existence and permission.
+    unsafe { libc::kill(-(pgid as libc::pid_t), 0) == 0 }
+}
+
+/// A child process group the harness started: written when the child starts, removed when
+/// it has been waited for. One left behind means the harness died (SIGKILL) while the
+/// group ran; [`reap_orphans`] kills such groups.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChildRecord {
+    /// The harness process that started the group.
+    pub owner: ProcessId,
+    /// The group leader (its pid is the process group id).
+    pub leader: ProcessId,
+}
+
+fn children_dir(state: &std::path::Path) -> std::path::PathBuf {
+    state.join("children")
+}
+
+/// Records that this process started process group `leader_pid`; returns the record's path
+/// (remove it once the group is waited for).
+pub fn record_child(
+    state: &std::path::Path,
+    leader_pid: u32,
+) -> std::io::Result<std::path::PathBuf> {
+    let dir = children_dir(state);
+    std::fs::create_dir_all(&dir)?;
+    let rec = ChildRecord {
+        owner: ProcessId::current(),
+        leader: ProcessId {
+            pid: leader_pid,
+            start_ticks: stat_fields(leader_pid).map(|(_, s)| s),
+        },
+    };
+    let path = dir.join(format!("{}-{leader_pid}.json", rec.owner.pid));
+    std::fs::write(&path, serde_json::to_vec(&rec).expect("record serializes"))?;
+    Ok(path)
+}
+
+/// Kills the process groups recorded by harness processes that are no longer alive, and
+/// removes their records. A group is killed only when it is provably the recorded one: its
+/// leader is alive with the recorded start time, or the leader is gone while the group
+/// still exists (the kernel does not reuse the id of a live process group).
+/// Returns the killed group ids.
+pub fn reap_orphans(state: &std::path::Path) -> Vec<u32> {
+    let mut killed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(children_dir(state)) else {
+        return killed;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        let Ok(rec) = serde_json::from_slice::<ChildRecord>(&bytes) else {
+            let _ = std::fs::remove_file(&path);
+            continue;
+        };
+        if rec.owner.is_alive() {
+            continue;
+        }
+        let pgid = rec.leader.pid;
+        let leader_now = stat_fields(pgid).map(|(_, s)| s);
+        let ours = match (leader_now, rec.leader.start_ticks) {
+            (Some(now), Some(then)) => now == then,
+            (Some(_), None) => false,
+            (None, _) => group_exists(pgid),
+        };
+        if ours && group_exists(pgid) {
+            kill_group(pgid);
+            killed.push(pgid);
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    killed
+}
+
 /// Sends SIGKILL to every process in process group `pgid`.
 pub fn kill_group(pgid: u32) {
     // SAFETY: plain syscall; a negative pid addresses the process group.

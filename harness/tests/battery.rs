@@ -96,12 +96,7 @@ fn full_battery_gives_every_verdict_and_restores_the_tree() {
     );
 
     // The hanging test binary was killed with its process group.
-    let out = std::process::Command::new("pgrep")
-        .args(["-f", &sb.ws.join("target").to_string_lossy()])
-        .output();
-    if let Ok(out) = out {
-        assert!(out.stdout.is_empty(), "left-over processes: {:?}", out);
-    }
+    assert_eq!(leftover_processes(&sb), "");
 
     let ws = sb.ws.canonicalize().unwrap();
     let mut json = r.clone();
@@ -310,22 +305,35 @@ fn stale_build_when_the_mutated_file_is_not_compiled() {
     );
 }
 
+/// Processes whose command line mentions this sandbox's target directory.
+fn leftover_processes(sb: &Sandbox) -> String {
+    let out = std::process::Command::new("pgrep")
+        .args(["-a", "-f", &sb.ws.join("target").to_string_lossy()])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn sigkill_after_apply_is_recovered_by_restore_and_by_the_next_command() {
     let sb = Sandbox::new();
     let before = sb.tree();
-    for next in [vec!["restore"], vec!["list", sb.catalog.to_str().unwrap()]] {
-        let (mut child, rx) = sb.spawn(&[
-            "battery",
-            sb.catalog.to_str().unwrap(),
-            "--only",
-            "countdown-hangs",
-        ]);
-        wait_for_line(
-            &rx,
-            "countdown-hangs: applied to src/lib.rs",
-            Duration::from_secs(120),
-        );
+    let cat = sb.catalog.to_str().unwrap();
+    // (line to wait for before the SIGKILL, the next command)
+    let rounds: [(&str, Vec<&str>); 3] = [
+        ("countdown-hangs: applied to src/lib.rs", vec!["restore"]),
+        ("countdown-hangs: applied to src/lib.rs", vec!["list", cat]),
+        // Killed while the hanging test runs: the next command also kills that orphan.
+        ("countdown-hangs: testing", vec!["restore"]),
+    ];
+    for (line, next) in rounds {
+        let (mut child, rx) = sb.spawn(&["battery", cat, "--only", "countdown-hangs"]);
+        wait_for_line(&rx, line, Duration::from_secs(120));
+        if line.ends_with("testing") {
+            // Let the test binary start and the other tests report, so that only the
+            // hanging test remains: an orphan that would otherwise spin forever.
+            std::thread::sleep(Duration::from_millis(1500));
+        }
         child.kill().unwrap(); // SIGKILL: no handler runs
         child.wait().unwrap();
         assert!(
@@ -338,6 +346,11 @@ fn sigkill_after_apply_is_recovered_by_restore_and_by_the_next_command() {
             .stderr_has("mutation countdown-hangs");
         assert_eq!(run.code, Some(0), "{run:?}");
         assert_eq!(sb.tree(), before, "after `{}`", next[0]);
+        if line.ends_with("testing") {
+            run.stderr_has("killed process group");
+            std::thread::sleep(Duration::from_millis(200));
+            assert_eq!(leftover_processes(&sb), "");
+        }
     }
     // Nothing left to restore.
     let run = sb.run(&["restore"]);
