@@ -172,15 +172,9 @@ pub fn run(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let catalog = match Catalog::load(catalog_path) {
-        Ok(c) => c,
-        Err(e) if e.is_drift() => {
-            // Duplicate ids: the catalog is readable, but we report it as drift without a
-            // report directory (the name may be what is duplicated).
-            return Err(BatteryError::Catalog(e));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    // A catalog that does not load (malformed, or duplicate ids: drift) gets no report
+    // directory; the caller prints the error and exits 2.
+    let catalog = Catalog::load(catalog_path)?;
     if let Some(only) = &opts.only {
         let known: BTreeSet<&str> = catalog
             .spec

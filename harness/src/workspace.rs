@@ -469,6 +469,30 @@ pub fn recover(state: &Path) -> Result<Vec<Recovered>, TreeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever the bytes (CRLF, NUL, invalid UTF-8), apply writes exactly the mutated
+        /// bytes and restore brings back exactly the original ones.
+        #[test]
+        fn apply_then_restore_is_byte_exact(
+            original in proptest::collection::vec(any::<u8>(), 0..300),
+            mutated in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            prop_assume!(original != mutated);
+            let ws = tempfile::tempdir().unwrap();
+            let state = tempfile::tempdir().unwrap();
+            let f = ws.path().join("f.bin");
+            fs::write(&f, &original).unwrap();
+            let applied = apply(state.path(), Path::new("c"), "m", &f, &original, &mutated).unwrap();
+            prop_assert_eq!(fs::read(&f).unwrap(), mutated);
+            prop_assert_eq!(applied.restore().unwrap(), RestoreOutcome::Restored);
+            prop_assert_eq!(fs::read(&f).unwrap(), original);
+            // Nothing but the file itself is left in the tree.
+            prop_assert_eq!(fs::read_dir(ws.path()).unwrap().count(), 1);
+        }
+    }
 
     #[test]
     fn apply_restore_round_trip_keeps_crlf_bytes() {

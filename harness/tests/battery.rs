@@ -415,6 +415,32 @@ fn concurrent_edit_is_detected_before_restore() {
 }
 
 #[test]
+fn tree_dirty_when_another_file_changes_during_the_run() {
+    let sb = Sandbox::new();
+    let (mut child, rx) = sb.spawn(&[
+        "battery",
+        sb.catalog.to_str().unwrap(),
+        "--only",
+        "add-subtracts",
+    ]);
+    wait_for_line(&rx, "add-subtracts: applied", Duration::from_secs(120));
+    let unused = format!("{}// touched during the run\n", sb.read("src/unused.rs"));
+    sb.write("src/unused.rs", &unused);
+    let status = wait_with_limit(&mut child, Duration::from_secs(120));
+    let text = rx.try_iter().collect::<Vec<_>>().join("\n");
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(
+        text.contains(
+            "TREE-DIRTY: the tree differs from its state at the start: src/unused.rs (changed)"
+        ),
+        "{text}"
+    );
+    // The mutated file itself was restored; the foreign edit is left alone.
+    assert!(sb.read("src/lib.rs").contains("a + b"));
+    assert_eq!(sb.read("src/unused.rs"), unused);
+}
+
+#[test]
 fn check_list_and_show() {
     let sb = Sandbox::new();
     let cat = sb.catalog.to_str().unwrap();
