@@ -6,6 +6,8 @@
 //! instrument can silently measure nothing is a refusal ([`battery::RefusalKind`]). The
 //! crate knows nothing about the workspaces it tests.
 
+#![warn(missing_docs)]
+
 pub mod battery;
 pub mod cargo;
 pub mod catalog;
