@@ -554,15 +554,9 @@ impl State<'_> {
                     r.outcomes
                         .iter()
                         .filter(|(_, o)| verdict::is_kill(**o))
-                        .map(|(t, o)| FailedTest {
+                        .map(|(t, _)| FailedTest {
                             name: t.clone(),
-                            message: match o {
-                                Outcome::NoResult => format!(
-                                    "no result: the test binary ended without reporting it\n{}",
-                                    r.stderr_tail
-                                ),
-                                _ => r.messages.get(t).cloned().unwrap_or_default(),
-                            },
+                            message: r.messages.get(t).cloned().unwrap_or_default(),
                         })
                         .collect(),
                     r.timed_out.then(|| {
@@ -606,6 +600,10 @@ impl State<'_> {
                 other_killers: j.other_killers,
                 outcomes,
                 compiler_error: build.first_error.clone(),
+                crash_output: run
+                    .as_ref()
+                    .filter(|r| r.outcomes.values().any(|o| *o == Outcome::NoResult))
+                    .map(|r| r.stderr_tail.clone()),
                 finished_tests: finished,
                 created_files: created,
                 build_seconds: build.seconds,

@@ -160,6 +160,8 @@ pub struct MutationReport {
     pub outcomes: BTreeMap<String, Outcome>,
     /// For UNVIABLE: the compiler's first error.
     pub compiler_error: Option<String>,
+    /// When a test binary died before reporting some tests: the end of cargo's stderr.
+    pub crash_output: Option<String>,
     /// For TIMEOUT: the tests that had finished.
     pub finished_tests: Option<Vec<String>>,
     /// Files the run created in the tree (removed).
@@ -341,7 +343,7 @@ pub fn markdown(r: &BatteryReport) -> String {
         }
     }
     if !r.kill_matrix.mutations.is_empty() {
-        s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored)</summary>\n\n");
+        s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result)</summary>\n\n");
         s.push_str("| test |");
         for m in &r.kill_matrix.mutations {
             s.push_str(&format!(" `{m}` |"));

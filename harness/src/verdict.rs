@@ -53,10 +53,11 @@ impl fmt::Display for Expectation {
     }
 }
 
-/// Whether an outcome counts as the test failing under the mutation (a kill). A test
-/// without a result line in a run that ended by itself means its binary died: that kills.
+/// Whether an outcome is this test failing under the mutation (a kill by that test).
+/// A test without a result line ([`Outcome::NoResult`]: its binary died before reporting
+/// it) is not a kill by that test: which test brought the binary down is unknown.
 pub fn is_kill(o: Outcome) -> bool {
-    matches!(o, Outcome::Failed | Outcome::NoResult)
+    matches!(o, Outcome::Failed)
 }
 
 /// What the run observed for one mutation.
@@ -114,9 +115,12 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
         .filter(|(_, o)| is_kill(**o))
         .map(|(n, _)| n)
         .collect();
+    // A test binary that died (crash, abort) before reporting some tests detected the
+    // mutation, but names no killer.
+    let crashed = outcomes.values().any(|o| *o == Outcome::NoResult);
     let verdict = if timed_out {
         Verdict::Timeout
-    } else if killers.is_empty() {
+    } else if killers.is_empty() && !crashed {
         Verdict::Survived
     } else {
         Verdict::Killed
@@ -158,6 +162,9 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
                     Some(Outcome::Unfinished) => {
                         reasons.push(format!("{k} had not finished at the timeout"))
                     }
+                    Some(Outcome::NoResult) => reasons.push(format!(
+                        "{k} has no result: its test binary died before reporting it"
+                    )),
                     Some(o) => reasons.push(format!(
                         "{k} did not fail ({})",
                         serde_json::to_value(o)
@@ -196,13 +203,16 @@ pub enum Cell {
     Unfinished,
     /// The mutation did not compile: the test did not run.
     NotRun,
+    /// The test binary died before reporting this test.
+    NoResult,
 }
 
 impl Cell {
     /// From a test outcome.
     pub fn from_outcome(o: Outcome) -> Cell {
         match o {
-            Outcome::Failed | Outcome::NoResult => Cell::Killed,
+            Outcome::Failed => Cell::Killed,
+            Outcome::NoResult => Cell::NoResult,
             Outcome::Passed => Cell::Passed,
             Outcome::Ignored => Cell::Ignored,
             Outcome::Unfinished => Cell::Unfinished,
@@ -217,6 +227,7 @@ impl Cell {
             Cell::Ignored => "i",
             Cell::Unfinished => "T",
             Cell::NotRun => "-",
+            Cell::NoResult => "?",
         }
     }
 }
@@ -359,6 +370,21 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_test_binary_kills_but_names_no_killer() {
+        let none = BTreeMap::new();
+        let o = outcomes(&[("a", Outcome::Passed), ("b", Outcome::NoResult)]);
+        let j = judge(&m(Role::Defect, &["b"], None), &ran(&o, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Unmet)
+        );
+        assert_eq!(
+            j.reasons,
+            vec!["b has no result: its test binary died before reporting it".to_string()]
+        );
+    }
+
+    #[test]
     fn timeout_and_unviable_are_unmet() {
         let none = BTreeMap::new();
         let o = outcomes(&[("a", Outcome::Unfinished), ("b", Outcome::Passed)]);
@@ -396,7 +422,11 @@ mod tests {
             ],
         );
         assert_eq!(km.cells[0], vec![Cell::Killed, Cell::Passed, Cell::NotRun]);
-        assert_eq!(km.cells[1], vec![Cell::Passed, Cell::Killed, Cell::NotRun]);
-        assert_eq!(km.unfalsified(), vec!["c".to_string()]);
+        assert_eq!(
+            km.cells[1],
+            vec![Cell::Passed, Cell::NoResult, Cell::NotRun]
+        );
+        // A test whose binary died names no kill: b stays unfalsified.
+        assert_eq!(km.unfalsified(), vec!["b".to_string(), "c".to_string()]);
     }
 }

@@ -305,6 +305,33 @@ fn stale_build_when_the_mutated_file_is_not_compiled() {
     );
 }
 
+#[test]
+fn a_test_binary_that_dies_kills_the_mutation_but_names_no_killer() {
+    let sb = Sandbox::new();
+    let cat = sb.read("mutations/sample.toml");
+    sb.write(
+        "mutations/sample.toml",
+        &format!(
+            "{cat}\n[[mutation]]\nid = \"add-aborts\"\ntitle = \"add aborts the process\"\nrole = \"defect\"\nfile = \"src/lib.rs\"\nfind = \"a + b\"\nreplace = \"std::process::abort()\"\nkilled_by = [\"contract::adds_two_numbers\"]\nrationale = \"r\"\n"
+        ),
+    );
+    sb.battery(&["--only", "add-aborts"]).expect_code(1);
+    let r = sb.report_json();
+    let m = &r["mutations"][0];
+    assert_eq!(m["verdict"], "KILLED");
+    assert_eq!(m["expectation"], "UNMET");
+    assert_eq!(
+        m["outcomes"]["contract::adds_two_numbers"], "no_result",
+        "{m}"
+    );
+    assert_eq!(m["failed_tests"], serde_json::json!([]));
+    assert!(
+        m["crash_output"].as_str().unwrap().contains("SIGABRT")
+            || m["crash_output"].as_str().unwrap().contains("signal"),
+        "{m}"
+    );
+}
+
 /// Processes whose command line mentions this sandbox's target directory.
 fn leftover_processes(sb: &Sandbox) -> String {
     let out = std::process::Command::new("pgrep")
