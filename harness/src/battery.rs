@@ -343,6 +343,18 @@ impl State<'_> {
             })
             .collect();
         let packages = self.cargo.metadata()?;
+        PackageMeta::check_targets(
+            &packages,
+            &c.spec.package,
+            &c.spec.test_targets,
+            c.spec.lib_tests,
+        )
+        .map_err(|e| {
+            refuse(
+                RefusalKind::CatalogDrift,
+                format!("{}: {e}", c.path.display()),
+            )
+        })?;
 
         p.phase("baseline build");
         let build = self.cargo.build()?;

@@ -61,6 +61,43 @@ pub struct PackageMeta {
     pub name: String,
     /// Directory holding its `Cargo.toml`.
     pub dir: PathBuf,
+    /// Names of its integration test targets (`kind` `test`).
+    pub test_targets: Vec<String>,
+    /// Whether it has a library target.
+    pub has_lib: bool,
+}
+
+impl PackageMeta {
+    /// Checks that `package` exists among `packages` with the test targets (and library)
+    /// the catalog names; the error says what is missing and what exists.
+    pub fn check_targets(
+        packages: &[PackageMeta],
+        package: &str,
+        test_targets: &[String],
+        lib: bool,
+    ) -> Result<(), String> {
+        let Some(p) = packages.iter().find(|p| p.name == package) else {
+            let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "package {package:?} is not in the workspace (it has: {})",
+                names.join(", ")
+            ));
+        };
+        for t in test_targets {
+            if !p.test_targets.contains(t) {
+                return Err(format!(
+                    "package {package} has no test target {t:?} (it has: {})",
+                    p.test_targets.join(", ")
+                ));
+            }
+        }
+        if lib && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but lib_tests = true"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// One `compiler-artifact` message.
@@ -315,6 +352,12 @@ impl CargoCmd {
             id: String,
             name: String,
             manifest_path: PathBuf,
+            targets: Vec<Target>,
+        }
+        #[derive(Deserialize)]
+        struct Target {
+            name: String,
+            kind: Vec<String>,
         }
         let meta: Meta = serde_json::from_slice(&out.stdout).map_err(|e| CargoError::Output {
             command,
@@ -324,6 +367,16 @@ impl CargoCmd {
             .packages
             .into_iter()
             .map(|p| PackageMeta {
+                test_targets: p
+                    .targets
+                    .iter()
+                    .filter(|t| t.kind.iter().any(|k| k == "test"))
+                    .map(|t| t.name.clone())
+                    .collect(),
+                has_lib: p
+                    .targets
+                    .iter()
+                    .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
                 id: p.id,
                 name: p.name,
                 dir: p

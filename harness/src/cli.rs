@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 
 use crate::battery::{self, BatteryError};
+use crate::cargo::{CargoCmd, PackageMeta};
 use crate::catalog::{Catalog, CatalogError};
 use crate::lock::{self, Hold, LockRecord, Nesting};
 use crate::progress::Progress;
@@ -41,7 +42,8 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Validate catalogs without building: format, fields, and drift against the tree.
+    /// Validate catalogs without building: format, fields, drift against the tree, and the
+    /// package and test targets (`cargo metadata`).
     Check {
         /// Catalog files.
         #[arg(required = true)]
@@ -214,6 +216,11 @@ fn check(catalogs: &[PathBuf]) -> i32 {
     let mut code = EXIT_ALL_MET;
     for path in catalogs {
         match Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p))) {
+            Ok((c, _)) if check_targets(&c).is_err() => {
+                let e = check_targets(&c).unwrap_err();
+                eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
+                code = EXIT_REFUSED;
+            }
             Ok((c, p)) => println!(
                 "{}: ok ({} mutations, {} tests, workspace {})",
                 path.display(),
@@ -228,6 +235,17 @@ fn check(catalogs: &[PathBuf]) -> i32 {
         }
     }
     code
+}
+
+/// The package and test targets named by the catalog exist (`cargo metadata`, no build).
+fn check_targets(c: &Catalog) -> Result<(), String> {
+    let packages = CargoCmd::new(c).metadata().map_err(|e| e.to_string())?;
+    PackageMeta::check_targets(
+        &packages,
+        &c.spec.package,
+        &c.spec.test_targets,
+        c.spec.lib_tests,
+    )
 }
 
 fn show(path: &Path, id: &str) -> i32 {

@@ -484,6 +484,19 @@ fn check_list_and_show() {
     sb.run(&["show", cat, "nope"])
         .expect_code(2)
         .stderr_has("no mutation with id \"nope\"");
+    // A test target that does not exist: found without building.
+    let good = sb.read("mutations/sample.toml");
+    sb.edit(
+        "mutations/sample.toml",
+        "test_targets = [\"contract\"]",
+        "test_targets = [\"contracts\"]",
+    );
+    sb.run(&["check", cat])
+        .expect_code(2)
+        .stderr_has("CATALOG-DRIFT")
+        .stderr_has("package sample has no test target \"contracts\" (it has: contract)");
+    assert!(!sb.ws.join("target").exists());
+    sb.write("mutations/sample.toml", &good);
     // A malformed catalog: unknown field, exit 2 naming it.
     sb.edit(
         "mutations/sample.toml",
