@@ -62,6 +62,7 @@ pub enum Command {
         catalog: PathBuf,
     },
     /// Run batteries (takes the host lock) and write reports to `reports/<catalog>/`.
+    #[command(after_help = EXIT_CODES)]
     Battery {
         /// Catalog files, run in order.
         #[arg(required = true)]

@@ -518,4 +518,7 @@ fn help_documents_the_exit_codes() {
         .stdout_has("0    every expectation MET")
         .stdout_has("1    the tests are weak")
         .stdout_has("2    the instrument could not be trusted");
+    sb.run(&["battery", "--help"])
+        .expect_code(0)
+        .stdout_has("Exit codes:");
 }
