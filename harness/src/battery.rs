@@ -397,6 +397,28 @@ impl State<'_> {
         }
         let after_runs = self.scan()?;
         let baseline_created = workspace::remove_created(&c.root, &before_runs, &after_runs)?;
+        let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+        let timeout = derive_timeout(
+            &run_seconds,
+            c.spec.timeout_factor,
+            c.spec.timeout_floor_secs,
+        );
+        p.line(&format!(
+            "baseline ran twice ({} tests; build {:.1}s, runs {:.1}s and {:.1}s); test timeout {:.1}s",
+            c.spec.tests.len(),
+            build.seconds,
+            run_seconds[0],
+            run_seconds[1],
+            timeout.as_secs_f64()
+        ));
+        self.baseline = Some(Baseline {
+            build_seconds: build.seconds,
+            run_seconds,
+            timeout_seconds: timeout.as_secs_f64(),
+            tests_in_targets: in_targets.len(),
+            created_files: baseline_created,
+        });
+
         let differing: Vec<String> = c
             .spec
             .tests
@@ -443,28 +465,6 @@ impl State<'_> {
                 ),
             ));
         }
-        let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
-        let timeout = derive_timeout(
-            &run_seconds,
-            c.spec.timeout_factor,
-            c.spec.timeout_floor_secs,
-        );
-        p.line(&format!(
-            "baseline green twice ({} tests; build {:.1}s, runs {:.1}s and {:.1}s); test timeout {:.1}s",
-            c.spec.tests.len(),
-            build.seconds,
-            run_seconds[0],
-            run_seconds[1],
-            timeout.as_secs_f64()
-        ));
-        self.baseline = Some(Baseline {
-            build_seconds: build.seconds,
-            run_seconds,
-            timeout_seconds: timeout.as_secs_f64(),
-            tests_in_targets: in_targets.len(),
-            created_files: baseline_created,
-        });
-
         p.set_total(selected.len());
         let n = selected.len();
         for (i, pm) in selected.iter().enumerate() {

@@ -263,6 +263,9 @@ fn baseline_red_when_a_listed_test_fails_unmutated() {
         .stderr_has("BASELINE-RED: listed tests are not green without any mutation: contract::clamp_bounds (failed: assertion `left == right` failed left: 2 right: 3)");
     let r = sb.report_json();
     assert_eq!(r["mutations"], serde_json::json!([]));
+    assert_eq!(r["refusal"]["kind"], "BASELINE-RED");
+    // The baseline's timings are kept for diagnosis.
+    assert_eq!(r["baseline"]["run_seconds"].as_array().unwrap().len(), 2);
 }
 
 #[test]
