@@ -39,9 +39,7 @@ impl Isa {
                     && is_x86_feature_detected!("avx512vl")
             }
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512Vnni => {
-                Isa::Avx512.supported() && is_x86_feature_detected!("avx512vnni")
-            }
+            Isa::Avx512Vnni => Isa::Avx512.supported() && is_x86_feature_detected!("avx512vnni"),
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
         }
@@ -61,8 +59,7 @@ impl Isa {
         match forced {
             Some(f) => Isa::available()
                 .into_iter()
-                .filter(|i| *i <= f)
-                .last()
+                .rfind(|i| *i <= f)
                 .unwrap_or(Isa::Portable),
             None => best,
         }
