@@ -24,6 +24,7 @@ pub mod request;
 pub mod schema;
 pub mod validate;
 pub mod value;
+pub mod weights;
 
 use std::collections::BTreeMap;
 use std::fmt;
