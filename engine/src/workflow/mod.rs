@@ -18,6 +18,7 @@ pub mod fixtures;
 pub mod graph;
 pub mod interpreter;
 pub mod manifest;
+pub mod model_blocks;
 pub mod native;
 pub mod ops;
 pub mod request;
@@ -40,6 +41,12 @@ pub use request::{BoundRequest, Replacement, Request};
 pub use value::{DType, KvHandle, Tensor, Value};
 
 use graph::PreparedGraph;
+pub use model_blocks::ModelBlocks;
+pub use weights::GgufWeights;
+
+use crate::gguf::GgufFile;
+use crate::kernels::Isa;
+use crate::kernels::matmul::Cpu;
 use manifest::{Component, Implementation, NativeKind, Role};
 
 /// A validated package ready to bind requests.
@@ -84,6 +91,56 @@ impl Package {
             source,
         })?;
         Ok(m)
+    }
+
+    /// Load a package directory: parse and validate `package.json`, open its GGUF weights
+    /// (memory-mapped) and bind the native blocks to the decode core's [`Model`] on a
+    /// CPU context with one thread per core and the best SIMD path.
+    ///
+    /// Errors: [`WorkflowError::Io`], [`WorkflowError::Json`],
+    /// [`WorkflowError::SchemaVersion`], [`WorkflowError::Weights`] (naming the weights
+    /// path), [`WorkflowError::Invalid`].
+    pub fn load(dir: impl AsRef<Path>) -> Result<Package, WorkflowError> {
+        Package::load_with_cpu(dir, Cpu::new(0, Isa::best()))
+    }
+
+    /// [`Package::load`] with the CPU context the native blocks run on.
+    pub fn load_with_cpu(dir: impl AsRef<Path>, cpu: Cpu) -> Result<Package, WorkflowError> {
+        let dir = dir.as_ref();
+        let path = dir.join("package.json");
+        let text = std::fs::read_to_string(&path).map_err(|source| WorkflowError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let m = Package::parse_manifest(&text, &path)?;
+        let (weights, native): (Option<Arc<dyn Weights>>, Option<Arc<dyn NativeBlocks>>) =
+            match &m.weights {
+                None => (None, None),
+                Some(w) => {
+                    let wpath = dir.join(w);
+                    let werr = |source: BoxError| WorkflowError::Weights {
+                        package: m.name.clone(),
+                        path: wpath.clone(),
+                        source,
+                    };
+                    let file = Arc::new(GgufFile::open(&wpath).map_err(|e| werr(e.into()))?);
+                    let gw = GgufWeights::new(file.clone()).map_err(werr)?;
+                    let has_native = m
+                        .components
+                        .iter()
+                        .any(|c| matches!(c.implementation, Implementation::Native(_)));
+                    let native: Option<Arc<dyn NativeBlocks>> = if has_native {
+                        let blocks = ModelBlocks::new(file, cpu).map_err(|e| werr(e.into()))?;
+                        Some(Arc::new(blocks))
+                    } else {
+                        None
+                    };
+                    (Some(Arc::new(gw)), native)
+                }
+            };
+        let mut p = Package::from_parts(m, weights, native)?;
+        p.dir = Some(dir.to_path_buf());
+        Ok(p)
     }
 
     /// Build a package from a manifest, its weights (tensor index and f32 loader for
