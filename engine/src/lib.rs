@@ -11,6 +11,7 @@
 //! - [`generate`]: the generation loop (sampling, stop conditions, cancellation, streaming).
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
+//! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
 
 pub mod chat;
 pub mod generate;
@@ -22,3 +23,4 @@ pub mod quant;
 pub mod scheduler;
 pub mod tiny;
 pub mod tokenizer;
+pub mod workflow;
