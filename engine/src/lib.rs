@@ -12,14 +12,18 @@
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 //! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
+//! - [`runtime`]: the `Engine` and its single request funnel (validate, encode, count, admit, run, complete).
+//! - [`driver`]: the in-process server loop (worker thread, tickets, FIFO wait for KV budget).
 
 pub mod chat;
+pub mod driver;
 pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod kv;
 pub mod model;
 pub mod quant;
+pub mod runtime;
 pub mod scheduler;
 pub mod tiny;
 pub mod tokenizer;
