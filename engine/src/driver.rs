@@ -201,12 +201,12 @@ fn serve(engine: Engine, rx: Receiver<Job>) -> Engine {
             Err(RecvTimeoutError::Timeout)
         };
         match next {
-            Ok(job) => queue.push_back(job),
+            Ok(job) => arrive(&engine, &mut queue, job),
             Err(RecvTimeoutError::Disconnected) => open = false,
             Err(RecvTimeoutError::Timeout) => {}
         }
         while let Ok(job) = rx.try_recv() {
-            queue.push_back(job);
+            arrive(&engine, &mut queue, job);
         }
         // Serve from the head while it is admitted or refused for good.
         while let Some(job) = queue.pop_front() {
@@ -220,6 +220,30 @@ fn serve(engine: Engine, rx: Receiver<Job>) -> Engine {
         }
     }
     engine
+}
+
+/// A new job joins the FIFO queue, unless it can never be admitted: then, even while
+/// earlier jobs wait, its ticket is refused at once. The never-fits check is the
+/// scheduler's own ([`crate::scheduler::Scheduler::enqueue`] refuses such a demand;
+/// an accepted probe is cancelled at once).
+fn arrive(engine: &Engine, queue: &mut VecDeque<Job>, job: Job) {
+    if queue.is_empty() {
+        queue.push_back(job);
+        return;
+    }
+    let probe = engine
+        .demand(&job.request)
+        .and_then(|d| engine.scheduler().enqueue(&d).map_err(EngineError::Refused));
+    match probe {
+        Ok(id) => {
+            // A probe id is ours and still queued: cancelling it cannot fail.
+            let _ = engine.scheduler().cancel(id);
+            queue.push_back(job);
+        }
+        Err(e) => {
+            let _ = job.tx.send(TicketEvent::Refused(e));
+        }
+    }
 }
 
 fn attempt(engine: &Engine, job: Job) -> Attempt {

@@ -261,7 +261,9 @@ pub enum BadRequest {
         overrides: Vec<String>,
     },
     /// A session continued on the other executor (the carried state differs).
-    #[error("session '{session}' was started on the {started:?} route; this turn would run on {now:?}")]
+    #[error(
+        "session '{session}' was started on the {started:?} route; this turn would run on {now:?}"
+    )]
     SessionRoute {
         /// The session id.
         session: String,
@@ -368,6 +370,16 @@ impl Plan {
     }
 }
 
+/// Stage 3: the KV positions of a validated, encoded request, before any component
+/// runs: prompt tokens per row, every row, the session's carried prefix, and the
+/// positions its application inputs contribute (from their declared shapes).
+fn count(plan: &Plan, rows: &[Vec<u32>], req: &GenerateRequest) -> Demand {
+    Demand::prompt(rows[0].len(), req.max_new_tokens)
+        .with_rows(rows.len())
+        .with_carried_prefix(plan.carried)
+        .with_extra_positions(plan.extra_positions())
+}
+
 /// A CPU inference engine serving one model through one admission funnel.
 pub struct Engine {
     core: Option<DecodeCore>,
@@ -412,7 +424,8 @@ impl Engine {
         };
         let file = Arc::new(GgufFile::open(path).map_err(|e| merr(e.into()))?);
         let tokenizer = Tokenizer::from_vocab(&GgufVocab::from_metadata(file.metadata())?)?;
-        let model = Arc::new(Model::from_file(file, Cpu::new(opts.threads, Isa::best())).map_err(merr)?);
+        let model =
+            Arc::new(Model::from_file(file, Cpu::new(opts.threads, Isa::best())).map_err(merr)?);
         let geometry = model_geometry(&model);
         let names = ["token_embedding", "llama_decoder", "lm_head"].map(String::from);
         Engine::assemble(
@@ -440,10 +453,13 @@ impl Engine {
         })?;
         let manifest = Package::parse_manifest(&text, &mpath)?;
         let native_block = |kind: NativeKind| {
-            manifest.components.iter().find_map(|c| match &c.implementation {
-                Implementation::Native(n) if n.block == kind => Some(c.name.clone()),
-                _ => None,
-            })
+            manifest
+                .components
+                .iter()
+                .find_map(|c| match &c.implementation {
+                    Implementation::Native(n) if n.block == kind => Some(c.name.clone()),
+                    _ => None,
+                })
         };
         let names = [
             native_block(NativeKind::TokenEmbedding),
@@ -478,9 +494,9 @@ impl Engine {
                     vocab.as_ref().and_then(|v| v.eos),
                 )?)
             }
-            Some(f) if f.metadata().get("tokenizer.ggml.tokens").is_some() => {
-                Some(Tokenizer::from_vocab(&GgufVocab::from_metadata(f.metadata())?)?)
-            }
+            Some(f) if f.metadata().get("tokenizer.ggml.tokens").is_some() => Some(
+                Tokenizer::from_vocab(&GgufVocab::from_metadata(f.metadata())?)?,
+            ),
             _ => None,
         };
         let weights: Option<Arc<dyn workflow::Weights>> = match &file {
@@ -620,12 +636,12 @@ impl Engine {
         // 2. encode
         let rows = self.encode(&req.prompt)?;
         // 3. count
-        let demand = Demand::prompt(rows[0].len(), req.max_new_tokens)
-            .with_rows(rows.len())
-            .with_carried_prefix(plan.carried)
-            .with_extra_positions(plan.extra_positions());
+        let demand = count(&plan, &rows, req);
         // 4. ADMIT
-        let admission = self.scheduler.admit(&demand).map_err(EngineError::Refused)?;
+        let admission = self
+            .scheduler
+            .admit(&demand)
+            .map_err(EngineError::Refused)?;
         let usage = self.scheduler.usage();
         // 5. on_admitted
         on_admitted(plan.route);
@@ -651,12 +667,27 @@ impl Engine {
         })
     }
 
+    /// Stages 1–3 of the funnel without admitting: what the request would ask the
+    /// scheduler for (a driver uses it to refuse a never-fitting request at once).
+    ///
+    /// # Errors
+    /// The funnel's errors before admission.
+    pub fn demand(&self, req: &GenerateRequest) -> Result<Demand, EngineError> {
+        let plan = self.validate(req)?;
+        let rows = self.encode(&req.prompt)?;
+        Ok(count(&plan, &rows, req))
+    }
+
     /// Stage 1: the request's shape, its package declarations, its session and route.
     fn validate(&self, req: &GenerateRequest) -> Result<Plan, EngineError> {
         match &req.prompt {
-            Prompt::Text(_) if self.tokenizer.is_none() => return Err(BadRequest::NoTokenizer.into()),
+            Prompt::Text(_) if self.tokenizer.is_none() => {
+                return Err(BadRequest::NoTokenizer.into());
+            }
             Prompt::Text(_) => {}
-            Prompt::Tokens(t) if t.is_empty() => return Err(BadRequest::EmptyPrompt { row: 0 }.into()),
+            Prompt::Tokens(t) if t.is_empty() => {
+                return Err(BadRequest::EmptyPrompt { row: 0 }.into());
+            }
             Prompt::Tokens(_) => {}
             Prompt::Rows(rows) => {
                 let first = rows.first().ok_or(BadRequest::NoRows)?.len();
@@ -773,12 +804,25 @@ impl Engine {
                     seed: req.seed,
                     ..SamplerConfig::default()
                 };
-                let carried = plan.session.as_ref().map(|(_, s)| s.history.clone()).unwrap_or_default();
+                let carried = plan
+                    .session
+                    .as_ref()
+                    .map(|(_, s)| s.history.clone())
+                    .unwrap_or_default();
                 for (r, row) in rows.iter().enumerate() {
                     let mut prompt = carried.clone();
                     prompt.extend_from_slice(row);
                     let (tokens, finish) = self
-                        .decode_core(core, &prompt, r, max_new_tokens, capped, sampler, on_token, &mut events)
+                        .decode_core(
+                            core,
+                            &prompt,
+                            r,
+                            max_new_tokens,
+                            capped,
+                            sampler,
+                            on_token,
+                            &mut events,
+                        )
                         .map_err(EngineError::DecodeCore)?;
                     if let Some((_, s)) = &mut plan.session {
                         s.history = prompt;
@@ -804,7 +848,9 @@ impl Engine {
                         })
                         .map_err(EngineError::Interpreter)?;
                     let finish = match (out.events.loop_exits().last(), out.tokens.last()) {
-                        (Some(LoopExit::Condition), Some(&token)) => Finish::EndOfGeneration { token },
+                        (Some(LoopExit::Condition), Some(&token)) => {
+                            Finish::EndOfGeneration { token }
+                        }
                         (Some(LoopExit::Callback), _) => Finish::Callback,
                         _ if capped => Finish::BudgetCap,
                         _ => Finish::MaxTokens,
@@ -813,7 +859,9 @@ impl Engine {
                     completions.push(self.completion(out.tokens, finish)?);
                 }
             }
-            _ => unreachable!("validate routes to the decode core only when the engine has one, else a package"),
+            _ => unreachable!(
+                "validate routes to the decode core only when the engine has one, else a package"
+            ),
         }
         if let Some((id, state)) = plan.session.take() {
             self.sessions_lock().insert(id, state);
@@ -863,14 +911,21 @@ impl Engine {
                 step: format!("decode_core.row[{row}]"),
                 iteration: vec![step],
                 component: core.names[which].clone(),
-                implementation: ["native:token_embedding", "native:llama_decoder", "native:lm_head"]
-                    [which]
+                implementation: [
+                    "native:token_embedding",
+                    "native:llama_decoder",
+                    "native:lm_head",
+                ][which]
                     .to_string(),
             });
         };
         let finish = loop {
             if tokens.len() >= max_new_tokens {
-                break if capped { Finish::BudgetCap } else { Finish::MaxTokens };
+                break if capped {
+                    Finish::BudgetCap
+                } else {
+                    Finish::MaxTokens
+                };
             }
             let step = tokens.len();
             let mut x = model.embed(&pending)?;
