@@ -26,9 +26,7 @@ pub enum WorkflowError {
         source: serde_json::Error,
     },
     /// The manifest's `schema_version` is not the one this engine reads.
-    #[error(
-        "package manifest {path}: schema_version {found} is not supported (this engine reads {supported})"
-    )]
+    #[error("package manifest {path}: schema_version {found} is not supported (this engine reads {supported})")]
     SchemaVersion {
         /// The manifest path.
         path: PathBuf,
@@ -109,9 +107,7 @@ pub enum ValidationError {
         reason: String,
     },
     /// A component references a GGUF tensor (or tensor-name prefix) the weights file lacks.
-    #[error(
-        "component '{component}' references tensor '{tensor}', which the weights file does not contain"
-    )]
+    #[error("component '{component}' references tensor '{tensor}', which the weights file does not contain")]
     UnknownTensor {
         /// Component name.
         component: String,
@@ -183,9 +179,7 @@ pub enum ValidationError {
         port: String,
     },
     /// A step binds an input port to a value that is not available at that point.
-    #[error(
-        "step {step}: component '{component}' input '{port}' references unavailable value '{value}'"
-    )]
+    #[error("step {step}: component '{component}' input '{port}' references unavailable value '{value}'")]
     UnavailableValue {
         /// Step path.
         step: String,
@@ -286,9 +280,7 @@ pub enum RequestError {
         component: String,
     },
     /// A replacement implements another contract.
-    #[error(
-        "replacement for component '{component}' implements contract '{got}', but the package requires '{expected}'"
-    )]
+    #[error("replacement for component '{component}' implements contract '{got}', but the package requires '{expected}'")]
     ContractMismatch {
         /// Component name.
         component: String,
@@ -333,9 +325,7 @@ pub enum RunError {
         value: String,
     },
     /// A value does not match the port's declared type or shape.
-    #[error(
-        "component '{component}' {direction} '{port}' (value '{value}'): expected {expected}, got {got}"
-    )]
+    #[error("component '{component}' {direction} '{port}' (value '{value}'): expected {expected}, got {got}")]
     PortValue {
         /// Component name.
         component: String,
@@ -351,9 +341,7 @@ pub enum RunError {
         got: String,
     },
     /// A KV-state value no longer matches its state (it was consumed by a later decoder run).
-    #[error(
-        "component '{component}' input '{port}' references stale KV value '{value}' ({value_positions} positions; the state now holds {state_positions})"
-    )]
+    #[error("component '{component}' input '{port}' references stale KV value '{value}' ({value_positions} positions; the state now holds {state_positions})")]
     StaleKv {
         /// Component name.
         component: String,

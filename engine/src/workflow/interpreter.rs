@@ -12,8 +12,8 @@ use super::manifest::{
     NativeKind, Port, Role, Scope, Step, shape_string,
 };
 use super::native::KvState;
-use super::request::BoundRequest;
 use super::value::{DType, KvHandle, Tensor, Value, kv_layer_name};
+use super::request::BoundRequest;
 
 /// What the token callback tells the interpreter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,14 +221,10 @@ impl Run<'_, '_> {
                     .insert(c.name.clone(), Value::Tensor(empty_tensor(dt, &shape)));
             }
             (Init::Input(name), _) => {
-                let v = self
-                    .values
-                    .get(name)
-                    .cloned()
-                    .ok_or_else(|| RunError::Value {
-                        context: ctx(),
-                        reason: format!("init input '{name}' is not bound by this request"),
-                    })?;
+                let v = self.values.get(name).cloned().ok_or_else(|| RunError::Value {
+                    context: ctx(),
+                    reason: format!("init input '{name}' is not bound by this request"),
+                })?;
                 self.values.insert(c.name.clone(), v);
             }
             (Init::Literal(data), dt) => {
@@ -344,12 +340,12 @@ impl Run<'_, '_> {
         };
         let new = match (e.mode, slot) {
             (EmitMode::Replace, _) | (EmitMode::Append, None) => t,
-            (EmitMode::Append, Some(Value::Tensor(old))) => {
-                append(&old, &t).map_err(|reason| RunError::Value {
+            (EmitMode::Append, Some(Value::Tensor(old))) => append(&old, &t).map_err(|reason| {
+                RunError::Value {
                     context: ctx(),
                     reason,
-                })?
-            }
+                }
+            })?,
             (EmitMode::Append, Some(Value::Kv(_))) => {
                 return Err(RunError::Value {
                     context: ctx(),
@@ -409,14 +405,11 @@ impl Run<'_, '_> {
         } else {
             match &c.implementation {
                 Implementation::Graph(_) => {
-                    let g = pkg
-                        .prepared_graph(&c.name)
-                        .expect("validated graph is prepared");
+                    let g = pkg.prepared_graph(&c.name).expect("validated graph is prepared");
                     (String::from("graph"), g.eval(&c.name, &tensors)?, None)
                 }
                 Implementation::Native(nb) => {
-                    let (outs, kv_out) =
-                        Self::native(pkg, &self.values, &mut self.kv, c, nb.block, inv, &tensors)?;
+                    let (outs, kv_out) = Self::native(pkg, &self.values, &mut self.kv, c, nb.block, inv, &tensors)?;
                     (format!("native:{}", nb.block), outs, kv_out)
                 }
             }
@@ -477,9 +470,7 @@ impl Run<'_, '_> {
         };
         let hidden_in = |name: &str| -> Result<(usize, Vec<f32>), RunError> {
             let t = tensors[name];
-            let Tensor::F32(a) = t else {
-                unreachable!("port checked")
-            };
+            let Tensor::F32(a) = t else { unreachable!("port checked") };
             let h = native.hidden();
             if a.shape()[1] != h {
                 return Err(RunError::PortValue {
@@ -545,10 +536,7 @@ impl Run<'_, '_> {
                         }
                     };
                     let held = kv[h.store].positions();
-                    if h.positions != held
-                        || store.is_some_and(|s| s != h.store)
-                        || h.layer != layer
-                    {
+                    if h.positions != held || store.is_some_and(|s| s != h.store) || h.layer != layer {
                         return Err(RunError::StaleKv {
                             component: c.name.clone(),
                             port: "past".into(),
@@ -641,15 +629,15 @@ fn append(old: &Tensor, new: &Tensor) -> Result<Tensor, String> {
         return Err(mismatch());
     }
     Ok(match (old, new) {
-        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(
-            ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?,
-        ),
-        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(
-            ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?,
-        ),
-        (Tensor::Bool(a), Tensor::Bool(b)) => Tensor::Bool(
-            ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?,
-        ),
+        (Tensor::F32(a), Tensor::F32(b)) => {
+            Tensor::F32(ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?)
+        }
+        (Tensor::I64(a), Tensor::I64(b)) => {
+            Tensor::I64(ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?)
+        }
+        (Tensor::Bool(a), Tensor::Bool(b)) => {
+            Tensor::Bool(ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?)
+        }
         _ => return Err(mismatch()),
     })
 }

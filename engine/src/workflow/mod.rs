@@ -77,9 +77,7 @@ impl Package {
                 path: path.to_path_buf(),
                 source,
             })?;
-        if let Some(v) = raw
-            .get("schema_version")
-            .and_then(serde_json::Value::as_u64)
+        if let Some(v) = raw.get("schema_version").and_then(serde_json::Value::as_u64)
             && v != u64::from(SCHEMA_VERSION)
         {
             return Err(WorkflowError::SchemaVersion {

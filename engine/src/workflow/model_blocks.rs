@@ -88,9 +88,7 @@ impl NativeBlocks for ModelBlocks {
     fn llama_decoder(&self, x: &mut [f32], kv: &mut dyn KvState) -> Result<(), BoxError> {
         let h = self.hidden();
         if x.is_empty() || x.len() % h != 0 {
-            return Err(
-                format!("hidden states of {} values are not [n >= 1, {h}]", x.len()).into(),
-            );
+            return Err(format!("hidden states of {} values are not [n >= 1, {h}]", x.len()).into());
         }
         let state = kv
             .as_any_mut()

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::ValidationError;
 use super::manifest::{
-    Bound, Cell, CellRole, Component, Dim, EmitMode, Graph, Implementation, Init,
-    MAX_FIXED_ITERATIONS, Manifest, NativeKind, Port, Role, Scope, Step, shape_string,
+    Bound, Cell, CellRole, Component, Dim, EmitMode, Graph, Implementation, Init, Manifest,
+    MAX_FIXED_ITERATIONS, NativeKind, Port, Role, Scope, Step, shape_string,
 };
 use super::ops::TypeInfo;
 use super::value::DType;
@@ -24,10 +24,7 @@ pub type WeightIndex = BTreeMap<String, Vec<usize>>;
 /// (kv); `lm_head` `hidden [n, hidden]` → `logits [n, vocab]`.
 pub fn native_signature(
     kind: NativeKind,
-) -> (
-    &'static [(&'static str, DType, usize)],
-    &'static [(&'static str, DType, usize)],
-) {
+) -> (&'static [(&'static str, DType, usize)], &'static [(&'static str, DType, usize)]) {
     match kind {
         NativeKind::TokenEmbedding => (&[("tokens", DType::I64, 1)], &[("hidden", DType::F32, 2)]),
         NativeKind::LlamaDecoder => (
@@ -254,11 +251,7 @@ fn validate_component(c: &Component, weights: Option<&WeightIndex>) -> Result<()
         for p in ports.iter() {
             if !seen.insert(p.name.as_str()) {
                 return Err(ValidationError::Duplicate {
-                    kind: if dir == "input" {
-                        "input port"
-                    } else {
-                        "output port"
-                    },
+                    kind: if dir == "input" { "input port" } else { "output port" },
                     name: format!("{}.{}", c.name, p.name),
                 });
             }
@@ -323,8 +316,7 @@ fn validate_component(c: &Component, weights: Option<&WeightIndex>) -> Result<()
             if c.replaceable.is_some() {
                 return Err(ValidationError::Component {
                     component: c.name.clone(),
-                    reason: "a native block cannot be replaceable (replacements are op graphs)"
-                        .into(),
+                    reason: "a native block cannot be replaceable (replacements are op graphs)".into(),
                 });
             }
             let Some(w) = weights else {
@@ -355,7 +347,9 @@ pub fn validate_contract(contract: &str) -> Result<(), String> {
         {
             Ok(())
         }
-        _ => Err(format!("contract '{contract}' must be written id@version")),
+        _ => Err(format!(
+            "contract '{contract}' must be written id@version"
+        )),
     }
 }
 
@@ -448,14 +442,11 @@ pub fn validate_graph(
             };
             ts.push(*t);
         }
-        let t = node
-            .op
-            .infer(&ts)
-            .map_err(|reason| ValidationError::GraphNode {
-                component: c.name.clone(),
-                node: node.out.clone(),
-                reason: format!("{}: {reason}", node.op.kind()),
-            })?;
+        let t = node.op.infer(&ts).map_err(|reason| ValidationError::GraphNode {
+            component: c.name.clone(),
+            node: node.out.clone(),
+            reason: format!("{}: {reason}", node.op.kind()),
+        })?;
         if types.insert(node.out.as_str(), t).is_some() {
             return Err(dup(&node.out));
         }
@@ -487,11 +478,7 @@ pub fn validate_graph(
             });
         }
     }
-    if let Some(extra) = g
-        .outputs
-        .keys()
-        .find(|k| !c.outputs.iter().any(|p| &p.name == *k))
-    {
+    if let Some(extra) = g.outputs.keys().find(|k| !c.outputs.iter().any(|p| &p.name == *k)) {
         return Err(ValidationError::Port {
             component: c.name.clone(),
             port: extra.clone(),
