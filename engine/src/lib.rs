@@ -5,10 +5,22 @@
 //! - [`quant`]: GGML block types (F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1) behind one trait.
 //! - [`kernels`]: CPU decode kernels (GEMV/GEMM, RMSNorm, RoPE, SwiGLU, softmax, attention, sampling).
 //! - [`kv`]: the paged KV cache.
+//! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
+//! - [`chat`]: the model's Jinja chat template.
+//! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
+//! - [`generate`]: the generation loop (sampling, stop conditions, cancellation, streaming).
+//! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
+//! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 //! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
 
+pub mod chat;
+pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod kv;
+pub mod model;
 pub mod quant;
+pub mod scheduler;
+pub mod tiny;
+pub mod tokenizer;
 pub mod workflow;

@@ -47,7 +47,7 @@ impl Bytes {
     }
     /// Zero padding up to a multiple of `a`.
     fn pad(&mut self, a: usize) -> &mut Self {
-        while self.0.len() % a != 0 {
+        while !self.0.len().is_multiple_of(a) {
             self.0.push(0);
         }
         self

@@ -1,5 +1,12 @@
 //! `harness` command-line entry point.
 
+use clap::Parser;
+
 fn main() {
-    println!("harness {}", env!("CARGO_PKG_VERSION"));
+    if let Err(e) = harness::interrupt::install() {
+        eprintln!("harness: cannot install signal handlers: {e}");
+        std::process::exit(harness::EXIT_REFUSED);
+    }
+    let cli = harness::cli::Cli::parse();
+    std::process::exit(harness::cli::run(cli));
 }

@@ -1,5 +1,530 @@
-//! `genai`: command-line front end of the engine.
+//! `genai`: command-line front end of the engine (generate, chat, tokenize, info, bench).
 
-fn main() {
-    println!("genai {}", env!("CARGO_PKG_VERSION"));
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+
+use engine::chat::{ChatTemplate, Message, Role};
+use engine::generate::{Flow, GenerateOptions, Generation, generate};
+use engine::gguf::GgufFile;
+use engine::kernels::Isa;
+use engine::kernels::matmul::Cpu;
+use engine::kernels::sample::SamplerConfig;
+use engine::kv::{KvCache, KvDtype};
+use engine::model::Model;
+use engine::tokenizer::{GgufVocab, Tokenizer};
+
+/// Where `scripts/fetch-model` puts the default model, relative to the workspace root.
+const DEFAULT_MODEL: &str = "fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+#[derive(Parser)]
+#[command(
+    name = "genai",
+    version,
+    about = "CPU inference for decoder LLMs (GGUF)"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct ModelArgs {
+    /// GGUF model file [default: the SmolLM2 file fetched by scripts/fetch-model].
+    #[arg(long, short)]
+    model: Option<PathBuf>,
+    /// Worker threads for the kernels [default: all cores].
+    #[arg(long, short)]
+    threads: Option<usize>,
+    /// Force a SIMD path: portable, avx2, avx512, avx512vnni [default: best supported].
+    #[arg(long)]
+    isa: Option<String>,
+}
+
+#[derive(Args, Clone)]
+struct SampleArgs {
+    /// Maximum new tokens.
+    #[arg(long, short = 'n', default_value_t = 128)]
+    max_new_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    temperature: f32,
+    /// Keep only the k most likely tokens (0: off).
+    #[arg(long, default_value_t = 0)]
+    top_k: usize,
+    /// Nucleus sampling mass (1: off).
+    #[arg(long, default_value_t = 1.0)]
+    top_p: f32,
+    /// Drop tokens below this fraction of the top probability (0: off).
+    #[arg(long, default_value_t = 0.0)]
+    min_p: f32,
+    /// Sampling seed.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop when the text contains this string (repeatable).
+    #[arg(long = "stop")]
+    stop: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate a continuation of PROMPT (raw text; special tokens such as <|im_start|> are recognised).
+    Generate {
+        /// The prompt.
+        prompt: String,
+        /// Wrap the prompt as a user turn with the model's chat template.
+        #[arg(long)]
+        chat: bool,
+        /// A system turn (with --chat).
+        #[arg(long)]
+        system: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        sample: SampleArgs,
+    },
+    /// An interactive multi-turn chat on the terminal (empty line or EOF ends it).
+    Chat {
+        /// A system turn.
+        #[arg(long)]
+        system: Option<String>,
+        #[command(flatten)]
+        model: ModelArgs,
+        #[command(flatten)]
+        sample: SampleArgs,
+    },
+    /// Print the token ids of TEXT (special tokens recognised).
+    Tokenize {
+        /// The text.
+        text: String,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Model summary from the GGUF metadata.
+    Info {
+        /// Also report resident memory after load (from /proc/self/status).
+        #[arg(long)]
+        memory: bool,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// Prefill and decode tokens/s: median over several runs after a warm-up.
+    Bench {
+        /// Prompt length in tokens.
+        #[arg(long, default_value_t = 512)]
+        prompt_tokens: usize,
+        /// Tokens to decode (greedy, end-of-generation ignored).
+        #[arg(long, default_value_t = 128)]
+        gen_tokens: usize,
+        /// Timed runs after one warm-up.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("genai: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Loaded {
+    model: Model,
+    tokenizer: Tokenizer,
+    file: Arc<GgufFile>,
+    load_secs: f64,
+}
+
+fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = arg {
+        if !p.exists() {
+            bail!("model file {} does not exist", p.display());
+        }
+        return Ok(p.clone());
+    }
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for base in [Path::new("."), workspace.as_path()] {
+        let p = base.join(DEFAULT_MODEL);
+        if p.exists() {
+            return Ok(p);
+        }
+    }
+    bail!(
+        "no model given and the default {DEFAULT_MODEL} is missing: run scripts/fetch-model \
+         (from the workspace root) or pass --model FILE.gguf"
+    )
+}
+
+fn load(args: &ModelArgs) -> Result<Loaded> {
+    let path = resolve_model(&args.model)?;
+    let t0 = Instant::now();
+    let isa = match &args.isa {
+        Some(s) => {
+            let isa = Isa::parse(s).with_context(|| {
+                format!("unknown --isa '{s}' (portable, avx2, avx512, avx512vnni)")
+            })?;
+            if !isa.supported() {
+                bail!("--isa {isa} is not supported by this CPU");
+            }
+            isa
+        }
+        None => Isa::best(),
+    };
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let file =
+        Arc::new(GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?);
+    let tokenizer = load_tokenizer(&file, &path)?;
+    let model = Model::from_file(file.clone(), Cpu::new(threads, isa))
+        .with_context(|| format!("loading {}", path.display()))?;
+    Ok(Loaded {
+        model,
+        tokenizer,
+        file,
+        load_secs: t0.elapsed().as_secs_f64(),
+    })
+}
+
+fn load_tokenizer(file: &GgufFile, path: &Path) -> Result<Tokenizer> {
+    let vocab = GgufVocab::from_metadata(file.metadata())
+        .with_context(|| format!("reading the tokenizer of {}", path.display()))?;
+    let json = path.with_file_name("tokenizer.json");
+    let tok = if json.exists() {
+        Tokenizer::from_tokenizer_json(&json, vocab.bos, vocab.eos)?
+    } else {
+        Tokenizer::from_vocab(&vocab)?
+    };
+    Ok(tok)
+}
+
+fn chat_template(l: &Loaded) -> Result<ChatTemplate> {
+    let vocab = GgufVocab::from_metadata(l.file.metadata())?;
+    let src = vocab
+        .chat_template
+        .as_deref()
+        .context("the model has no tokenizer.chat_template")?;
+    let piece = |id: Option<u32>| -> String {
+        id.and_then(|i| l.tokenizer.token_to_piece(i).ok())
+            .unwrap_or_default()
+    };
+    Ok(ChatTemplate::new(
+        src,
+        &piece(l.tokenizer.bos()),
+        &piece(l.tokenizer.eos()),
+    )?)
+}
+
+fn options(s: &SampleArgs) -> GenerateOptions {
+    GenerateOptions {
+        max_new_tokens: s.max_new_tokens,
+        sampler: SamplerConfig {
+            temperature: s.temperature,
+            top_k: s.top_k,
+            top_p: s.top_p,
+            min_p: s.min_p,
+            seed: s.seed,
+        },
+        stop_strings: s.stop.clone(),
+        stop_at_eog: true,
+    }
+}
+
+/// Generate with streaming to stdout; returns the generation.
+fn stream(l: &Loaded, prompt: &[u32], opts: &GenerateOptions) -> Result<Generation> {
+    let cfg = l.model.config();
+    let total = prompt.len() + opts.max_new_tokens;
+    if total > cfg.context_len {
+        bail!(
+            "the prompt ({} tokens) plus --max-new-tokens ({}) is {total} positions, more than \
+             the model's context length of {}",
+            prompt.len(),
+            opts.max_new_tokens,
+            cfg.context_len
+        );
+    }
+    let mut kv = KvCache::new(l.model.kv_config(total, KvDtype::F32))?;
+    let seq = kv.create_sequence();
+    let mut out = std::io::stdout().lock();
+    let g = generate(
+        &l.model,
+        &l.tokenizer,
+        &mut kv,
+        seq,
+        prompt,
+        opts,
+        None,
+        &mut |_, piece| {
+            let _ = out.write_all(piece.as_bytes());
+            let _ = out.flush();
+            Flow::Continue
+        },
+    )?;
+    writeln!(out)?;
+    Ok(g)
+}
+
+fn stats(l: &Loaded, g: &Generation) {
+    eprintln!(
+        "[prompt {} tokens, generated {} tokens, prefill {:.1} tok/s, decode {:.1} tok/s, \
+         load {:.2} s, finish {:?}]",
+        g.prompt_tokens,
+        g.tokens.len(),
+        g.prefill_tokens_per_sec(),
+        g.decode_tokens_per_sec(),
+        l.load_secs,
+        g.finish
+    );
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Generate {
+            prompt,
+            chat,
+            system,
+            model,
+            sample,
+        } => {
+            let l = load(&model)?;
+            let text = if chat {
+                let mut msgs = Vec::new();
+                if let Some(s) = system {
+                    msgs.push(Message {
+                        role: Role::System,
+                        content: s,
+                    });
+                }
+                msgs.push(Message {
+                    role: Role::User,
+                    content: prompt,
+                });
+                chat_template(&l)?.render(&msgs, true)?
+            } else {
+                if system.is_some() {
+                    bail!("--system needs --chat");
+                }
+                prompt
+            };
+            let ids = l.tokenizer.encode(&text)?;
+            let g = stream(&l, &ids, &options(&sample))?;
+            stats(&l, &g);
+        }
+        Command::Chat {
+            system,
+            model,
+            sample,
+        } => {
+            let l = load(&model)?;
+            let template = chat_template(&l)?;
+            let mut msgs = Vec::new();
+            if let Some(s) = system {
+                msgs.push(Message {
+                    role: Role::System,
+                    content: s,
+                });
+            }
+            let stdin = std::io::stdin();
+            loop {
+                eprint!("> ");
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
+                    break;
+                }
+                msgs.push(Message {
+                    role: Role::User,
+                    content: line.trim_end().to_string(),
+                });
+                let ids = l.tokenizer.encode(&template.render(&msgs, true)?)?;
+                let g = stream(&l, &ids, &options(&sample))?;
+                stats(&l, &g);
+                msgs.push(Message {
+                    role: Role::Assistant,
+                    content: g.text,
+                });
+            }
+        }
+        Command::Tokenize { text, model } => {
+            let l = load(&model)?;
+            let ids = l.tokenizer.encode(&text)?;
+            println!(
+                "{}",
+                ids.iter()
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            );
+        }
+        Command::Info { memory, model } => {
+            let l = load(&model)?;
+            let c = l.model.config();
+            let size = l
+                .file
+                .path()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .unwrap_or(0);
+            println!(
+                "file            {}",
+                l.file
+                    .path()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            );
+            println!("gguf version    {}", l.file.version());
+            println!("architecture    {}", c.architecture);
+            if let Ok(name) = l.file.metadata().get_str("general.name") {
+                println!("name            {name}");
+            }
+            println!("tensors         {}", l.file.tensors().len());
+            println!("blocks          {}", c.n_layers);
+            println!("hidden          {}", c.hidden);
+            println!("ffn             {}", c.ffn);
+            println!(
+                "heads           {} (kv {}, head dim {})",
+                c.n_heads, c.n_kv_heads, c.head_dim
+            );
+            println!("rope base       {}", c.rope_base);
+            println!("rms eps         {}", c.rms_eps);
+            println!("context         {}", c.context_len);
+            println!("vocab           {}", c.vocab);
+            println!("tied embeddings {}", l.model.weights().tied_embeddings);
+            println!(
+                "kernels         {} threads, {}",
+                l.model.cpu().threads(),
+                l.model.cpu().isa()
+            );
+            if memory {
+                let rss = resident_bytes()?;
+                println!("file bytes      {size}");
+                println!(
+                    "resident bytes  {rss} ({:.2}x the file)",
+                    rss as f64 / size.max(1) as f64
+                );
+            }
+        }
+        Command::Bench {
+            prompt_tokens,
+            gen_tokens,
+            runs,
+            json,
+            model,
+        } => bench(&load(&model)?, prompt_tokens, gen_tokens, runs.max(1), json)?,
+    }
+    Ok(())
+}
+
+/// The process's resident set size in bytes (`VmRSS` of /proc/self/status).
+fn resident_bytes() -> Result<u64> {
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .context("/proc/self/status has no VmRSS line")?;
+    let kb: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .context("malformed VmRSS line")?
+        .parse()
+        .context("malformed VmRSS value")?;
+    Ok(kb * 1024)
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn bench(
+    l: &Loaded,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    runs: usize,
+    json: bool,
+) -> Result<()> {
+    let cfg = l.model.config();
+    if prompt_tokens + gen_tokens > cfg.context_len || prompt_tokens == 0 {
+        bail!(
+            "--prompt-tokens {prompt_tokens} + --gen-tokens {gen_tokens} must be between 1 and \
+             the context length {}",
+            cfg.context_len
+        );
+    }
+    // A deterministic prompt of ordinary text, repeated to the requested length.
+    let base = l.tokenizer.encode(
+        "The quick brown fox jumps over the lazy dog while the committee reviews the annual \
+         budget, and a small robot counts prime numbers in the garden. ",
+    )?;
+    let prompt: Vec<u32> = base.iter().copied().cycle().take(prompt_tokens).collect();
+    let opts = GenerateOptions {
+        max_new_tokens: gen_tokens,
+        stop_at_eog: false,
+        ..GenerateOptions::default()
+    };
+    let mut prefill = Vec::new();
+    let mut decode = Vec::new();
+    for run in 0..=runs {
+        let mut kv = KvCache::new(l.model.kv_config(prompt_tokens + gen_tokens, KvDtype::F32))?;
+        let seq = kv.create_sequence();
+        let g = generate(
+            &l.model,
+            &l.tokenizer,
+            &mut kv,
+            seq,
+            &prompt,
+            &opts,
+            None,
+            &mut |_, _| Flow::Continue,
+        )?;
+        if run > 0 {
+            prefill.push(g.prefill_tokens_per_sec());
+            decode.push(g.decode_tokens_per_sec());
+        }
+    }
+    let (p, d) = (median(&mut prefill), median(&mut decode));
+    let rss = resident_bytes().unwrap_or(0);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens, "runs": runs,
+                "threads": l.model.cpu().threads(), "isa": l.model.cpu().isa().name(),
+                "prefill_tokens_per_sec_median": p, "decode_tokens_per_sec_median": d,
+                "prefill_tokens_per_sec": prefill, "decode_tokens_per_sec": decode,
+                "resident_bytes": rss, "prompt_ids": prompt,
+            })
+        );
+    } else {
+        println!(
+            "genai bench: {} threads, {}, prompt {prompt_tokens} tokens, {gen_tokens} new tokens, {runs} runs",
+            l.model.cpu().threads(),
+            l.model.cpu().isa()
+        );
+        println!("prefill  median {p:8.1} tok/s   runs {prefill:.1?}");
+        println!("decode   median {d:8.1} tok/s   runs {decode:.1?}");
+        println!("resident {rss} bytes");
+    }
+    Ok(())
 }

@@ -108,7 +108,7 @@ impl GgmlType {
     /// Bytes needed for `elements` elements, or `None` when `elements` is not a whole
     /// number of blocks or the size overflows `usize`.
     pub fn bytes_for(self, elements: usize) -> Option<usize> {
-        if elements % self.block_len() != 0 {
+        if !elements.is_multiple_of(self.block_len()) {
             return None;
         }
         (elements / self.block_len()).checked_mul(self.block_bytes())

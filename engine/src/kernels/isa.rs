@@ -59,7 +59,8 @@ impl Isa {
         match forced {
             Some(f) => Isa::available()
                 .into_iter()
-                .rfind(|i| *i <= f)
+                .rev()
+                .find(|i| *i <= f)
                 .unwrap_or(Isa::Portable),
             None => best,
         }

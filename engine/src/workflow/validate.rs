@@ -57,7 +57,6 @@ fn describe(t: TypeInfo) -> String {
 /// Errors: the first problem found, naming the component, port, value, cell or step.
 pub fn validate(m: &Manifest, weights: Option<&WeightIndex>) -> Result<(), ValidationError> {
     let mut v = Validator {
-        m,
         components: BTreeMap::new(),
         cells: BTreeMap::new(),
         outputs: BTreeMap::new(),
@@ -489,7 +488,6 @@ pub fn validate_graph(
 }
 
 struct Validator<'a> {
-    m: &'a Manifest,
     components: BTreeMap<&'a str, &'a Component>,
     cells: BTreeMap<&'a str, &'a Cell>,
     outputs: BTreeMap<&'a str, DType>,
@@ -869,7 +867,6 @@ impl<'a> Validator<'a> {
                 }
             }
         }
-        let _ = self.m;
         Ok(())
     }
 }

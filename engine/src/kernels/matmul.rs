@@ -1,0 +1,446 @@
+//! Matrix-vector (decode) and matrix-matrix (prefill) products of `[out, in]` GGML weight matrices.
+//!
+//! A weight matrix is `rows` output rows of `cols` inputs, each row a run of GGML blocks
+//! (row-major, as GGUF stores `[in, out]`-shaped tensors, ne0 = `cols`). Quantized weights
+//! are multiplied with the activation quantized once per call into Q8_0/Q8_1 blocks (the
+//! pairing of ggml's `vec_dot_type`); float weights with the f32 activation. Output rows
+//! are split across the threads of a [`Cpu`]'s rayon pool; the row-dot kernels are the
+//! portable trait methods of [`crate::quant`] or the AVX2 / AVX-512 / AVX-512 VNNI
+//! kernels of this module's per-ISA files, chosen from the [`Cpu`]'s [`Isa`].
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+use crate::gguf::GgmlType;
+use crate::kernels::Isa;
+use crate::quant::{self, BlockQuant, Q8Activation, Q8Row, QuantError};
+use rayon::prelude::*;
+use std::cell::RefCell;
+
+/// Smallest number of output rows handed to one rayon task.
+const MIN_TASK_ROWS: usize = 32;
+/// Tasks per thread for large matrices (load balance against rayon overhead).
+const TASKS_PER_THREAD: usize = 2;
+/// Activation rows sharing one pass over a weight row in [`matmul`].
+const GROUP: usize = 4;
+
+/// Execution context for the matrix products: a rayon pool of a fixed thread count and
+/// the SIMD path its kernels take.
+pub struct Cpu {
+    pool: rayon::ThreadPool,
+    threads: usize,
+    isa: Isa,
+}
+
+impl std::fmt::Debug for Cpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cpu")
+            .field("threads", &self.threads)
+            .field("isa", &self.isa)
+            .finish()
+    }
+}
+
+impl Cpu {
+    /// A context with `threads` worker threads (0 means one per available core) running
+    /// the `isa` path. An `isa` this CPU lacks falls back to the most capable supported
+    /// path below it (ultimately [`Isa::Portable`]); [`Cpu::isa`] reports the path taken.
+    ///
+    /// Panics only if the operating system refuses to start the threads.
+    pub fn new(threads: usize, isa: Isa) -> Cpu {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        let isa = Isa::available()
+            .into_iter()
+            .rev()
+            .find(|i| *i <= isa)
+            .unwrap_or(Isa::Portable);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("genai-matmul-{i}"))
+            .build()
+            .expect("cannot start the matmul thread pool");
+        Cpu { pool, threads, isa }
+    }
+
+    /// Worker thread count.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// The SIMD path the kernels take.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
+    /// The rayon pool (other kernels may run their own parallel loops on it).
+    pub fn pool(&self) -> &rayon::ThreadPool {
+        &self.pool
+    }
+
+    /// Run `f(first_row, out_chunk)` over `out` split into chunks of whole rows of
+    /// `row_len` elements, in parallel when worth it.
+    fn for_row_chunks(
+        &self,
+        out: &mut [f32],
+        row_len: usize,
+        f: impl Fn(usize, &mut [f32]) + Sync + Send,
+    ) {
+        let rows = out.len().checked_div(row_len).unwrap_or(0);
+        let per_task = rows
+            .div_ceil(self.threads * TASKS_PER_THREAD)
+            .max(MIN_TASK_ROWS);
+        if self.threads == 1 || rows <= per_task {
+            f(0, out);
+            return;
+        }
+        self.pool.install(|| {
+            out.par_chunks_mut(per_task * row_len)
+                .enumerate()
+                .for_each(|(c, chunk)| f(c * per_task, chunk));
+        });
+    }
+}
+
+impl Default for Cpu {
+    /// One thread per available core, [`Isa::best`].
+    fn default() -> Self {
+        Cpu::new(0, Isa::best())
+    }
+}
+
+/// A borrowed `[rows, cols]` weight matrix of one GGML type (rows = outputs).
+#[derive(Debug, Clone, Copy)]
+pub struct WeightMatrix<'a> {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    row_bytes: usize,
+    data: &'a [u8],
+}
+
+impl<'a> WeightMatrix<'a> {
+    /// View `data` as `rows` rows of `cols` elements of type `ty`.
+    ///
+    /// Errors: [`QuantError::Unsupported`] for a type without kernels,
+    /// [`QuantError::NotBlockMultiple`] when `cols` is not whole blocks,
+    /// [`QuantError::Overflow`] when the size overflows, [`QuantError::ByteLength`] when
+    /// `data` is not exactly `rows × cols` elements.
+    pub fn new(ty: GgmlType, rows: usize, cols: usize, data: &'a [u8]) -> Result<Self, QuantError> {
+        if !quant::supported(ty) {
+            return Err(QuantError::Unsupported { ty });
+        }
+        if !cols.is_multiple_of(ty.block_len()) {
+            return Err(QuantError::NotBlockMultiple {
+                ty,
+                what: "columns",
+                len: cols,
+                block: ty.block_len(),
+            });
+        }
+        let overflow = QuantError::Overflow { ty, rows, cols };
+        let row_bytes = ty.bytes_for(cols).ok_or(overflow.clone())?;
+        let elements = rows.checked_mul(cols).ok_or(overflow.clone())?;
+        let expected = rows.checked_mul(row_bytes).ok_or(overflow)?;
+        if data.len() != expected {
+            return Err(QuantError::ByteLength {
+                ty,
+                elements,
+                expected,
+                actual: data.len(),
+            });
+        }
+        Ok(WeightMatrix {
+            ty,
+            rows,
+            cols,
+            row_bytes,
+            data,
+        })
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input columns (elements per row).
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Element type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// The GGML blocks of row `row` (panics when out of range).
+    pub fn row_data(&self, row: usize) -> &'a [u8] {
+        assert!(
+            row < self.rows,
+            "row {row} out of range ({} rows)",
+            self.rows
+        );
+        &self.data[row * self.row_bytes..(row + 1) * self.row_bytes]
+    }
+
+    /// Decode row `row` into `out` (`cols` elements), e.g. for an embedding lookup.
+    /// Panics when `row >= rows` or `out.len() != cols`.
+    pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        assert_eq!(out.len(), self.cols, "output length must equal cols");
+        let src = self.row_data(row);
+        quant::with_block_type!(self.ty, T => T::dequantize(src, out), _ => unreachable!("checked in new"));
+    }
+}
+
+/// Kernel over one weight row and `N` quantized activation rows.
+type QuantFn<const N: usize> = unsafe fn(&[u8], &[Q8Row<'_>; N]) -> [f32; N];
+/// Kernel over one weight row and `N` f32 activation rows.
+type FloatFn<const N: usize> = unsafe fn(&[u8], &[&[f32]; N]) -> [f32; N];
+
+/// The row kernels for one weight type on one path.
+#[derive(Clone, Copy)]
+enum RowKernels {
+    Quant {
+        act: GgmlType,
+        one: QuantFn<1>,
+        group: QuantFn<GROUP>,
+    },
+    Float {
+        one: FloatFn<1>,
+        group: FloatFn<GROUP>,
+    },
+}
+
+fn portable_quant<T: BlockQuant, const N: usize>(w: &[u8], a: &[Q8Row<'_>; N]) -> [f32; N] {
+    core::array::from_fn(|i| T::dot_q8(w, a[i]))
+}
+
+fn portable_float<T: BlockQuant, const N: usize>(w: &[u8], x: &[&[f32]; N]) -> [f32; N] {
+    core::array::from_fn(|i| T::dot_f32(w, x[i]))
+}
+
+fn portable_kernels<T: BlockQuant>() -> RowKernels {
+    match T::ACT_TYPE {
+        Some(act) => RowKernels::Quant {
+            act,
+            one: portable_quant::<T, 1>,
+            group: portable_quant::<T, GROUP>,
+        },
+        None => RowKernels::Float {
+            one: portable_float::<T, 1>,
+            group: portable_float::<T, GROUP>,
+        },
+    }
+}
+
+/// The SIMD kernels of module `$m` for weight type `$ty`.
+#[cfg(target_arch = "x86_64")]
+macro_rules! simd_kernels {
+    ($ty:expr, $($m:ident)::+) => {
+        match $ty {
+            GgmlType::Q4_0 => RowKernels::Quant {
+                act: GgmlType::Q8_0,
+                one: $($m)::+::q4_0::<1>,
+                group: $($m)::+::q4_0::<GROUP>,
+            },
+            GgmlType::Q4_1 => RowKernels::Quant {
+                act: GgmlType::Q8_1,
+                one: $($m)::+::q4_1::<1>,
+                group: $($m)::+::q4_1::<GROUP>,
+            },
+            GgmlType::Q8_0 => RowKernels::Quant {
+                act: GgmlType::Q8_0,
+                one: $($m)::+::q8::<1, 34>,
+                group: $($m)::+::q8::<GROUP, 34>,
+            },
+            GgmlType::Q8_1 => RowKernels::Quant {
+                act: GgmlType::Q8_0,
+                one: $($m)::+::q8::<1, 36>,
+                group: $($m)::+::q8::<GROUP, 36>,
+            },
+            GgmlType::F32 => RowKernels::Float {
+                one: $($m)::+::f32::<1>,
+                group: $($m)::+::f32::<GROUP>,
+            },
+            GgmlType::F16 => RowKernels::Float {
+                one: $($m)::+::f16::<1>,
+                group: $($m)::+::f16::<GROUP>,
+            },
+            GgmlType::BF16 => RowKernels::Float {
+                one: $($m)::+::bf16::<1>,
+                group: $($m)::+::bf16::<GROUP>,
+            },
+            other => unreachable!("{other} has no kernels (WeightMatrix::new checks)"),
+        }
+    };
+}
+
+/// Kernels for `ty` on `isa`; `isa` must be supported by this CPU (a [`Cpu`] guarantees
+/// it) and `ty` supported by [`quant::supported`] (a [`WeightMatrix`] guarantees it).
+fn kernels(ty: GgmlType, isa: Isa) -> RowKernels {
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        Isa::Avx2 => return simd_kernels!(ty, avx2),
+        Isa::Avx512 => return simd_kernels!(ty, avx512::bw),
+        Isa::Avx512Vnni => return simd_kernels!(ty, avx512::vnni),
+        Isa::Portable => {}
+    }
+    let _ = isa;
+    quant::with_block_type!(ty, T => portable_kernels::<T>(), _ => unreachable!("{ty} has no kernels"))
+}
+
+/// Per-thread reusable buffers (the quantized activation and a transposed output).
+#[derive(Default)]
+struct Scratch {
+    act: Q8Activation,
+    out_t: Vec<f32>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Run `f` with this thread's scratch, or a fresh one if it is already in use (a
+/// product started from inside another on the same thread).
+fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut Scratch::default()),
+    })
+}
+
+/// Matrix-vector product (decode): `y[r] = Σ_c W[r, c] · x[c]`.
+///
+/// Shapes: `x` is `[cols]`, `y` is `[rows]` (f32). Quantized weights use the activation
+/// quantized once into Q8_0/Q8_1 blocks (see the module docs). Runs on `cpu`'s threads
+/// with `cpu`'s SIMD path. Panics when `x.len() != w.cols()` or `y.len() != w.rows()`
+/// (caller shape bugs).
+pub fn matvec(cpu: &Cpu, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
+    assert_eq!(
+        x.len(),
+        w.cols,
+        "matvec: x has {} elements, W has {} cols",
+        x.len(),
+        w.cols
+    );
+    assert_eq!(
+        y.len(),
+        w.rows,
+        "matvec: y has {} elements, W has {} rows",
+        y.len(),
+        w.rows
+    );
+    match kernels(w.ty, cpu.isa) {
+        RowKernels::Quant { act, one, .. } => with_scratch(|s| {
+            s.act.quantize(act, x, 1, w.cols);
+            let a = [s.act.row(0)];
+            cpu.for_row_chunks(y, 1, |r0, ys| {
+                for (k, v) in ys.iter_mut().enumerate() {
+                    // SAFETY: `kernels` returned a path this CPU supports (Cpu::new checks).
+                    *v = unsafe { one(w.row_data(r0 + k), &a) }[0];
+                }
+            });
+        }),
+        RowKernels::Float { one, .. } => {
+            let a = [x];
+            cpu.for_row_chunks(y, 1, |r0, ys| {
+                for (k, v) in ys.iter_mut().enumerate() {
+                    // SAFETY: as above.
+                    *v = unsafe { one(w.row_data(r0 + k), &a) }[0];
+                }
+            });
+        }
+    }
+}
+
+/// Matrix-matrix product (prefill): `Y = X · Wᵀ`, i.e. `Y[i, r] = Σ_c X[i, c] · W[r, c]`.
+///
+/// Shapes: `x` is `[n, cols]` row-major, `y` is `[n, rows]` row-major (f32). Every
+/// activation row is quantized once; each weight row is read once per group of four
+/// activation rows. Panics when `x.len() != n · cols` or `y.len() != n · rows`.
+pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
+    assert_eq!(
+        x.len(),
+        n * w.cols,
+        "matmul: x has {} elements, expected n={n} x cols={}",
+        x.len(),
+        w.cols
+    );
+    assert_eq!(
+        y.len(),
+        n * w.rows,
+        "matmul: y has {} elements, expected n={n} x rows={}",
+        y.len(),
+        w.rows
+    );
+    if n == 1 {
+        return matvec(cpu, w, x, y);
+    }
+    if n == 0 || w.rows == 0 {
+        return;
+    }
+    let cols = w.cols;
+    let kern = kernels(w.ty, cpu.isa);
+    with_scratch(|s| {
+        let Scratch { act, out_t } = s;
+        out_t.clear();
+        out_t.resize(n * w.rows, 0.0);
+        match kern {
+            RowKernels::Quant {
+                act: ty,
+                one,
+                group,
+            } => {
+                act.quantize(ty, x, n, cols);
+                let act = &*act;
+                cpu.for_row_chunks(out_t, n, |r0, chunk| {
+                    for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
+                        let wr = w.row_data(r0 + k);
+                        let mut i = 0;
+                        while i + GROUP <= n {
+                            let a: [Q8Row<'_>; GROUP] = core::array::from_fn(|g| act.row(i + g));
+                            // SAFETY: `kernels` returned a path this CPU supports.
+                            out[i..i + GROUP].copy_from_slice(&unsafe { group(wr, &a) });
+                            i += GROUP;
+                        }
+                        for (j, o) in out.iter_mut().enumerate().skip(i) {
+                            // SAFETY: as above.
+                            *o = unsafe { one(wr, &[act.row(j)]) }[0];
+                        }
+                    }
+                });
+            }
+            RowKernels::Float { one, group } => {
+                cpu.for_row_chunks(out_t, n, |r0, chunk| {
+                    for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
+                        let wr = w.row_data(r0 + k);
+                        let mut i = 0;
+                        while i + GROUP <= n {
+                            let a: [&[f32]; GROUP] =
+                                core::array::from_fn(|g| &x[(i + g) * cols..(i + g + 1) * cols]);
+                            // SAFETY: as above.
+                            out[i..i + GROUP].copy_from_slice(&unsafe { group(wr, &a) });
+                            i += GROUP;
+                        }
+                        for (j, o) in out.iter_mut().enumerate().skip(i) {
+                            // SAFETY: as above.
+                            *o = unsafe { one(wr, &[&x[j * cols..(j + 1) * cols]]) }[0];
+                        }
+                    }
+                });
+            }
+        }
+        // out_t is [rows, n]; y is [n, rows].
+        for (r, col) in out_t.chunks_exact(n).enumerate() {
+            for (i, v) in col.iter().enumerate() {
+                y[i * w.rows + r] = *v;
+            }
+        }
+    });
+}

@@ -1,0 +1,114 @@
+//! Rotary position embedding (RoPE) in both pairings: adjacent pairs and rotate-half (NeoX).
+
+/// Which coordinates of a head vector form the rotated pairs.
+///
+/// Both pairings rotate pair `i` (for `i` in `0..head_dim/2`) by the angle
+/// `theta_i = pos * base^(-2i/head_dim)` (Su et al. 2021, "RoFormer").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RopeStyle {
+    /// Pairs `(2i, 2i + 1)`. What GGUF LLaMA weights expect: llama.cpp's converter permutes
+    /// the rows of `attn_q`/`attn_k` so that the Hugging Face rotate-half layout becomes this
+    /// one (llama.cpp `LLAMA_ROPE_TYPE_NORM`).
+    Adjacent,
+    /// Pairs `(i, i + head_dim/2)`, the GPT-NeoX / Hugging Face `rotate_half` layout
+    /// (llama.cpp `LLAMA_ROPE_TYPE_NEOX`).
+    RotateHalf,
+}
+
+/// Precomputed inverse frequencies for one head size, base and pairing.
+///
+/// Angles are computed in f64 (`pos * inv_freq[i]`, then `sin_cos`) and rounded to f32 once,
+/// so large positions keep their accuracy; the rotation itself is done in f32.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rope {
+    head_dim: usize,
+    style: RopeStyle,
+    inv_freq: Vec<f64>,
+}
+
+impl Rope {
+    /// RoPE for heads of `head_dim` coordinates with frequency base `base`
+    /// (`llama.rope.freq_base`, 10000 for LLaMA 1/2, 100000 for SmolLM2).
+    ///
+    /// `inv_freq[i] = base^(-2i/head_dim)` for `i` in `0..head_dim/2`.
+    ///
+    /// # Panics
+    /// If `head_dim` is zero or odd, or `base` is not finite and positive.
+    pub fn new(head_dim: usize, base: f32, style: RopeStyle) -> Rope {
+        assert!(
+            head_dim > 0 && head_dim.is_multiple_of(2),
+            "rope: head_dim must be even and positive, got {head_dim}"
+        );
+        assert!(
+            base.is_finite() && base > 0.0,
+            "rope: frequency base must be finite and positive, got {base}"
+        );
+        let d = head_dim as f64;
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| (base as f64).powf(-2.0 * i as f64 / d))
+            .collect();
+        Rope {
+            head_dim,
+            style,
+            inv_freq,
+        }
+    }
+
+    /// Head size this table was built for.
+    pub fn head_dim(&self) -> usize {
+        self.head_dim
+    }
+
+    /// Pairing this table applies.
+    pub fn style(&self) -> RopeStyle {
+        self.style
+    }
+
+    /// Rotate every head of one token in place for absolute position `pos`.
+    ///
+    /// `x`: `[n_heads, head_dim]` row-major (the Q or K projection of one token). A sequence
+    /// continuing at an offset simply passes its absolute position. No allocation.
+    ///
+    /// # Panics
+    /// If `x.len() != n_heads * head_dim`.
+    pub fn apply(&self, x: &mut [f32], n_heads: usize, pos: usize) {
+        let d = self.head_dim;
+        assert_eq!(
+            x.len(),
+            n_heads * d,
+            "rope: x must be [n_heads = {n_heads}, head_dim = {d}]"
+        );
+        let half = d / 2;
+        for (i, &f) in self.inv_freq.iter().enumerate() {
+            let (s, c) = (pos as f64 * f).sin_cos();
+            let (s, c) = (s as f32, c as f32);
+            let (a, b) = match self.style {
+                RopeStyle::Adjacent => (2 * i, 2 * i + 1),
+                RopeStyle::RotateHalf => (i, i + half),
+            };
+            for head in x.chunks_exact_mut(d) {
+                let (x0, x1) = (head[a], head[b]);
+                head[a] = x0 * c - x1 * s;
+                head[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+
+    /// Rotate a batch of consecutive tokens (prefill): token `t` gets position `pos0 + t`.
+    ///
+    /// `x`: `[n_tokens, n_heads, head_dim]` row-major.
+    ///
+    /// # Panics
+    /// If `x.len()` is not a multiple of `n_heads * head_dim`.
+    pub fn apply_batch(&self, x: &mut [f32], n_heads: usize, pos0: usize) {
+        let row = n_heads * self.head_dim;
+        assert!(
+            row > 0 && x.len().is_multiple_of(row),
+            "rope: x must be [n_tokens, n_heads = {n_heads}, head_dim = {}]",
+            self.head_dim
+        );
+        for (t, tok) in x.chunks_exact_mut(row).enumerate() {
+            self.apply(tok, n_heads, pos0 + t);
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! f32 vector primitives (dot product, axpy) with per-ISA implementations chosen at run time.
+//!
+//! Every kernel that reduces over a row (RMSNorm's sum of squares, attention's `q · k` and
+//! `out += w * v`) goes through [`VecOps`], so one choice of path fixes the summation order.
+//! That is what makes attention over paged KV bit-identical to attention over contiguous KV:
+//! both call the same [`VecOps::dot`] on the same head rows.
+
+use std::sync::OnceLock;
+
+use super::Isa;
+
+/// A SIMD path for f32 vector primitives, checked at construction to be supported by this CPU.
+///
+/// The summation order is fixed per path (documented on [`VecOps::dot`]), so two calls with the
+/// same `VecOps` and the same inputs give bit-identical results. Different paths may differ in
+/// the last bits (different association and fused multiply-add).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct VecOps {
+    isa: Isa,
+}
+
+impl VecOps {
+    /// The primitives for `isa`, or `None` when this CPU cannot run that path.
+    pub fn new(isa: Isa) -> Option<VecOps> {
+        isa.supported().then_some(VecOps { isa })
+    }
+
+    /// The portable path (plain Rust), always available.
+    pub fn portable() -> VecOps {
+        VecOps { isa: Isa::Portable }
+    }
+
+    /// The path [`Isa::best`] picks (honouring `GENAI_ISA`), detected once per process.
+    pub fn best() -> VecOps {
+        static BEST: OnceLock<Isa> = OnceLock::new();
+        VecOps {
+            isa: *BEST.get_or_init(Isa::best),
+        }
+    }
+
+    /// Every path this CPU supports, portable first.
+    pub fn available() -> Vec<VecOps> {
+        Isa::available()
+            .into_iter()
+            .map(|isa| VecOps { isa })
+            .collect()
+    }
+
+    /// The instruction-set path these primitives run.
+    pub fn isa(self) -> Isa {
+        self.isa
+    }
+
+    /// Dot product `Σ a[i] * b[i]` of two equal-length rows.
+    ///
+    /// Summation order: portable keeps 8 partial sums (lane `i % 8` over the largest multiple
+    /// of 8), adds them pairwise, then adds the tail in order; AVX2 keeps two 8-lane FMA
+    /// accumulators over blocks of 16, one more 8-lane step, a horizontal sum, then a scalar
+    /// FMA tail; AVX-512 keeps one 16-lane FMA accumulator with a masked final block.
+    ///
+    /// # Panics
+    /// If `a.len() != b.len()`.
+    #[inline]
+    pub fn dot(self, a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len(), "dot: row lengths differ");
+        match self.isa {
+            // SAFETY: `VecOps` is only constructed for paths `Isa::supported` confirmed.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::dot_avx2(a, b) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::dot_avx512(a, b) },
+            _ => dot_portable(a, b),
+        }
+    }
+
+    /// `out[i] += w * x[i]` for equal-length rows (fused multiply-add on the SIMD paths,
+    /// separate multiply and add on the portable path). Each element is independent of the
+    /// others, so the result does not depend on how the row is split.
+    ///
+    /// # Panics
+    /// If `x.len() != out.len()`.
+    #[inline]
+    pub fn axpy(self, w: f32, x: &[f32], out: &mut [f32]) {
+        assert_eq!(x.len(), out.len(), "axpy: row lengths differ");
+        match self.isa {
+            // SAFETY: `VecOps` is only constructed for paths `Isa::supported` confirmed.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::axpy_avx2(w, x, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::axpy_avx512(w, x, out) },
+            _ => axpy_portable(w, x, out),
+        }
+    }
+}
+
+impl Default for VecOps {
+    /// Same as [`VecOps::best`].
+    fn default() -> Self {
+        VecOps::best()
+    }
+}
+
+fn dot_portable(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (xa, xb) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += xa[l] * xb[l];
+        }
+    }
+    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ta.iter().zip(tb) {
+        sum += x * y;
+    }
+    sum
+}
+
+fn axpy_portable(w: f32, x: &[f32], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(x) {
+        *o += w * v;
+    }
+}
+
+// The AVX-512 intrinsics are stable since Rust 1.89, above the workspace's declared
+// `rust-version` (1.85); the toolchain in use is newer. Raising `rust-version` is the lead's call.
+#[cfg(target_arch = "x86_64")]
+#[allow(clippy::incompatible_msrv)]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len();
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut i = 0;
+        // SAFETY: every load reads 8 lanes at `i..i + 8` with `i + 8 <= n`.
+        unsafe {
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            while i + 16 <= n {
+                acc0 =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(pa.add(i + 8)),
+                    _mm256_loadu_ps(pb.add(i + 8)),
+                    acc1,
+                );
+                i += 16;
+            }
+            if i + 8 <= n {
+                acc0 =
+                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                i += 8;
+            }
+            let acc = _mm256_add_ps(acc0, acc1);
+            let lo = _mm256_castps256_ps128(acc);
+            let hi = _mm256_extractf128_ps::<1>(acc);
+            let s4 = _mm_add_ps(lo, hi);
+            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
+            let mut sum = _mm_cvtss_f32(s1);
+            while i < n {
+                sum = a[i].mul_add(b[i], sum);
+                i += 1;
+            }
+            sum
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn axpy_avx2(w: f32, x: &[f32], out: &mut [f32]) {
+        let n = x.len();
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: every access covers `i..i + 8` with `i + 8 <= n`.
+        unsafe {
+            let vw = _mm256_set1_ps(w);
+            while i + 8 <= n {
+                let r = _mm256_fmadd_ps(vw, _mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(po.add(i)));
+                _mm256_storeu_ps(po.add(i), r);
+                i += 8;
+            }
+        }
+        while i < n {
+            out[i] = w.mul_add(x[i], out[i]);
+            i += 1;
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
+        let n = a.len();
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut i = 0;
+        // SAFETY: full loads cover `i..i + 16` with `i + 16 <= n`; the final masked loads
+        // touch only the `n - i` valid lanes.
+        unsafe {
+            let mut acc = _mm512_setzero_ps();
+            while i + 16 <= n {
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)), acc);
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+                acc = _mm512_fmadd_ps(
+                    _mm512_maskz_loadu_ps(m, pa.add(i)),
+                    _mm512_maskz_loadu_ps(m, pb.add(i)),
+                    acc,
+                );
+            }
+            _mm512_reduce_add_ps(acc)
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn axpy_avx512(w: f32, x: &[f32], out: &mut [f32]) {
+        let n = x.len();
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: as in `dot_avx512`; the masked store writes only the valid lanes.
+        unsafe {
+            let vw = _mm512_set1_ps(w);
+            while i + 16 <= n {
+                let r = _mm512_fmadd_ps(vw, _mm512_loadu_ps(px.add(i)), _mm512_loadu_ps(po.add(i)));
+                _mm512_storeu_ps(po.add(i), r);
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+                let r = _mm512_fmadd_ps(
+                    vw,
+                    _mm512_maskz_loadu_ps(m, px.add(i)),
+                    _mm512_maskz_loadu_ps(m, po.add(i)),
+                );
+                _mm512_mask_storeu_ps(po.add(i), m, r);
+            }
+        }
+    }
+}

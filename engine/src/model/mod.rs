@@ -1,0 +1,361 @@
+//! The Llama decode core: prefill (matrix-matrix) and one-token decode (matrix-vector) over the paged KV cache.
+//!
+//! The forward pass is split into the three components a declared workflow can name —
+//! [`Model::embed`] (`token_embedding`), [`Model::decoder`] (`llama_decoder`, all blocks,
+//! per-layer KV as state) and [`Model::lm_head`] (final RMSNorm + output projection) —
+//! and [`Model::forward`] fuses them.
+
+mod config;
+mod weights;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
+pub use weights::{LayerWeights, MatrixRef, Weights};
+
+use crate::gguf::{GgmlType, GgufError, GgufFile};
+use crate::kernels::activation::swiglu;
+use crate::kernels::attention::gqa_attention;
+use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec};
+use crate::kernels::norm::rms_norm;
+use crate::kernels::rope::{Rope, RopeStyle};
+use crate::kv::{KvCache, KvConfig, KvDtype, KvError, SeqId};
+
+/// Errors of loading or running the decode core. Each names the tensor, key or number at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The GGUF file could not be read, or a metadata key is missing or mistyped.
+    #[error(transparent)]
+    Metadata(#[from] GgufError),
+    /// `general.architecture` names an architecture this core does not run.
+    #[error("unsupported architecture '{architecture}' (this decode core runs: {supported})")]
+    UnsupportedArchitecture {
+        /// The architecture the file declares.
+        architecture: String,
+        /// Comma-separated list of supported architectures.
+        supported: String,
+    },
+    /// Inconsistent hyper-parameters.
+    #[error("bad model configuration: {0}")]
+    BadConfig(String),
+    /// A tensor the Llama layout needs is absent.
+    #[error("missing tensor '{name}'")]
+    MissingTensor {
+        /// Tensor name, e.g. `blk.3.ffn_up.weight`.
+        name: String,
+    },
+    /// A tensor has the wrong shape.
+    #[error("tensor '{name}' has GGUF dims {found}, expected {expected}")]
+    TensorShape {
+        /// Tensor name.
+        name: String,
+        /// Expected dims, GGUF order (innermost first).
+        expected: String,
+        /// Found dims.
+        found: String,
+    },
+    /// A tensor's storage type has no kernel.
+    #[error("tensor '{name}' has unsupported type {ty}")]
+    UnsupportedTensorType {
+        /// Tensor name.
+        name: String,
+        /// Its GGML type.
+        ty: GgmlType,
+    },
+    /// A tensor's bytes do not form a valid matrix of its type.
+    #[error("tensor '{name}': {message}")]
+    Tensor {
+        /// Tensor name.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A token id outside the vocabulary.
+    #[error("token id {id} is outside the vocabulary (size {vocab})")]
+    TokenOutOfRange {
+        /// The id.
+        id: u32,
+        /// Vocabulary size.
+        vocab: usize,
+    },
+    /// The sequence would exceed the model's context length.
+    #[error(
+        "{positions} positions exceed the model's context length of {context} \
+         (prompt and new tokens must fit)"
+    )]
+    ContextOverflow {
+        /// Positions the sequence would hold.
+        positions: usize,
+        /// `<arch>.context_length`.
+        context: usize,
+    },
+    /// The KV cache refused the positions.
+    #[error(transparent)]
+    Kv(#[from] KvError),
+    /// An empty token list was given to a pass that needs at least one.
+    #[error("no tokens to run")]
+    Empty,
+}
+
+/// Which logits [`Model::forward`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Logits {
+    /// Only the last position's: `[vocab]`.
+    Last,
+    /// Every position's: `[n, vocab]` row-major.
+    All,
+}
+
+/// A loaded Llama model: configuration, memory-mapped weights and the CPU context.
+#[derive(Debug)]
+pub struct Model {
+    cfg: LlamaConfig,
+    weights: Weights,
+    cpu: Cpu,
+    rope: Rope,
+}
+
+impl Model {
+    /// Open a GGUF file (memory-mapped) and bind its Llama weights.
+    pub fn load(path: impl AsRef<Path>, cpu: Cpu) -> Result<Model, ModelError> {
+        let file = GgufFile::open(path)?;
+        Model::from_file(Arc::new(file), cpu)
+    }
+
+    /// Bind the Llama weights of an already opened GGUF file.
+    ///
+    /// RoPE uses adjacent pairs: llama.cpp's converter permutes the Q and K weights of
+    /// LLaMA checkpoints so that GGUF `llama` models rotate pairs `(2i, 2i+1)`.
+    pub fn from_file(file: Arc<GgufFile>, cpu: Cpu) -> Result<Model, ModelError> {
+        let mut cfg = LlamaConfig::from_metadata(file.metadata())?;
+        let weights = Weights::bind(file, &mut cfg)?;
+        let rope = Rope::new(cfg.head_dim, cfg.rope_base, RopeStyle::Adjacent);
+        Ok(Model {
+            cfg,
+            weights,
+            cpu,
+            rope,
+        })
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &LlamaConfig {
+        &self.cfg
+    }
+
+    /// The bound weights.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// The CPU context (thread pool and SIMD path) the kernels run on.
+    pub fn cpu(&self) -> &Cpu {
+        &self.cpu
+    }
+
+    /// A KV cache configuration for this model able to hold `max_tokens` positions in
+    /// total (across sequences), in pages of 16 positions.
+    pub fn kv_config(&self, max_tokens: usize, dtype: KvDtype) -> KvConfig {
+        const PAGE: usize = 16;
+        KvConfig {
+            n_layers: self.cfg.n_layers,
+            n_kv_heads: self.cfg.n_kv_heads,
+            head_dim: self.cfg.head_dim,
+            page_tokens: PAGE,
+            max_pages: max_tokens.div_ceil(PAGE).max(1),
+            dtype,
+        }
+    }
+
+    /// `token_embedding`: look up rows of the token embedding.
+    ///
+    /// `tokens`: `[n]` ids; returns `[n, hidden]` row-major. Errors on an id outside the
+    /// vocabulary.
+    pub fn embed(&self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let h = self.cfg.hidden;
+        let emb = self.weights.matrix(&self.weights.token_embd);
+        let mut out = vec![0.0f32; tokens.len() * h];
+        for (row, &id) in out.chunks_exact_mut(h).zip(tokens) {
+            if id as usize >= self.cfg.vocab {
+                return Err(ModelError::TokenOutOfRange {
+                    id,
+                    vocab: self.cfg.vocab,
+                });
+            }
+            emb.dequantize_row(id as usize, row);
+        }
+        Ok(out)
+    }
+
+    /// `llama_decoder`: run every block over `n` new positions of `seq`, in place.
+    ///
+    /// `x`: `[n, hidden]` row-major hidden states of the positions
+    /// `kv.len(seq) .. kv.len(seq) + n`; their K and V rows are appended to the cache.
+    /// One position runs matrix-vector products (decode); several run matrix-matrix
+    /// products (prefill). Errors: [`ModelError::ContextOverflow`] past the context length,
+    /// [`ModelError::Kv`] when the cache has no room.
+    pub fn decoder(&self, x: &mut [f32], kv: &mut KvCache, seq: SeqId) -> Result<(), ModelError> {
+        let cfg = &self.cfg;
+        let h = cfg.hidden;
+        assert_eq!(x.len() % h, 0, "x must be [n, hidden]");
+        let n = x.len() / h;
+        if n == 0 {
+            return Err(ModelError::Empty);
+        }
+        let p0 = kv.len(seq);
+        if p0 + n > cfg.context_len {
+            return Err(ModelError::ContextOverflow {
+                positions: p0 + n,
+                context: cfg.context_len,
+            });
+        }
+        let positions = kv.grow(seq, n)?;
+        debug_assert_eq!(positions.start, p0);
+
+        let (qw, kvw, f) = (cfg.q_width(), cfg.kv_width(), cfg.ffn);
+        let mut xn = vec![0.0f32; n * h];
+        let mut q = vec![0.0f32; n * qw];
+        let mut k = vec![0.0f32; n * kvw];
+        let mut v = vec![0.0f32; n * kvw];
+        let mut att = vec![0.0f32; n * qw];
+        let mut o = vec![0.0f32; n * h];
+        let mut gate = vec![0.0f32; n * f];
+        let mut up = vec![0.0f32; n * f];
+        let mut act = vec![0.0f32; n * f];
+        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+
+        for (l, lw) in self.weights.layers.iter().enumerate() {
+            for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
+                rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
+            }
+            self.project(&lw.wq, &xn, n, &mut q);
+            self.project(&lw.wk, &xn, n, &mut k);
+            self.project(&lw.wv, &xn, n, &mut v);
+            for i in 0..n {
+                let pos = p0 + i;
+                self.rope
+                    .apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos);
+                self.rope
+                    .apply(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, pos);
+                kv.write(
+                    seq,
+                    l,
+                    pos,
+                    &k[i * kvw..(i + 1) * kvw],
+                    &v[i * kvw..(i + 1) * kvw],
+                )?;
+            }
+            let layer_kv = kv.layer(seq, l);
+            let n_heads = cfg.n_heads;
+            if n == 1 {
+                let mut scratch = Vec::new();
+                gqa_attention(
+                    &q,
+                    &layer_kv,
+                    0,
+                    p0 + 1,
+                    n_heads,
+                    scale,
+                    None,
+                    &mut att,
+                    &mut scratch,
+                );
+            } else {
+                self.cpu.pool().install(|| {
+                    att.par_chunks_mut(qw)
+                        .zip(q.par_chunks(qw))
+                        .enumerate()
+                        .for_each_init(Vec::new, |scratch, (i, (out, qr))| {
+                            gqa_attention(
+                                qr,
+                                &layer_kv,
+                                0,
+                                p0 + i + 1,
+                                n_heads,
+                                scale,
+                                None,
+                                out,
+                                scratch,
+                            );
+                        });
+                });
+            }
+            self.project(&lw.wo, &att, n, &mut o);
+            add_in_place(x, &o);
+
+            for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
+                rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
+            }
+            self.project(&lw.w_gate, &xn, n, &mut gate);
+            self.project(&lw.w_up, &xn, n, &mut up);
+            for ((g, u), a) in gate
+                .chunks_exact(f)
+                .zip(up.chunks_exact(f))
+                .zip(act.chunks_exact_mut(f))
+            {
+                swiglu(g, u, a);
+            }
+            self.project(&lw.w_down, &act, n, &mut o);
+            add_in_place(x, &o);
+        }
+        Ok(())
+    }
+
+    /// `lm_head`: final RMSNorm and output projection.
+    ///
+    /// `x`: `[n, hidden]`; returns `[n, vocab]` logits row-major.
+    pub fn lm_head(&self, x: &[f32]) -> Vec<f32> {
+        let h = self.cfg.hidden;
+        assert_eq!(x.len() % h, 0, "x must be [n, hidden]");
+        let n = x.len() / h;
+        let mut xn = vec![0.0f32; x.len()];
+        for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
+            rms_norm(xr, &self.weights.output_norm, self.cfg.rms_eps, xnr);
+        }
+        let mut logits = vec![0.0f32; n * self.cfg.vocab];
+        self.project(&self.weights.lm_head, &xn, n, &mut logits);
+        logits
+    }
+
+    /// The fused forward pass: embed `tokens`, run them through every block at the next
+    /// positions of `seq` (appending to the KV cache), and return logits.
+    ///
+    /// Returns `[vocab]` for [`Logits::Last`], `[n, vocab]` for [`Logits::All`].
+    pub fn forward(
+        &self,
+        kv: &mut KvCache,
+        seq: SeqId,
+        tokens: &[u32],
+        mode: Logits,
+    ) -> Result<Vec<f32>, ModelError> {
+        if tokens.is_empty() {
+            return Err(ModelError::Empty);
+        }
+        let mut x = self.embed(tokens)?;
+        self.decoder(&mut x, kv, seq)?;
+        let h = self.cfg.hidden;
+        Ok(match mode {
+            Logits::All => self.lm_head(&x),
+            Logits::Last => self.lm_head(&x[x.len() - h..]),
+        })
+    }
+
+    /// `y = x · Wᵀ` for `n` rows: matrix-vector for one row, matrix-matrix otherwise.
+    fn project(&self, m: &MatrixRef, x: &[f32], n: usize, y: &mut [f32]) {
+        let w: WeightMatrix<'_> = self.weights.matrix(m);
+        if n == 1 {
+            matvec(&self.cpu, &w, x, y);
+        } else {
+            matmul(&self.cpu, &w, x, n, y);
+        }
+    }
+}
+
+fn add_in_place(x: &mut [f32], y: &[f32]) {
+    for (a, b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}

@@ -1,0 +1,205 @@
+//! Binding of GGUF tensors to the Llama layout: names, shapes and types checked at load.
+
+use std::sync::Arc;
+
+use crate::gguf::{GgmlType, GgufFile};
+use crate::kernels::matmul::WeightMatrix;
+use crate::quant;
+
+use super::{LlamaConfig, ModelError};
+
+/// A weight matrix `[rows = outputs, cols = inputs]` held in the memory-mapped file,
+/// addressed by its tensor name. Checked once at load; [`Weights::matrix`] rebuilds the
+/// zero-copy view on use.
+#[derive(Debug, Clone)]
+pub struct MatrixRef {
+    /// GGUF tensor name, e.g. `blk.0.attn_q.weight`.
+    pub name: String,
+    /// Storage type.
+    pub ty: GgmlType,
+    /// Output rows.
+    pub rows: usize,
+    /// Input columns.
+    pub cols: usize,
+}
+
+/// One transformer block's weights.
+#[derive(Debug, Clone)]
+pub struct LayerWeights {
+    /// RMSNorm weight before attention, `[hidden]`.
+    pub attn_norm: Vec<f32>,
+    /// Query projection `[n_heads·head_dim, hidden]`.
+    pub wq: MatrixRef,
+    /// Key projection `[n_kv_heads·head_dim, hidden]`.
+    pub wk: MatrixRef,
+    /// Value projection `[n_kv_heads·head_dim, hidden]`.
+    pub wv: MatrixRef,
+    /// Attention output projection `[hidden, n_heads·head_dim]`.
+    pub wo: MatrixRef,
+    /// RMSNorm weight before the FFN, `[hidden]`.
+    pub ffn_norm: Vec<f32>,
+    /// FFN gate projection `[ffn, hidden]`.
+    pub w_gate: MatrixRef,
+    /// FFN up projection `[ffn, hidden]`.
+    pub w_up: MatrixRef,
+    /// FFN down projection `[hidden, ffn]`.
+    pub w_down: MatrixRef,
+}
+
+/// All weights of a Llama model, bound to the GGUF file that holds them.
+#[derive(Debug)]
+pub struct Weights {
+    file: Arc<GgufFile>,
+    /// Token embedding `[vocab, hidden]` (`token_embd.weight`).
+    pub token_embd: MatrixRef,
+    /// Per-block weights, `n_layers` of them.
+    pub layers: Vec<LayerWeights>,
+    /// Final RMSNorm weight `[hidden]` (`output_norm.weight`).
+    pub output_norm: Vec<f32>,
+    /// LM head `[vocab, hidden]`: `output.weight`, or the token embedding when the model
+    /// ties them (no `output.weight` in the file).
+    pub lm_head: MatrixRef,
+    /// Whether the LM head is the token embedding.
+    pub tied_embeddings: bool,
+}
+
+impl Weights {
+    /// Bind and check every tensor the Llama layout needs. Fills `cfg.vocab` from the
+    /// token embedding when the metadata did not give it.
+    ///
+    /// Errors name the tensor: [`ModelError::MissingTensor`], [`ModelError::TensorShape`]
+    /// (expected and found GGUF dims), [`ModelError::UnsupportedTensorType`].
+    pub fn bind(file: Arc<GgufFile>, cfg: &mut LlamaConfig) -> Result<Weights, ModelError> {
+        let embd = file
+            .tensor("token_embd.weight")
+            .ok_or_else(|| ModelError::MissingTensor {
+                name: "token_embd.weight".into(),
+            })?;
+        let dims = &embd.info.dims;
+        if dims.len() != 2 || dims[0] != cfg.hidden as u64 {
+            return Err(ModelError::TensorShape {
+                name: "token_embd.weight".into(),
+                expected: format!("[{}, vocab]", cfg.hidden),
+                found: format!("{dims:?}"),
+            });
+        }
+        let vocab = usize::try_from(dims[1]).map_err(|_| ModelError::TensorShape {
+            name: "token_embd.weight".into(),
+            expected: "a vocabulary that fits in usize".into(),
+            found: format!("{dims:?}"),
+        })?;
+        if cfg.vocab != 0 && cfg.vocab != vocab {
+            return Err(ModelError::TensorShape {
+                name: "token_embd.weight".into(),
+                expected: format!("[{}, {}] (llama.vocab_size)", cfg.hidden, cfg.vocab),
+                found: format!("{dims:?}"),
+            });
+        }
+        cfg.vocab = vocab;
+
+        let (h, q, kv, f) = (cfg.hidden, cfg.q_width(), cfg.kv_width(), cfg.ffn);
+        let token_embd = matrix(&file, "token_embd.weight", vocab, h)?;
+        let mut layers = Vec::with_capacity(cfg.n_layers.min(4096));
+        for l in 0..cfg.n_layers {
+            let n = |s: &str| format!("blk.{l}.{s}.weight");
+            layers.push(LayerWeights {
+                attn_norm: vector(&file, &n("attn_norm"), h)?,
+                wq: matrix(&file, &n("attn_q"), q, h)?,
+                wk: matrix(&file, &n("attn_k"), kv, h)?,
+                wv: matrix(&file, &n("attn_v"), kv, h)?,
+                wo: matrix(&file, &n("attn_output"), h, q)?,
+                ffn_norm: vector(&file, &n("ffn_norm"), h)?,
+                w_gate: matrix(&file, &n("ffn_gate"), f, h)?,
+                w_up: matrix(&file, &n("ffn_up"), f, h)?,
+                w_down: matrix(&file, &n("ffn_down"), h, f)?,
+            });
+        }
+        let output_norm = vector(&file, "output_norm.weight", h)?;
+        let (lm_head, tied) = if file.tensor("output.weight").is_some() {
+            (matrix(&file, "output.weight", vocab, h)?, false)
+        } else {
+            (token_embd.clone(), true)
+        };
+        Ok(Weights {
+            file,
+            token_embd,
+            layers,
+            output_norm,
+            lm_head,
+            tied_embeddings: tied,
+        })
+    }
+
+    /// The zero-copy view of a bound matrix.
+    pub fn matrix(&self, m: &MatrixRef) -> WeightMatrix<'_> {
+        let view = self
+            .file
+            .tensor(&m.name)
+            .expect("bound tensors stay in the file they were bound from");
+        WeightMatrix::new(m.ty, m.rows, m.cols, view.data)
+            .expect("bound tensors were checked at load")
+    }
+
+    /// The GGUF file the weights live in.
+    pub fn file(&self) -> &Arc<GgufFile> {
+        &self.file
+    }
+}
+
+fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<MatrixRef, ModelError> {
+    let view = file.tensor(name).ok_or_else(|| ModelError::MissingTensor {
+        name: name.to_string(),
+    })?;
+    let dims = &view.info.dims;
+    if dims.len() != 2 || dims[0] != cols as u64 || dims[1] != rows as u64 {
+        return Err(ModelError::TensorShape {
+            name: name.to_string(),
+            expected: format!("[{cols}, {rows}]"),
+            found: format!("{dims:?}"),
+        });
+    }
+    let ty = view.info.ty;
+    if !quant::supported(ty) {
+        return Err(ModelError::UnsupportedTensorType {
+            name: name.to_string(),
+            ty,
+        });
+    }
+    WeightMatrix::new(ty, rows, cols, view.data).map_err(|e| ModelError::Tensor {
+        name: name.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(MatrixRef {
+        name: name.to_string(),
+        ty,
+        rows,
+        cols,
+    })
+}
+
+fn vector(file: &GgufFile, name: &str, len: usize) -> Result<Vec<f32>, ModelError> {
+    let view = file.tensor(name).ok_or_else(|| ModelError::MissingTensor {
+        name: name.to_string(),
+    })?;
+    let dims = &view.info.dims;
+    if dims.len() != 1 || dims[0] != len as u64 {
+        return Err(ModelError::TensorShape {
+            name: name.to_string(),
+            expected: format!("[{len}]"),
+            found: format!("{dims:?}"),
+        });
+    }
+    let ty = view.info.ty;
+    if !quant::supported(ty) {
+        return Err(ModelError::UnsupportedTensorType {
+            name: name.to_string(),
+            ty,
+        });
+    }
+    let mut out = vec![0.0; len];
+    quant::dequantize(ty, view.data, &mut out).map_err(|e| ModelError::Tensor {
+        name: name.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(out)
+}

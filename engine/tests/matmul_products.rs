@@ -1,0 +1,267 @@
+//! Matrix-vector and matrix-matrix products against test-local references, on every SIMD path.
+
+mod quant_reference;
+
+use engine::gguf::GgmlType;
+use engine::kernels::Isa;
+use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec};
+use engine::quant::{self, QuantError};
+use proptest::prelude::*;
+use quant_reference as r;
+use quant_reference::Ty;
+
+fn ggml(ty: Ty) -> GgmlType {
+    match ty {
+        Ty::F32 => GgmlType::F32,
+        Ty::F16 => GgmlType::F16,
+        Ty::BF16 => GgmlType::BF16,
+        Ty::Q8_0 => GgmlType::Q8_0,
+        Ty::Q8_1 => GgmlType::Q8_1,
+        Ty::Q4_0 => GgmlType::Q4_0,
+        Ty::Q4_1 => GgmlType::Q4_1,
+    }
+}
+
+/// Weights for a `[rows, cols]` matrix of `ty`, encoded by the test-local quantizer.
+fn weights(ty: Ty, rows: usize, cols: usize, seed: u64) -> Vec<u8> {
+    r::encode(ty, &r::Rng(seed).vec(rows * cols, 1.5))
+}
+
+/// Reference `y[r]` and the magnitude its tolerance scales with. Quantized types: ggml's
+/// reference `vec_dot` with the activation quantized by the test-local Q8 quantizer;
+/// float types: the f64 dot with the f32 activation.
+fn reference_row(ty: Ty, row: &[u8], x: &[f32]) -> (f64, f64) {
+    if ty.is_quantized() {
+        r::vec_dot_q8(ty, row, &r::quantize_act(x))
+    } else {
+        r::dot_f64(&r::decode(ty, row), x)
+    }
+}
+
+/// Every path in capability order, as this CPU reports its features (test-local detection).
+fn paths_this_cpu_has() -> Vec<Isa> {
+    let mut v = vec![Isa::Portable];
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx2 = is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c");
+        let avx512 = avx2
+            && is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl");
+        if avx2 {
+            v.push(Isa::Avx2);
+        }
+        if avx512 {
+            v.push(Isa::Avx512);
+        }
+        if avx512 && is_x86_feature_detected!("avx512vnni") {
+            v.push(Isa::Avx512Vnni);
+        }
+    }
+    v
+}
+
+/// Tolerance: float summation order only, 2e-5 of the terms' magnitudes.
+fn close(got: f32, want: f64, mag: f64) -> bool {
+    (got as f64 - want).abs() <= 2e-5 * mag + 1e-6
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// matvec and matmul equal the reference on awkward shapes (odd row counts, lengths
+    /// not a multiple of the SIMD width, odd block counts, n = 1 and n not a multiple of
+    /// the 4-row group), on the best path with 2 threads.
+    #[test]
+    fn products_match_reference(ty in prop::sample::select(r::ALL.to_vec()), rows in 1usize..70,
+                                units in 1usize..80, n in 1usize..10, seed in any::<u64>()) {
+        let cols = if ty.is_quantized() { 32 * (1 + units % 7) } else { units };
+        let w = weights(ty, rows, cols, seed);
+        let x = r::Rng(seed ^ 1).vec(n * cols, 2.0);
+        let cpu = Cpu::new(2, Isa::best());
+        let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+        let rb = w.len() / rows;
+        let mut y = vec![f32::NAN; n * rows];
+        matmul(&cpu, &m, &x, n, &mut y);
+        let mut yv = vec![f32::NAN; rows];
+        matvec(&cpu, &m, &x[..cols], &mut yv);
+        for i in 0..n {
+            for rr in 0..rows {
+                let (want, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], &x[i * cols..(i + 1) * cols]);
+                let got = y[i * rows + rr];
+                prop_assert!(close(got, want, mag), "{ty:?} {rows}x{cols} n={n} y[{i},{rr}] = {got}, want {want}");
+                if i == 0 {
+                    prop_assert!(close(yv[rr], want, mag), "{ty:?} matvec y[{rr}] = {}, want {want}", yv[rr]);
+                }
+            }
+        }
+    }
+}
+
+/// Every SIMD path this CPU supports gives the portable path's answer (within float
+/// summation order: 2e-5 of Σ|terms|) for every weight type, matvec and matmul, 1 and
+/// 2 threads; names the paths it ran.
+#[test]
+fn every_simd_path_matches_portable() {
+    let expected = paths_this_cpu_has();
+    assert_eq!(
+        Isa::available(),
+        expected,
+        "Isa::available disagrees with the CPU's feature flags"
+    );
+    let portable = Cpu::new(1, Isa::Portable);
+    assert_eq!(portable.isa(), Isa::Portable);
+    let mut ran = Vec::new();
+    for &isa in &expected {
+        for threads in [1, 2] {
+            let cpu = Cpu::new(threads, isa);
+            assert_eq!(cpu.isa(), isa, "Cpu::new must keep a supported path");
+            assert_eq!(cpu.threads(), threads);
+            for ty in r::ALL {
+                // 45 blocks: odd (AVX-512 tail); 1437 floats: not a multiple of 8/16/32.
+                let (rows, cols) = if ty.is_quantized() {
+                    (67, 32 * 45)
+                } else {
+                    (67, 1437)
+                };
+                let w = weights(ty, rows, cols, 7 + ty as u64);
+                let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+                for n in [1usize, 3, 6] {
+                    let x = r::Rng(99).vec(n * cols, 1.0);
+                    let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
+                    matmul(&portable, &m, &x, n, &mut a);
+                    matmul(&cpu, &m, &x, n, &mut b);
+                    let rb = w.len() / rows;
+                    for i in 0..n {
+                        for rr in 0..rows {
+                            let (_, mag) = reference_row(
+                                ty,
+                                &w[rr * rb..(rr + 1) * rb],
+                                &x[i * cols..(i + 1) * cols],
+                            );
+                            let (pa, pb) = (a[i * rows + rr], b[i * rows + rr]);
+                            assert!(
+                                close(pb, pa as f64, mag),
+                                "{isa} x{threads} {ty:?} n={n} [{i},{rr}]: {pb} vs portable {pa}"
+                            );
+                        }
+                    }
+                }
+            }
+            ran.push(format!("{isa}x{threads}"));
+        }
+    }
+    println!("matmul paths run against portable: {}", ran.join(", "));
+    assert_eq!(ran.len(), expected.len() * 2);
+}
+
+/// Each output row is computed by the same kernel whatever the thread split or batch
+/// grouping, so 1 vs 2 threads and matmul vs per-row matvec are bit-identical.
+#[test]
+fn thread_count_and_batching_do_not_change_results() {
+    for ty in [Ty::Q4_1, Ty::Q8_0, Ty::F32, Ty::Q4_0] {
+        let (rows, cols) = (300, 576);
+        let w = weights(ty, rows, cols, 3);
+        let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+        let n = 7;
+        let x = r::Rng(5).vec(n * cols, 1.0);
+        let one = Cpu::new(1, Isa::best());
+        let two = Cpu::new(2, Isa::best());
+        let (mut a, mut b) = (vec![0.0; n * rows], vec![0.0; n * rows]);
+        matmul(&one, &m, &x, n, &mut a);
+        matmul(&two, &m, &x, n, &mut b);
+        assert_eq!(a, b, "{ty:?}: 1 vs 2 threads");
+        for i in 0..n {
+            let mut y = vec![0.0; rows];
+            matvec(&two, &m, &x[i * cols..(i + 1) * cols], &mut y);
+            assert_eq!(
+                &a[i * rows..(i + 1) * rows],
+                &y[..],
+                "{ty:?}: matmul row {i} vs matvec"
+            );
+        }
+    }
+}
+
+#[test]
+fn dequantize_row_matches_reference_decoder() {
+    for ty in r::ALL {
+        let (rows, cols) = (5, 96);
+        let w = weights(ty, rows, cols, 11);
+        let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+        assert_eq!((m.rows(), m.cols(), m.ty()), (rows, cols, ggml(ty)));
+        let rb = w.len() / rows;
+        let mut out = vec![0.0; cols];
+        m.dequantize_row(3, &mut out);
+        assert_eq!(out, r::decode(ty, &w[3 * rb..4 * rb]), "{ty:?}");
+    }
+}
+
+#[test]
+fn weight_matrix_rejects_bad_shapes_with_typed_errors() {
+    let data = vec![0u8; 40];
+    assert_eq!(
+        WeightMatrix::new(GgmlType::Q4_1, 2, 32, &data[..39]).unwrap_err(),
+        QuantError::ByteLength {
+            ty: GgmlType::Q4_1,
+            elements: 64,
+            expected: 40,
+            actual: 39
+        }
+    );
+    assert_eq!(
+        WeightMatrix::new(GgmlType::Q4_1, 1, 48, &data).unwrap_err(),
+        QuantError::NotBlockMultiple {
+            ty: GgmlType::Q4_1,
+            what: "columns",
+            len: 48,
+            block: 32
+        }
+    );
+    assert_eq!(
+        WeightMatrix::new(GgmlType::Q6K, 1, 256, &data).unwrap_err(),
+        QuantError::Unsupported { ty: GgmlType::Q6K }
+    );
+    assert_eq!(
+        WeightMatrix::new(GgmlType::F32, usize::MAX / 2, 3, &data).unwrap_err(),
+        QuantError::Overflow {
+            ty: GgmlType::F32,
+            rows: usize::MAX / 2,
+            cols: 3
+        }
+    );
+    assert!(quant::supported(GgmlType::Q4_1));
+}
+
+#[test]
+#[should_panic(expected = "matvec: x has 31 elements, W has 32 cols")]
+fn matvec_shape_bug_panics_with_message() {
+    let w = vec![0u8; 20];
+    let m = WeightMatrix::new(GgmlType::Q4_1, 1, 32, &w).unwrap();
+    matvec(&Cpu::new(1, Isa::Portable), &m, &[0.0; 31], &mut [0.0]);
+}
+
+/// The largest SmolLM2-135M shape (the 49152x576 output head) on synthetic weights,
+/// checked on sampled rows including the last one of the last task.
+#[test]
+fn lm_head_shape_matches_reference_on_sampled_rows() {
+    let (rows, cols) = (49152, 576);
+    for ty in [Ty::Q8_0, Ty::Q4_1] {
+        let w = weights(ty, rows, cols, 21);
+        let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+        let x = r::Rng(4).vec(cols, 1.0);
+        let mut y = vec![0.0; rows];
+        matvec(&Cpu::new(2, Isa::best()), &m, &x, &mut y);
+        let rb = w.len() / rows;
+        for rr in (0..rows).step_by(997).chain([rows - 1]) {
+            let (want, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], &x);
+            assert!(
+                close(y[rr], want, mag),
+                "{ty:?} row {rr}: {} vs {want}",
+                y[rr]
+            );
+        }
+    }
+}

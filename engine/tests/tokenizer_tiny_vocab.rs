@@ -1,0 +1,356 @@
+//! Hand-built vocabularies: ids derived by hand, the pre-tokenizer families, and bad metadata refused with errors naming the key and value at fault.
+
+use engine::gguf::{MetaArray, MetaValue, Metadata};
+use engine::tokenizer::{GgufVocab, Tokenizer, TokenizerError};
+
+/// A tiny, consistent byte-level BPE vocabulary:
+/// 0 `<|end|>` (control), 1 `a`, 2 `b`, 3 `ab`, 4 `Ġ` (space), 5 `Ġa`; merges `a b`, `Ġ a`.
+fn tiny() -> Metadata {
+    tiny_without(&[])
+}
+
+/// [`tiny`] without the listed keys.
+fn tiny_without(skip: &[&str]) -> Metadata {
+    let entries = [
+        (
+            "tokenizer.ggml.model",
+            MetaValue::String("gpt2".to_string()),
+        ),
+        (
+            "tokenizer.ggml.pre",
+            MetaValue::String("smollm".to_string()),
+        ),
+        (
+            "tokenizer.ggml.tokens",
+            strings(&["<|end|>", "a", "b", "ab", "Ġ", "Ġa"]),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(MetaArray::I32(vec![3, 1, 1, 1, 1, 1])),
+        ),
+        ("tokenizer.ggml.merges", strings(&["a b", "Ġ a"])),
+        ("tokenizer.ggml.eos_token_id", MetaValue::U32(0)),
+    ];
+    let mut md = Metadata::new();
+    for (key, value) in entries {
+        if !skip.contains(&key) {
+            md.insert(key, value);
+        }
+    }
+    md
+}
+
+fn strings(s: &[&str]) -> MetaValue {
+    MetaValue::Array(MetaArray::String(s.iter().map(|x| x.to_string()).collect()))
+}
+
+fn build(md: &Metadata) -> Result<Tokenizer, TokenizerError> {
+    Tokenizer::from_vocab(&GgufVocab::from_metadata(md)?)
+}
+
+fn build_err(md: &Metadata) -> (TokenizerError, String) {
+    let err = build(md).expect_err("bad metadata must be refused");
+    let msg = err.to_string();
+    (err, msg)
+}
+
+#[test]
+fn tiny_vocabulary_builds_and_encodes_by_hand_derived_ids() {
+    let t = build(&tiny()).unwrap();
+    // "ab" merges to 3; " a" is "Ġa" (5); the control text is one token.
+    assert_eq!(t.encode("ab a<|end|>b").unwrap(), vec![3, 5, 0, 2]);
+    assert_eq!(t.decode(&[3, 5, 0, 2]).unwrap(), "ab a<|end|>b");
+    assert!(t.is_eog(0));
+    assert_eq!(t.bos(), None);
+
+    let mut md = tiny();
+    md.insert("tokenizer.ggml.bos_token_id", MetaValue::U32(0));
+    md.insert("tokenizer.ggml.add_bos_token", MetaValue::Bool(true));
+    assert_eq!(build(&md).unwrap().encode("ab").unwrap(), vec![0, 3]);
+    md.insert("tokenizer.ggml.add_eos_token", MetaValue::Bool(true));
+    assert_eq!(build(&md).unwrap().encode("ab").unwrap(), vec![0, 3, 0]);
+}
+
+/// Digits with merges between them: `1`, `2`, `12`, `Ġ`, `Ġ1`; merges `1 2`, `Ġ 1`.
+fn digits(pre: &str) -> Tokenizer {
+    let mut md = Metadata::new();
+    md.insert(
+        "tokenizer.ggml.model",
+        MetaValue::String("gpt2".to_string()),
+    );
+    md.insert("tokenizer.ggml.pre", MetaValue::String(pre.to_string()));
+    md.insert(
+        "tokenizer.ggml.tokens",
+        strings(&["1", "2", "12", "Ġ", "Ġ1"]),
+    );
+    md.insert("tokenizer.ggml.merges", strings(&["1 2", "Ġ 1"]));
+    build(&md).unwrap()
+}
+
+#[test]
+fn smollm_pre_tokenizer_splits_every_digit_before_bpe_and_gpt2_does_not() {
+    // `smollm` (llama.cpp: `\p{N}` split first): every digit stands alone, so no merge can
+    // join digits or attach the space to one.
+    assert_eq!(digits("smollm").encode("12 1").unwrap(), vec![0, 1, 3, 0]);
+    // `gpt-2`: " 1" and "12" are single pre-tokens and merge.
+    assert_eq!(digits("gpt-2").encode("12 1").unwrap(), vec![2, 4]);
+}
+
+#[test]
+fn unknown_tokenizer_model_names_the_model() {
+    let mut md = tiny();
+    md.insert(
+        "tokenizer.ggml.model",
+        MetaValue::String("llama".to_string()),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(matches!(err, TokenizerError::UnsupportedModel { ref model } if model == "llama"));
+    assert!(
+        msg.contains("`llama`") && msg.contains("tokenizer.ggml.model"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn unsupported_or_missing_pre_tokenizer_names_it() {
+    let mut md = tiny();
+    md.insert(
+        "tokenizer.ggml.pre",
+        MetaValue::String("llama-bpe".to_string()),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(
+        matches!(err, TokenizerError::UnsupportedPreTokenizer { pre: Some(ref p) } if p == "llama-bpe")
+    );
+    assert!(
+        msg.contains("`llama-bpe`") && msg.contains("tokenizer.ggml.pre") && msg.contains("smollm"),
+        "{msg}"
+    );
+
+    let md = tiny_without(&["tokenizer.ggml.pre"]);
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::UnsupportedPreTokenizer { pre: None }
+    ));
+    assert!(
+        msg.contains("(missing)") && msg.contains("tokenizer.ggml.pre"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn missing_vocabulary_or_merges_names_the_key() {
+    let md = tiny_without(&["tokenizer.ggml.tokens"]);
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::MissingKey {
+            key: "tokenizer.ggml.tokens"
+        }
+    ));
+    assert!(msg.contains("`tokenizer.ggml.tokens`"), "{msg}");
+
+    let md = tiny_without(&["tokenizer.ggml.model"]);
+    let (_, msg) = build_err(&md);
+    assert!(
+        msg.contains("`tokenizer.ggml.model`") && msg.contains("missing"),
+        "{msg}"
+    );
+
+    let md = tiny_without(&["tokenizer.ggml.merges"]);
+    let (err, msg) = build_err(&md);
+    assert!(matches!(err, TokenizerError::NoMerges));
+    assert!(msg.contains("`tokenizer.ggml.merges`"), "{msg}");
+
+    let mut md = tiny();
+    md.insert("tokenizer.ggml.tokens", strings(&[]));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(err, TokenizerError::EmptyVocab));
+    assert!(msg.contains("`tokenizer.ggml.tokens`"), "{msg}");
+}
+
+#[test]
+fn merge_naming_an_unknown_token_names_merge_and_token() {
+    let mut md = tiny();
+    md.insert("tokenizer.ggml.merges", strings(&["a b", "a zz"]));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::UnknownMergeToken { index: 1, ref token, .. } if token == "zz"
+    ));
+    assert!(
+        msg.contains("merges`[1]") && msg.contains("\"a zz\"") && msg.contains("\"zz\""),
+        "{msg}"
+    );
+
+    // Both parts known, but their concatenation is not a token.
+    md.insert("tokenizer.ggml.merges", strings(&["b a"]));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::UnknownMergeToken { index: 0, ref token, .. } if token == "ba"
+    ));
+    assert!(msg.contains("\"ba\""), "{msg}");
+
+    md.insert("tokenizer.ggml.merges", strings(&["a b", "ab"]));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::MalformedMerge { index: 1, .. }
+    ));
+    assert!(
+        msg.contains("merges`[1]") && msg.contains("\"ab\""),
+        "{msg}"
+    );
+}
+
+#[test]
+fn token_type_length_mismatch_names_both_lengths() {
+    let mut md = tiny();
+    md.insert(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(vec![3, 1, 1])),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::TokenTypeLength {
+            tokens: 6,
+            types: 3
+        }
+    ));
+    assert!(
+        msg.contains("`tokenizer.ggml.token_type` has 3") && msg.contains("has 6"),
+        "{msg}"
+    );
+
+    md.insert(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(vec![3, 1, 1, 9, 1, 1])),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::BadTokenType { index: 3, value: 9 }
+    ));
+    assert!(msg.contains("token_type`[3] = 9"), "{msg}");
+}
+
+#[test]
+fn special_ids_and_metadata_types_are_checked_by_key() {
+    let mut md = tiny();
+    md.insert("tokenizer.ggml.bos_token_id", MetaValue::U32(6));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::SpecialIdOutOfRange {
+            key: "tokenizer.ggml.bos_token_id",
+            id: 6,
+            vocab_size: 6
+        }
+    ));
+    assert!(msg.contains("`tokenizer.ggml.bos_token_id` = 6"), "{msg}");
+
+    let mut md = tiny();
+    md.insert(
+        "tokenizer.ggml.eos_token_id",
+        MetaValue::String("2".to_string()),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::BadKey {
+            key: "tokenizer.ggml.eos_token_id",
+            ..
+        }
+    ));
+    assert!(msg.contains("`tokenizer.ggml.eos_token_id`"), "{msg}");
+
+    let mut md = tiny();
+    md.insert("tokenizer.ggml.add_bos_token", MetaValue::Bool(true));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(err, TokenizerError::MissingSpecialForFlag { .. }));
+    assert!(
+        msg.contains("`tokenizer.ggml.add_bos_token`")
+            && msg.contains("`tokenizer.ggml.bos_token_id`"),
+        "{msg}"
+    );
+
+    let mut md = tiny();
+    md.insert(
+        "tokenizer.ggml.tokens",
+        strings(&["<|end|>", "a", "b", "ab", "Ġ", "a"]),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(matches!(
+        err,
+        TokenizerError::DuplicateToken {
+            first: 1,
+            second: 5,
+            ..
+        }
+    ));
+    assert!(msg.contains("\"a\" twice"), "{msg}");
+}
+
+#[test]
+fn decode_of_an_out_of_range_id_names_the_id() {
+    let t = build(&tiny()).unwrap();
+    let err = t.decode(&[1, 6]).unwrap_err();
+    assert!(matches!(
+        err,
+        TokenizerError::IdOutOfRange {
+            id: 6,
+            vocab_size: 6
+        }
+    ));
+    assert!(err.to_string().contains("token id 6"), "{err}");
+}
+
+#[test]
+fn unreadable_tokenizer_json_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, "{ not json").unwrap();
+    let err = Tokenizer::from_tokenizer_json(&path, None, None).unwrap_err();
+    assert!(matches!(err, TokenizerError::TokenizerJson { .. }));
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+}
+
+#[test]
+fn tokenizer_json_beside_a_model_loads_with_its_own_specials() {
+    // The same tiny vocabulary written as a Hugging Face tokenizer.json.
+    let json = r#"{
+      "version": "1.0", "truncation": null, "padding": null,
+      "added_tokens": [{"id": 0, "content": "<|end|>", "single_word": false, "lstrip": false,
+                        "rstrip": false, "normalized": false, "special": true}],
+      "normalizer": null,
+      "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+      "post_processor": null,
+      "decoder": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
+      "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
+                "end_of_word_suffix": null, "fuse_unk": false, "byte_fallback": false, "ignore_merges": false,
+                "vocab": {"<|end|>": 0, "a": 1, "b": 2, "ab": 3, "Ġ": 4, "Ġa": 5},
+                "merges": ["a b", "Ġ a"]}
+    }"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, json).unwrap();
+    let t = Tokenizer::from_tokenizer_json(&path, None, Some(0)).unwrap();
+    assert_eq!(t.vocab_size(), 6);
+    assert_eq!(t.encode("ab a<|end|>b").unwrap(), vec![3, 5, 0, 2]);
+    assert_eq!(t.decode(&[3, 5, 0, 2]).unwrap(), "ab a<|end|>b");
+    assert!(t.is_eog(0) && !t.is_eog(3));
+    assert_eq!(t.eos(), Some(0));
+
+    let err = Tokenizer::from_tokenizer_json(&path, Some(6), None).unwrap_err();
+    assert!(matches!(
+        err,
+        TokenizerError::SpecialIdOutOfRange { id: 6, .. }
+    ));
+    assert!(err.to_string().contains("= 6"), "{err}");
+}

@@ -1,0 +1,949 @@
+//! Lane audit: which CI lanes actually ran the must-run tests, per `lanes.toml` and the lanes' test logs.
+//!
+//! A *lane* is one CI job that runs tests. `lanes.toml` names each lane, says whether it
+//! is *required* (its failure blocks a merge) and what it is meant to run:
+//!
+//! ```toml
+//! [[lane]]
+//! name = "unit"
+//! required = true
+//! runs = ["lanes-sample::*"]     # `package::target` selectors, `*` for any; default: everything
+//! log = "logs/unit.log"          # optional, relative to lanes.toml; `--log unit=FILE` overrides
+//! description = "cargo test --workspace on every push"
+//! ```
+//!
+//! The audit reads each lane's log with [`crate::testlog`], then reports every must-run
+//! test with the lanes that ran it and its outcome there. A must-run test that no required
+//! lane executed is an *island*. Exit codes of [`run`]: 0 every must-run test ran and
+//! passed in a required lane; 1 one is an island, failed in a required lane, or was never
+//! reached in a truncated required lane; 2 (an `Err`) a log, the lanes file or the
+//! must-run list cannot be read.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::testlog::{self, Finding, LogError, Outcome, RunLog};
+
+/// JSON schema identifier of [`AuditReport`].
+pub const AUDIT_SCHEMA: &str = "harness.lane-audit/1";
+
+/// Output formats shared by `base-check` and `lane-audit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// A plain-text table for a terminal.
+    Table,
+    /// JSON with a versioned `schema` field.
+    Json,
+    /// Markdown for a pull-request comment.
+    Markdown,
+}
+
+/// Errors that stop an audit (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    /// A file could not be read.
+    #[error("cannot read {what} {path}: {source}")]
+    Read {
+        /// What the file is (`lanes file`, `must-run list`).
+        what: &'static str,
+        /// Its path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// `lanes.toml` is not valid.
+    #[error("lanes file {path}: {message}")]
+    Lanes {
+        /// Its path.
+        path: PathBuf,
+        /// What is wrong (field and value).
+        message: String,
+    },
+    /// The must-run list is not valid.
+    #[error("must-run list {path}: {message}")]
+    MustRun {
+        /// Its path.
+        path: PathBuf,
+        /// What is wrong (line or key).
+        message: String,
+    },
+    /// A `--log` argument is not `LANE=FILE` or names no lane.
+    #[error("--log {arg}: {message}")]
+    LogArg {
+        /// The argument as given.
+        arg: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A lane's log could not be read or parsed.
+    #[error("lane {lane}: {source}")]
+    Log {
+        /// The lane.
+        lane: String,
+        /// The cause.
+        source: LogError,
+    },
+}
+
+/// `lanes.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LanesConfig {
+    /// The lanes, in file order.
+    #[serde(rename = "lane", default)]
+    pub lanes: Vec<Lane>,
+}
+
+/// One lane of `lanes.toml`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lane {
+    /// Unique name, as used by `--log NAME=FILE`.
+    pub name: String,
+    /// Whether the lane is required (its result gates a merge).
+    pub required: bool,
+    /// What it is meant to run: `package::target` selectors (`*` matches any package or
+    /// target; package names compare with `-` and `_` equal). Absent: everything.
+    #[serde(default)]
+    pub runs: Option<Vec<String>>,
+    /// Default log path, relative to the lanes file.
+    #[serde(default)]
+    pub log: Option<PathBuf>,
+    /// Free text: the command or trigger.
+    #[serde(default)]
+    pub description: Option<String>,
+}
+
+impl LanesConfig {
+    /// Read and validate `lanes.toml`: at least one lane, unique names, well-formed selectors.
+    ///
+    /// # Errors
+    /// [`AuditError::Read`] or [`AuditError::Lanes`] naming the field at fault.
+    pub fn load(path: &Path) -> Result<Self, AuditError> {
+        let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read {
+            what: "lanes file",
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// Parse `lanes.toml` text (see [`LanesConfig::load`]); `path` is for messages.
+    ///
+    /// # Errors
+    /// [`AuditError::Lanes`].
+    pub fn parse(text: &str, path: &Path) -> Result<Self, AuditError> {
+        let bad = |message: String| AuditError::Lanes {
+            path: path.to_path_buf(),
+            message,
+        };
+        let cfg: LanesConfig = toml::from_str(text).map_err(|e| bad(e.to_string()))?;
+        if cfg.lanes.is_empty() {
+            return Err(bad("no [[lane]] table".to_string()));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, lane) in cfg.lanes.iter().enumerate() {
+            if lane.name.trim().is_empty() || lane.name.contains('=') {
+                return Err(bad(format!(
+                    "lane {}: name {:?} must be non-empty and hold no `=`",
+                    i + 1,
+                    lane.name
+                )));
+            }
+            if !seen.insert(lane.name.as_str()) {
+                return Err(bad(format!("lane name {:?} appears twice", lane.name)));
+            }
+            for sel in lane.runs.iter().flatten() {
+                if sel != "*" && !sel.contains("::") {
+                    return Err(bad(format!(
+                        "lane {:?}: runs entry {sel:?} is not `package::target` or `*`",
+                        lane.name
+                    )));
+                }
+            }
+        }
+        Ok(cfg)
+    }
+}
+
+/// A must-run test: package and target when known, and its path inside the target.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct MustRun {
+    /// Package (`None`: any).
+    pub package: Option<String>,
+    /// Target, nextest-style (`lib`, `bin/NAME`, `doc`, integration test name; `None`: any).
+    pub target: Option<String>,
+    /// Test path, e.g. `admission::refuses_over_budget`.
+    pub path: String,
+}
+
+impl std::fmt::Display for MustRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.package, &self.target) {
+            (None, None) => f.write_str(&self.path),
+            (p, t) => write!(
+                f,
+                "{}::{} {}",
+                p.as_deref().unwrap_or("*"),
+                t.as_deref().unwrap_or("*"),
+                self.path
+            ),
+        }
+    }
+}
+
+/// Read the must-run tests: a battery catalog when the file name ends in `.toml`, else a
+/// list with one test per line (`package::target path`, nextest's display form, or a
+/// bare `path` for any target; `#` comments and blank lines skipped).
+///
+/// A catalog is read loosely as TOML: its `tests` array (strings, or tables with a
+/// `path`, `name` or `id` string) at the top level or in one top-level table, with
+/// `package` and `test_target` (or `target`) beside it or at the top level.
+///
+/// # Errors
+/// [`AuditError::Read`], or [`AuditError::MustRun`] naming the line or key at fault.
+pub fn load_must_run(path: &Path) -> Result<Vec<MustRun>, AuditError> {
+    let text = std::fs::read_to_string(path).map_err(|source| AuditError::Read {
+        what: "must-run list",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |message: String| AuditError::MustRun {
+        path: path.to_path_buf(),
+        message,
+    };
+    let tests = if path.extension().is_some_and(|e| e == "toml") {
+        must_run_from_catalog(&text).map_err(bad)?
+    } else {
+        must_run_from_lines(&text).map_err(bad)?
+    };
+    if tests.is_empty() {
+        return Err(bad("lists no test".to_string()));
+    }
+    Ok(tests)
+}
+
+fn must_run_from_lines(text: &str) -> Result<Vec<MustRun>, String> {
+    let mut out = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        let item = match parts.as_slice() {
+            [path] => MustRun {
+                package: None,
+                target: None,
+                path: path.to_string(),
+            },
+            [binary_id, path] => {
+                let (package, target) = testlog::split_binary_id(binary_id);
+                MustRun {
+                    package: Some(package),
+                    target: Some(target),
+                    path: path.to_string(),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "line {}: {line:?} is neither `package::target path` nor `path`",
+                    i + 1
+                ));
+            }
+        };
+        out.push(item);
+    }
+    Ok(out)
+}
+
+fn must_run_from_catalog(text: &str) -> Result<Vec<MustRun>, String> {
+    let root: toml::Value = toml::from_str(text).map_err(|e| e.to_string())?;
+    let root = root.as_table().ok_or("not a TOML table")?;
+    let str_key = |t: &toml::Table, k: &str| t.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    // The table holding `tests`: the top level, or the one top-level table that has it.
+    let holder: &toml::Table = if root.contains_key("tests") {
+        root
+    } else {
+        let found: Vec<&toml::Table> = root
+            .values()
+            .filter_map(|v| v.as_table())
+            .filter(|t| t.contains_key("tests"))
+            .collect();
+        match found.as_slice() {
+            [one] => one,
+            [] => {
+                return Err("no `tests` list at the top level or in a top-level table".to_string());
+            }
+            _ => return Err("more than one table holds a `tests` list".to_string()),
+        }
+    };
+    let package = str_key(holder, "package").or_else(|| str_key(root, "package"));
+    let target = ["test_target", "target"]
+        .iter()
+        .find_map(|k| str_key(holder, k).or_else(|| str_key(root, k)));
+    let list = holder
+        .get("tests")
+        .and_then(|v| v.as_array())
+        .ok_or("`tests` is not an array")?;
+    let mut out = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let path = match item {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Table(t) => ["path", "name", "id"]
+                .iter()
+                .find_map(|k| str_key(t, k))
+                .ok_or(format!("tests[{i}] has no `path`, `name` or `id` string"))?,
+            other => {
+                return Err(format!(
+                    "tests[{i}] is a {}, not a string",
+                    other.type_str()
+                ));
+            }
+        };
+        out.push(MustRun {
+            package: package.clone(),
+            target: target.clone(),
+            path,
+        });
+    }
+    Ok(out)
+}
+
+fn norm_package(p: &str) -> String {
+    p.replace('-', "_")
+}
+
+fn package_matches(want: Option<&str>, have: Option<&str>) -> bool {
+    match (want, have) {
+        (Some(w), Some(h)) => w == "*" || norm_package(w) == norm_package(h),
+        _ => true,
+    }
+}
+
+fn target_matches(want: Option<&str>, have: &str) -> bool {
+    want.is_none_or(|w| w == "*" || w == have)
+}
+
+impl Lane {
+    /// Whether this lane is meant to run `test` (by its `runs` selectors).
+    pub fn meant_to_run(&self, test: &MustRun) -> bool {
+        let Some(runs) = &self.runs else { return true };
+        runs.iter().any(|sel| {
+            if sel == "*" {
+                return true;
+            }
+            let (p, t) = sel.split_once("::").unwrap_or((sel, "*"));
+            package_matches(Some(p), test.package.as_deref())
+                && (t == "*" || test.target.as_deref().is_none_or(|tt| tt == t))
+        })
+    }
+}
+
+/// What one lane's log says about one must-run test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LaneStatus {
+    /// Ran and passed.
+    Passed,
+    /// Passed after failing on an earlier attempt.
+    Flaky,
+    /// Ran and failed.
+    Failed,
+    /// Present but ignored/skipped.
+    Ignored,
+    /// Only listed (the log is `--list` output).
+    Listed,
+    /// Its target ran but a name filter excluded tests and it is not among the results.
+    FilteredOut,
+    /// Not in the log, and the run stopped early at a failure (fail-fast truncation).
+    NeverReached,
+    /// Not in the log (its target did not run, or ran without it).
+    Absent,
+    /// The lane has no log.
+    NoLog,
+}
+
+impl LaneStatus {
+    fn from_outcome(o: Outcome) -> Self {
+        match o {
+            Outcome::Passed => LaneStatus::Passed,
+            Outcome::Flaky => LaneStatus::Flaky,
+            Outcome::Failed => LaneStatus::Failed,
+            Outcome::Ignored => LaneStatus::Ignored,
+            Outcome::Listed => LaneStatus::Listed,
+        }
+    }
+
+    fn executed(self) -> bool {
+        matches!(
+            self,
+            LaneStatus::Passed | LaneStatus::Flaky | LaneStatus::Failed
+        )
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            LaneStatus::Passed => "passed",
+            LaneStatus::Flaky => "flaky",
+            LaneStatus::Failed => "failed",
+            LaneStatus::Ignored => "ignored",
+            LaneStatus::Listed => "listed only",
+            LaneStatus::FilteredOut => "filtered out",
+            LaneStatus::NeverReached => "never reached (fail-fast)",
+            LaneStatus::Absent => "absent",
+            LaneStatus::NoLog => "no log",
+        }
+    }
+}
+
+/// One lane's view of one must-run test.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneHit {
+    /// Lane name.
+    pub lane: String,
+    /// Whether the lane is required.
+    pub required: bool,
+    /// Whether the lane is meant to run this test (`runs`).
+    pub meant_to_run: bool,
+    /// What its log says.
+    pub status: LaneStatus,
+    /// Attempts (retries included), 0 when it did not run.
+    pub attempts: u32,
+    /// 1-based log line of the outcome, when there is one.
+    pub line: Option<usize>,
+}
+
+/// The audit's verdict for one must-run test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// Ran and passed in a required lane, failed in none, never reached in none meant to run it.
+    Ok,
+    /// Failed in a required lane.
+    Failed,
+    /// No required lane executed it.
+    Island,
+    /// Passed in a required lane, but a required lane meant to run it stopped before reaching it.
+    Truncated,
+}
+
+impl Verdict {
+    fn label(self) -> &'static str {
+        match self {
+            Verdict::Ok => "ok",
+            Verdict::Failed => "FAILED",
+            Verdict::Island => "ISLAND",
+            Verdict::Truncated => "TRUNCATED",
+        }
+    }
+}
+
+/// One must-run test in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestReport {
+    /// The test as listed.
+    pub test: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Every lane's view, in lanes-file order.
+    pub lanes: Vec<LaneHit>,
+}
+
+/// Per-target counts of one lane's log.
+#[derive(Debug, Clone, Serialize)]
+pub struct TargetSummary {
+    /// `package::target` (`?` for a package cargo did not print).
+    pub target: String,
+    /// Tests announced (`running N tests`).
+    pub declared: Option<u64>,
+    /// Tests that executed.
+    pub executed: u64,
+    /// Of which failed.
+    pub failed: u64,
+    /// Tests excluded by a name filter.
+    pub filtered_out: u64,
+}
+
+/// One lane in the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct LaneReport {
+    /// Name.
+    pub name: String,
+    /// Required or not.
+    pub required: bool,
+    /// The log read, if any.
+    pub log: Option<String>,
+    /// Its detected format.
+    pub format: Option<String>,
+    /// Whether the run stopped early at a failure.
+    pub truncated: bool,
+    /// Per-target counts.
+    pub targets: Vec<TargetSummary>,
+    /// What makes the lane's result say less than it seems to.
+    pub findings: Vec<String>,
+}
+
+/// The whole audit (the JSON output; `schema` = [`AUDIT_SCHEMA`]).
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditReport {
+    /// Schema identifier.
+    pub schema: &'static str,
+    /// Lanes in file order.
+    pub lanes: Vec<LaneReport>,
+    /// Must-run tests in list order.
+    pub tests: Vec<TestReport>,
+    /// The must-run tests no required lane executed.
+    pub islands: Vec<String>,
+    /// The exit code of `lane-audit` (0 or 1).
+    pub exit_code: i32,
+}
+
+/// Look `test` up in one parsed log.
+pub fn lane_status(log: &RunLog, test: &MustRun) -> (LaneStatus, u32, Option<usize>) {
+    let mut target_seen = false;
+    let mut filtered = false;
+    let mut best: Option<(LaneStatus, u32, usize)> = None;
+    for t in &log.targets {
+        if !(package_matches(test.package.as_deref(), t.package.as_deref())
+            && target_matches(test.target.as_deref(), &t.target))
+        {
+            continue;
+        }
+        target_seen = true;
+        filtered |= t.summary.is_some_and(|s| s.filtered_out > 0);
+        for r in t.tests.iter().filter(|r| r.path == test.path) {
+            let st = LaneStatus::from_outcome(r.outcome);
+            // A failure anywhere wins over a pass elsewhere (e.g. a doubled target).
+            let rank = |s: LaneStatus| match s {
+                LaneStatus::Failed => 3,
+                LaneStatus::Passed | LaneStatus::Flaky => 2,
+                _ => 1,
+            };
+            if best.is_none_or(|(b, _, _)| rank(st) > rank(b)) {
+                best = Some((st, r.attempts, r.line));
+            }
+        }
+    }
+    if let Some((st, attempts, line)) = best {
+        return (st, attempts, (line > 0).then_some(line));
+    }
+    let status = if target_seen && filtered {
+        LaneStatus::FilteredOut
+    } else if log.fail_fast.is_some() {
+        LaneStatus::NeverReached
+    } else if !target_seen
+        && test.target.is_none()
+        && log
+            .targets
+            .iter()
+            .any(|t| t.summary.is_some_and(|s| s.filtered_out > 0))
+    {
+        LaneStatus::FilteredOut
+    } else {
+        LaneStatus::Absent
+    };
+    (status, 0, None)
+}
+
+/// Audit parsed lane logs (`logs[i]` belongs to `cfg.lanes[i]`; `None`: no log).
+pub fn audit(
+    cfg: &LanesConfig,
+    logs: &[(Option<String>, Option<RunLog>)],
+    must_run: &[MustRun],
+) -> AuditReport {
+    let mut lanes = Vec::new();
+    for (lane, (path, log)) in cfg.lanes.iter().zip(logs) {
+        let mut report = LaneReport {
+            name: lane.name.clone(),
+            required: lane.required,
+            log: path.clone(),
+            format: log.as_ref().map(|l| l.format.to_string()),
+            truncated: log.as_ref().is_some_and(|l| l.fail_fast.is_some()),
+            targets: Vec::new(),
+            findings: Vec::new(),
+        };
+        if let Some(log) = log {
+            report.targets = log
+                .targets
+                .iter()
+                .map(|t| TargetSummary {
+                    target: t.label(),
+                    declared: t.declared,
+                    executed: t.executed(),
+                    failed: t.counts.failed,
+                    filtered_out: t.summary.map(|s| s.filtered_out).unwrap_or(0),
+                })
+                .collect();
+            report.findings = log.findings().iter().map(Finding::to_string).collect();
+        } else {
+            report.findings.push("no log given".to_string());
+        }
+        lanes.push(report);
+    }
+    let mut tests = Vec::new();
+    let mut islands = Vec::new();
+    for test in must_run {
+        let hits: Vec<LaneHit> = cfg
+            .lanes
+            .iter()
+            .zip(logs)
+            .map(|(lane, (_, log))| {
+                let (status, attempts, line) = match log {
+                    Some(log) => lane_status(log, test),
+                    None => (LaneStatus::NoLog, 0, None),
+                };
+                LaneHit {
+                    lane: lane.name.clone(),
+                    required: lane.required,
+                    meant_to_run: lane.meant_to_run(test),
+                    status,
+                    attempts,
+                    line,
+                }
+            })
+            .collect();
+        let required = || hits.iter().filter(|h| h.required);
+        let verdict = if required().any(|h| h.status == LaneStatus::Failed) {
+            Verdict::Failed
+        } else if !required().any(|h| h.status.executed()) {
+            Verdict::Island
+        } else if required().any(|h| h.meant_to_run && h.status == LaneStatus::NeverReached) {
+            Verdict::Truncated
+        } else {
+            Verdict::Ok
+        };
+        if verdict == Verdict::Island {
+            islands.push(test.to_string());
+        }
+        tests.push(TestReport {
+            test: test.to_string(),
+            verdict,
+            lanes: hits,
+        });
+    }
+    let exit_code = i32::from(tests.iter().any(|t| t.verdict != Verdict::Ok));
+    AuditReport {
+        schema: AUDIT_SCHEMA,
+        lanes,
+        tests,
+        islands,
+        exit_code,
+    }
+}
+
+impl AuditReport {
+    /// Render as a plain-text table.
+    pub fn to_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "lane-audit: {} lanes, {} must-run tests, {} islands, {} not ok",
+            self.lanes.len(),
+            self.tests.len(),
+            self.islands.len(),
+            self.tests
+                .iter()
+                .filter(|t| t.verdict != Verdict::Ok)
+                .count()
+        );
+        out.push('\n');
+        let rows: Vec<[String; 5]> = self
+            .lanes
+            .iter()
+            .map(|l| {
+                [
+                    l.name.clone(),
+                    if l.required { "yes" } else { "no" }.to_string(),
+                    l.format.clone().unwrap_or_else(|| "-".to_string()),
+                    l.targets.len().to_string(),
+                    l.targets
+                        .iter()
+                        .map(|t| t.executed)
+                        .sum::<u64>()
+                        .to_string(),
+                ]
+            })
+            .collect();
+        table(
+            &mut out,
+            &["LANE", "REQUIRED", "FORMAT", "TARGETS", "TESTS RUN"],
+            &rows,
+        );
+        for l in &self.lanes {
+            for f in &l.findings {
+                let _ = writeln!(out, "  {}: {f}", l.name);
+            }
+        }
+        out.push('\n');
+        let rows: Vec<[String; 3]> = self
+            .tests
+            .iter()
+            .map(|t| {
+                [
+                    t.test.clone(),
+                    t.verdict.label().to_string(),
+                    hits_text(&t.lanes),
+                ]
+            })
+            .collect();
+        table(&mut out, &["MUST-RUN TEST", "VERDICT", "LANES"], &rows);
+        if !self.islands.is_empty() {
+            out.push('\n');
+            for i in &self.islands {
+                let _ = writeln!(out, "island: {i} (no required lane executed it)");
+            }
+        }
+        out
+    }
+
+    /// Render as Markdown for a pull-request comment.
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let bad = self
+            .tests
+            .iter()
+            .filter(|t| t.verdict != Verdict::Ok)
+            .count();
+        let _ = writeln!(out, "## Lane audit\n");
+        let _ = writeln!(
+            out,
+            "{} lanes, {} must-run tests: **{}**.\n",
+            self.lanes.len(),
+            self.tests.len(),
+            if bad == 0 {
+                "every must-run test ran and passed in a required lane".to_string()
+            } else {
+                format!("{bad} not ok, {} islands", self.islands.len())
+            }
+        );
+        let _ = writeln!(
+            out,
+            "| Lane | Required | Format | Targets | Tests run | Findings |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | ---: | ---: | --- |");
+        for l in &self.lanes {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                md(&l.name),
+                if l.required { "yes" } else { "no" },
+                l.format.as_deref().unwrap_or("-"),
+                l.targets.len(),
+                l.targets.iter().map(|t| t.executed).sum::<u64>(),
+                if l.findings.is_empty() {
+                    "-".to_string()
+                } else {
+                    l.findings
+                        .iter()
+                        .map(|f| md(f))
+                        .collect::<Vec<_>>()
+                        .join("<br>")
+                }
+            );
+        }
+        let _ = writeln!(out, "\n| Must-run test | Verdict | Lanes |");
+        let _ = writeln!(out, "| --- | --- | --- |");
+        for t in &self.tests {
+            let _ = writeln!(
+                out,
+                "| `{}` | {} | {} |",
+                t.test,
+                t.verdict.label(),
+                md(&hits_text(&t.lanes))
+            );
+        }
+        if !self.islands.is_empty() {
+            let _ = writeln!(out, "\n**Islands** (no required lane executed them):\n");
+            for i in &self.islands {
+                let _ = writeln!(out, "- `{i}`");
+            }
+        }
+        out
+    }
+}
+
+fn hits_text(hits: &[LaneHit]) -> String {
+    hits.iter()
+        .map(|h| {
+            let mut s = format!(
+                "{}{}: {}",
+                h.lane,
+                if h.required { "" } else { " (optional)" },
+                h.status.label()
+            );
+            if h.attempts > 1 {
+                let _ = write!(s, " after {} attempts", h.attempts);
+            }
+            if !h.meant_to_run {
+                s.push_str(" [not meant to run it]");
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn md(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// Write a left-aligned text table with a header row.
+pub(crate) fn table<const N: usize>(out: &mut String, header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.zip(&widths).enumerate() {
+            if i + 1 == N {
+                s.push_str(c);
+            } else {
+                let _ = write!(s, "{c:<w$}  ");
+            }
+        }
+        let _ = writeln!(out, "{}", s.trim_end());
+    };
+    line(out, &mut header.iter().copied());
+    for r in rows {
+        line(out, &mut r.iter().map(String::as_str));
+    }
+}
+
+/// `harness lane-audit` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LaneAuditArgs {
+    /// The lanes file (`lanes.toml`).
+    #[arg(long, value_name = "FILE")]
+    pub lanes: PathBuf,
+    /// A lane's log: cargo test / nextest output, nextest JUnit XML, or libtest --list output.
+    #[arg(long = "log", value_name = "LANE=FILE")]
+    pub logs: Vec<String>,
+    /// The must-run tests: a battery catalog (`*.toml`) or a file with one test per line.
+    #[arg(long, value_name = "CATALOG|FILE")]
+    pub must_run: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: OutputFormat,
+}
+
+/// Load the lanes file, the must-run list and every lane's log, and audit them.
+///
+/// # Errors
+/// Any [`AuditError`] (the CLI's exit code 2).
+pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
+    let cfg = LanesConfig::load(&args.lanes)?;
+    let must_run = load_must_run(&args.must_run)?;
+    let base = args.lanes.parent().unwrap_or(Path::new("."));
+    let mut paths: Vec<Option<PathBuf>> = cfg
+        .lanes
+        .iter()
+        .map(|l| l.log.as_ref().map(|p| base.join(p)))
+        .collect();
+    for arg in &args.logs {
+        let (lane, file) = arg.split_once('=').ok_or_else(|| AuditError::LogArg {
+            arg: arg.clone(),
+            message: "expected LANE=FILE".to_string(),
+        })?;
+        let idx = cfg
+            .lanes
+            .iter()
+            .position(|l| l.name == lane)
+            .ok_or_else(|| AuditError::LogArg {
+                arg: arg.clone(),
+                message: format!("no lane named {lane:?} in {}", args.lanes.display()),
+            })?;
+        paths[idx] = Some(PathBuf::from(file));
+    }
+    // Only the must-run tests' results are kept; every result is still counted.
+    let wanted: std::collections::HashSet<&str> =
+        must_run.iter().map(|m| m.path.as_str()).collect();
+    let keep = |path: &str| wanted.contains(path);
+    let mut logs = Vec::new();
+    for (lane, path) in cfg.lanes.iter().zip(paths) {
+        match path {
+            Some(p) => {
+                let log = testlog::parse_file_filtered(&p, Some(&keep)).map_err(|source| {
+                    AuditError::Log {
+                        lane: lane.name.clone(),
+                        source,
+                    }
+                })?;
+                logs.push((Some(p.display().to_string()), Some(log)));
+            }
+            None => logs.push((None, None)),
+        }
+    }
+    Ok(audit(&cfg, &logs, &must_run))
+}
+
+/// `harness lane-audit`: print the report; returns the exit code (0 or 1).
+///
+/// # Errors
+/// Any [`AuditError`]: the caller exits with code 2.
+pub fn run(args: &LaneAuditArgs) -> anyhow::Result<i32> {
+    let report = audit_files(args)?;
+    match args.format {
+        OutputFormat::Table => print!("{}", report.to_table()),
+        OutputFormat::Markdown => print!("{}", report.to_markdown()),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(report.exit_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalog_tests_list_is_read_loosely() {
+        let cat = r#"
+            id = "admission"
+            [battery]
+            package = "engine"
+            test_target = "admission"
+            tests = ["refuses_over_budget", { name = "clamps_budget" }]
+        "#;
+        let got = must_run_from_catalog(cat).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].path, "clamps_budget");
+        assert_eq!(got[0].package.as_deref(), Some("engine"));
+        assert_eq!(got[0].target.as_deref(), Some("admission"));
+        assert!(
+            must_run_from_catalog("tests = [1]")
+                .unwrap_err()
+                .contains("tests[0]")
+        );
+    }
+
+    #[test]
+    fn must_run_lines_reject_three_fields() {
+        let err = must_run_from_lines("a::b c\n\nx y z\n").unwrap_err();
+        assert!(err.starts_with("line 3:"), "{err}");
+    }
+
+    #[test]
+    fn lane_selectors_match_packages_with_either_separator() {
+        let lane = Lane {
+            name: "l".into(),
+            required: true,
+            runs: Some(vec!["lanes_sample::beta".into()]),
+            log: None,
+            description: None,
+        };
+        let t = |p: &str, tg: &str| MustRun {
+            package: Some(p.into()),
+            target: Some(tg.into()),
+            path: "x".into(),
+        };
+        assert!(lane.meant_to_run(&t("lanes-sample", "beta")));
+        assert!(!lane.meant_to_run(&t("lanes-sample", "gamma")));
+        assert!(!lane.meant_to_run(&t("other", "beta")));
+    }
+}

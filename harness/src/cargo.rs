@@ -1,0 +1,657 @@
+//! Cargo as a subprocess: package metadata, the test build (JSON messages), test listing,
+//! one test run with a timeout, and the parsing of libtest's human output.
+//!
+//! Every child runs in its own process group so that a timeout or an interruption kills
+//! cargo and the test binaries it started, and the terminal's Ctrl-C reaches only the harness
+//! (which then stops the children itself and restores the tree).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::Catalog;
+use crate::interrupt;
+use crate::process::kill_group;
+
+/// Errors running cargo (harness faults, not verdicts).
+#[derive(Debug, thiserror::Error)]
+pub enum CargoError {
+    /// The process could not be started or waited for.
+    #[error("cannot run `{command}`: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// cargo failed where it must succeed (metadata, listing).
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Failed {
+        /// The command line.
+        command: String,
+        /// Exit status.
+        status: String,
+        /// Last lines of its standard error.
+        stderr: String,
+    },
+    /// cargo's output could not be understood.
+    #[error("`{command}`: unexpected output: {message}")]
+    Output {
+        /// The command line.
+        command: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A signal asked the harness to stop.
+    #[error(transparent)]
+    Interrupted(#[from] interrupt::Interrupted),
+}
+
+/// A workspace package from `cargo metadata`.
+#[derive(Debug, Clone)]
+pub struct PackageMeta {
+    /// Cargo's package id (as in `compiler-artifact` messages).
+    pub id: String,
+    /// Package name.
+    pub name: String,
+    /// Directory holding its `Cargo.toml`.
+    pub dir: PathBuf,
+    /// Names of its integration test targets (`kind` `test`).
+    pub test_targets: Vec<String>,
+    /// Whether it has a library target.
+    pub has_lib: bool,
+}
+
+impl PackageMeta {
+    /// Checks that `package` exists among `packages` with the test targets (and library)
+    /// the catalog names; the error says what is missing and what exists.
+    pub fn check_targets(
+        packages: &[PackageMeta],
+        package: &str,
+        test_targets: &[String],
+        lib: bool,
+    ) -> Result<(), String> {
+        let Some(p) = packages.iter().find(|p| p.name == package) else {
+            let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "package {package:?} is not in the workspace (it has: {})",
+                names.join(", ")
+            ));
+        };
+        for t in test_targets {
+            if !p.test_targets.contains(t) {
+                return Err(format!(
+                    "package {package} has no test target {t:?} (it has: {})",
+                    p.test_targets.join(", ")
+                ));
+            }
+        }
+        if lib && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but lib_tests = true"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// One `compiler-artifact` message.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    /// Package id.
+    pub package_id: String,
+    /// Target name.
+    pub target: String,
+    /// Whether cargo reused the artifact without compiling.
+    pub fresh: bool,
+}
+
+/// Result of `cargo test --no-run --message-format=json`.
+#[derive(Debug, Clone)]
+pub struct Build {
+    /// Whether the build succeeded.
+    pub success: bool,
+    /// Every artifact cargo reported.
+    pub artifacts: Vec<Artifact>,
+    /// The first compiler error, rendered (or cargo's stderr when no compiler message).
+    pub first_error: Option<String>,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+/// A test's outcome in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// `test NAME ... ok`.
+    Passed,
+    /// `test NAME ... FAILED`.
+    Failed,
+    /// `test NAME ... ignored`.
+    Ignored,
+    /// No result line: the run timed out before the test finished.
+    Unfinished,
+    /// No result line although the run ended: the test binary died (crash, abort) or the
+    /// test does not exist.
+    NoResult,
+}
+
+/// Result of one test run.
+#[derive(Debug, Clone)]
+pub struct TestRun {
+    /// Outcome of each requested test.
+    pub outcomes: BTreeMap<String, Outcome>,
+    /// Failure messages (`---- NAME stdout ----` sections) of failed tests.
+    pub messages: BTreeMap<String, String>,
+    /// Whether the run was killed at the timeout.
+    pub timed_out: bool,
+    /// Whether cargo exited with status 0.
+    pub success: bool,
+    /// Last lines of cargo's standard error (for crashed binaries).
+    pub stderr_tail: String,
+    /// Wall seconds.
+    pub seconds: f64,
+}
+
+/// How to invoke `cargo test` for one catalog.
+#[derive(Debug, Clone)]
+pub struct CargoCmd {
+    cargo: OsString,
+    root: PathBuf,
+    package: String,
+    targets: Vec<String>,
+    lib: bool,
+    features: Vec<String>,
+    no_default_features: bool,
+    env: BTreeMap<String, String>,
+    target_dir: PathBuf,
+    state_dir: Option<PathBuf>,
+}
+
+fn tail(s: &str, lines: usize) -> String {
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+impl CargoCmd {
+    /// The invocation a catalog describes. Uses `$CARGO` when set, else `cargo`.
+    pub fn new(c: &Catalog) -> CargoCmd {
+        CargoCmd {
+            cargo: std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
+            root: c.root.clone(),
+            package: c.spec.package.clone(),
+            targets: c.spec.test_targets.clone(),
+            lib: c.spec.lib_tests,
+            features: c.spec.features.clone(),
+            no_default_features: c.spec.no_default_features,
+            env: c.spec.env.clone(),
+            target_dir: c.target_dir.clone(),
+            state_dir: None,
+        }
+    }
+
+    /// Records every child process group under `state` while it runs, so that a later
+    /// harness command can kill it if this process dies (see [`crate::process::reap_orphans`]).
+    pub fn with_state_dir(mut self, state: &Path) -> CargoCmd {
+        self.state_dir = Some(state.to_path_buf());
+        self
+    }
+
+    fn manifest(&self) -> PathBuf {
+        self.root.join("Cargo.toml")
+    }
+
+    /// `test --manifest-path M -p P --target-dir T [--lib] [--test X]... [features]`.
+    fn test_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = vec![
+            "test".into(),
+            "--manifest-path".into(),
+            self.manifest().into(),
+            "-p".into(),
+            self.package.clone().into(),
+            "--target-dir".into(),
+            self.target_dir.clone().into(),
+        ];
+        if self.lib {
+            a.push("--lib".into());
+        }
+        for t in &self.targets {
+            a.push("--test".into());
+            a.push(t.into());
+        }
+        if !self.features.is_empty() {
+            a.push("--features".into());
+            a.push(self.features.join(",").into());
+        }
+        if self.no_default_features {
+            a.push("--no-default-features".into());
+        }
+        a
+    }
+
+    fn render(&self, args: &[OsString]) -> String {
+        let mut s = self.cargo.to_string_lossy().into_owned();
+        for a in args {
+            s.push(' ');
+            s.push_str(&a.to_string_lossy());
+        }
+        s
+    }
+
+    /// Runs cargo with `args` in its own process group, killing the group at `timeout` or
+    /// on interruption. Returns (output, timed_out, seconds).
+    fn exec(
+        &self,
+        args: &[OsString],
+        timeout: Option<Duration>,
+    ) -> Result<(Output, bool, f64), CargoError> {
+        let command = self.render(args);
+        let spawn_err = |source| CargoError::Spawn {
+            command: command.clone(),
+            source,
+        };
+        let mut expr = duct::cmd(&self.cargo, args)
+            .dir(&self.root)
+            .env("INSTA_UPDATE", "no")
+            .env("CARGO_TERM_COLOR", "never")
+            // Failure messages without backtraces; a catalog's `env` may override this.
+            .env("RUST_BACKTRACE", "0")
+            .env_remove("CARGO_TARGET_DIR")
+            .stdout_capture()
+            .stderr_capture()
+            .stdin_null()
+            .unchecked()
+            .before_spawn(|c| {
+                c.process_group(0);
+                Ok(())
+            });
+        for (k, v) in &self.env {
+            expr = expr.env(k, v);
+        }
+        let start = Instant::now();
+        let handle = expr.start().map_err(spawn_err)?;
+        let pid = handle.pids().first().copied();
+        let record = match (&self.state_dir, pid) {
+            (Some(state), Some(pid)) => crate::process::record_child(state, pid).ok(),
+            _ => None,
+        };
+        let result = self.wait_child(&handle, pid, timeout, start, &spawn_err);
+        if let Some(r) = record {
+            let _ = std::fs::remove_file(r);
+        }
+        let timed_out = result?;
+        let out = handle.into_output().map_err(spawn_err)?;
+        Ok((out, timed_out, start.elapsed().as_secs_f64()))
+    }
+
+    /// Polls the child until it exits, the timeout passes (kills the group, returns true)
+    /// or a signal asks us to stop (kills the group, returns Interrupted).
+    fn wait_child(
+        &self,
+        handle: &duct::Handle,
+        pid: Option<u32>,
+        timeout: Option<Duration>,
+        start: Instant,
+        spawn_err: &dyn Fn(std::io::Error) -> CargoError,
+    ) -> Result<bool, CargoError> {
+        let mut timed_out = false;
+        loop {
+            if handle.try_wait().map_err(spawn_err)?.is_some() {
+                break;
+            }
+            if interrupt::requested() {
+                if let Some(pid) = pid {
+                    kill_group(pid);
+                }
+                let _ = handle.wait();
+                return Err(interrupt::Interrupted.into());
+            }
+            if timeout.is_some_and(|t| start.elapsed() > t) {
+                if let Some(pid) = pid {
+                    kill_group(pid);
+                }
+                timed_out = true;
+                let _ = handle.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        Ok(timed_out)
+    }
+
+    /// Workspace packages (`cargo metadata --no-deps`).
+    pub fn metadata(&self) -> Result<Vec<PackageMeta>, CargoError> {
+        let args: Vec<OsString> = vec![
+            "metadata".into(),
+            "--no-deps".into(),
+            "--format-version".into(),
+            "1".into(),
+            "--manifest-path".into(),
+            self.manifest().into(),
+        ];
+        let (out, _, _) = self.exec(&args, None)?;
+        let command = self.render(&args);
+        if !out.status.success() {
+            return Err(CargoError::Failed {
+                command,
+                status: out.status.to_string(),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
+            });
+        }
+        #[derive(Deserialize)]
+        struct Meta {
+            packages: Vec<Pkg>,
+        }
+        #[derive(Deserialize)]
+        struct Pkg {
+            id: String,
+            name: String,
+            manifest_path: PathBuf,
+            targets: Vec<Target>,
+        }
+        #[derive(Deserialize)]
+        struct Target {
+            name: String,
+            kind: Vec<String>,
+        }
+        let meta: Meta = serde_json::from_slice(&out.stdout).map_err(|e| CargoError::Output {
+            command,
+            message: e.to_string(),
+        })?;
+        Ok(meta
+            .packages
+            .into_iter()
+            .map(|p| PackageMeta {
+                test_targets: p
+                    .targets
+                    .iter()
+                    .filter(|t| t.kind.iter().any(|k| k == "test"))
+                    .map(|t| t.name.clone())
+                    .collect(),
+                has_lib: p
+                    .targets
+                    .iter()
+                    .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
+                id: p.id,
+                name: p.name,
+                dir: p
+                    .manifest_path
+                    .parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    /// Builds the test targets without running them (`--no-run --message-format=json`).
+    pub fn build(&self) -> Result<Build, CargoError> {
+        let mut args = self.test_args();
+        args.push("--no-run".into());
+        args.push("--message-format=json".into());
+        let (out, _, seconds) = self.exec(&args, None)?;
+        let (artifacts, first_error) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
+        let success = out.status.success();
+        let first_error = if success {
+            None
+        } else {
+            first_error.or_else(|| Some(tail(&String::from_utf8_lossy(&out.stderr), 20)))
+        };
+        Ok(Build {
+            success,
+            artifacts,
+            first_error,
+            seconds,
+        })
+    }
+
+    /// Every test the targets hold (`-- --list`), in listing order.
+    pub fn list(&self) -> Result<Vec<String>, CargoError> {
+        let mut args = self.test_args();
+        args.push("--".into());
+        args.push("--list".into());
+        let (out, _, _) = self.exec(&args, None)?;
+        if !out.status.success() {
+            return Err(CargoError::Failed {
+                command: self.render(&args),
+                status: out.status.to_string(),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
+            });
+        }
+        Ok(parse_list(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// Runs exactly `tests` in one invocation (`--no-fail-fast -- --exact NAMES...`),
+    /// killed after `timeout`.
+    pub fn run(&self, tests: &[String], timeout: Option<Duration>) -> Result<TestRun, CargoError> {
+        let mut args = self.test_args();
+        args.push("--no-fail-fast".into());
+        args.push("--".into());
+        args.push("--exact".into());
+        args.extend(tests.iter().map(OsString::from));
+        let (out, timed_out, seconds) = self.exec(&args, timeout)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let parsed = parse_libtest(&stdout);
+        let mut outcomes = BTreeMap::new();
+        let mut messages = BTreeMap::new();
+        for t in tests {
+            let o = match parsed.results.get(t) {
+                Some(o) => *o,
+                None if timed_out => Outcome::Unfinished,
+                None => Outcome::NoResult,
+            };
+            if o == Outcome::Failed {
+                messages.insert(
+                    t.clone(),
+                    parsed.messages.get(t).cloned().unwrap_or_default(),
+                );
+            }
+            outcomes.insert(t.clone(), o);
+        }
+        Ok(TestRun {
+            outcomes,
+            messages,
+            timed_out,
+            success: out.status.success(),
+            stderr_tail: tail(&String::from_utf8_lossy(&out.stderr), 20),
+            seconds,
+        })
+    }
+}
+
+/// Artifacts and the first rendered compiler error from cargo's JSON message stream
+/// (cargo's `--message-format=json`: one JSON object per line, `reason` tells the kind).
+pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
+    let mut artifacts = Vec::new();
+    let mut first_error = None;
+    for line in stdout.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match v["reason"].as_str() {
+            Some("compiler-artifact") => artifacts.push(Artifact {
+                package_id: v["package_id"].as_str().unwrap_or_default().to_string(),
+                target: v["target"]["name"].as_str().unwrap_or_default().to_string(),
+                fresh: v["fresh"].as_bool().unwrap_or(false),
+            }),
+            Some("compiler-message")
+                if first_error.is_none() && v["message"]["level"].as_str() == Some("error") =>
+            {
+                first_error = v["message"]["rendered"]
+                    .as_str()
+                    .or(v["message"]["message"].as_str())
+                    .map(|s| s.trim_end().to_string());
+            }
+            _ => {}
+        }
+    }
+    (artifacts, first_error)
+}
+
+/// Test names from libtest's `--list` output (`NAME: test` lines; benchmarks skipped).
+pub fn parse_list(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// What [`parse_libtest`] found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Libtest {
+    /// Result line per test name.
+    pub results: BTreeMap<String, Outcome>,
+    /// Captured output per failed test (`---- NAME stdout ----` sections).
+    pub messages: BTreeMap<String, String>,
+}
+
+/// Parses libtest's default ("pretty") output: `test NAME ... ok|FAILED|ignored` lines (a
+/// ` - should panic` suffix is stripped from the name) and the `---- NAME stdout ----`
+/// sections of the failure summary, each running to the next section or to the `failures:`
+/// list that follows them.
+pub fn parse_libtest(stdout: &str) -> Libtest {
+    let mut out = Libtest::default();
+    let mut section: Option<(String, Vec<&str>)> = None;
+    let close = |section: &mut Option<(String, Vec<&str>)>, out: &mut Libtest| {
+        if let Some((name, lines)) = section.take() {
+            let text = lines.join("\n").trim().to_string();
+            out.messages.insert(name, text);
+        }
+    };
+    for line in stdout.lines() {
+        if let Some(rest) = line
+            .strip_prefix("---- ")
+            .and_then(|r| r.strip_suffix(" stdout ----"))
+        {
+            close(&mut section, &mut out);
+            section = Some((rest.to_string(), Vec::new()));
+            continue;
+        }
+        if line == "failures:" || line.starts_with("test result: ") {
+            close(&mut section, &mut out);
+            continue;
+        }
+        if let Some((_, lines)) = section.as_mut() {
+            lines.push(line);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("test ") {
+            let parsed = [
+                (" ... ok", Outcome::Passed),
+                (" ... FAILED", Outcome::Failed),
+                (" ... ignored", Outcome::Ignored),
+            ]
+            .into_iter()
+            .find_map(|(suffix, o)| {
+                // `ignored` may carry a reason: `... ignored, slow`.
+                let cut = if o == Outcome::Ignored {
+                    rest.find(suffix)
+                        .filter(|i| {
+                            let after = &rest[i + suffix.len()..];
+                            after.is_empty() || after.starts_with(", ")
+                        })
+                        .map(|i| &rest[..i])
+                } else {
+                    rest.strip_suffix(suffix)
+                };
+                cut.map(|n| (n, o))
+            });
+            if let Some((name, o)) = parsed {
+                let name = name.strip_suffix(" - should panic").unwrap_or(name);
+                out.results.insert(name.to_string(), o);
+            }
+        }
+    }
+    close(&mut section, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SAMPLE: &str = "\nrunning 3 tests\ntest a::one ... ok\ntest a::two ... FAILED\ntest a::three - should panic ... ok\ntest a::four ... ignored, too slow\n\nfailures:\n\n---- a::two stdout ----\n\nthread 'a::two' panicked at tests/x.rs:3:5:\nassertion `left == right` failed\n  left: 1\n right: 2\nnote: run with `RUST_BACKTRACE=1`\n\n\nfailures:\n    a::two\n\ntest result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
+
+    #[test]
+    fn parses_results_and_failure_sections() {
+        let p = parse_libtest(SAMPLE);
+        assert_eq!(p.results["a::one"], Outcome::Passed);
+        assert_eq!(p.results["a::two"], Outcome::Failed);
+        assert_eq!(p.results["a::three"], Outcome::Passed);
+        assert_eq!(p.results["a::four"], Outcome::Ignored);
+        assert_eq!(p.results.len(), 4);
+        let m = &p.messages["a::two"];
+        assert!(m.starts_with("thread 'a::two' panicked"), "{m}");
+        assert!(m.contains(" right: 2"), "{m}");
+        assert!(!m.contains("failures:"), "{m}");
+    }
+
+    #[test]
+    fn parses_list_output() {
+        let l = parse_list("a::x: test\nb: test\nbench_y: benchmark\n\n2 tests, 1 benchmark\n");
+        assert_eq!(l, vec!["a::x".to_string(), "b".to_string()]);
+    }
+
+    #[test]
+    fn build_messages_give_freshness_and_first_error() {
+        let s = concat!(
+            r#"{"reason":"compiler-artifact","package_id":"p 0.1.0","target":{"name":"p"},"fresh":true}"#,
+            "\n",
+            r#"{"reason":"compiler-message","package_id":"p","message":{"level":"warning","rendered":"warning: w"}}"#,
+            "\n",
+            r#"{"reason":"compiler-message","package_id":"p","message":{"level":"error","rendered":"error[E0308]: mismatched types\n"}}"#,
+            "\n",
+            r#"{"reason":"compiler-message","package_id":"p","message":{"level":"error","rendered":"error: second"}}"#,
+            "\nnot json\n",
+            r#"{"reason":"build-finished","success":false}"#
+        );
+        let (a, e) = parse_build_messages(s);
+        assert_eq!(a.len(), 1);
+        assert!(a[0].fresh);
+        assert_eq!(e.as_deref(), Some("error[E0308]: mismatched types"));
+    }
+
+    proptest! {
+        /// Whatever the names and outcomes, a rendered libtest transcript parses back to them.
+        #[test]
+        fn rendered_transcripts_round_trip(
+            tests in proptest::collection::btree_map("[a-z_]{1,8}(::[a-z_]{1,8}){0,2}", 0u8..3, 0..12),
+            msg in "[a-zA-Z0-9 :`=]{0,30}",
+        ) {
+            let mut s = format!("\nrunning {} tests\n", tests.len());
+            for (name, kind) in &tests {
+                let word = ["ok", "FAILED", "ignored"][*kind as usize];
+                s.push_str(&format!("test {name} ... {word}\n"));
+            }
+            let failed: Vec<&String> = tests.iter().filter(|(_, k)| **k == 1).map(|(n, _)| n).collect();
+            if !failed.is_empty() {
+                s.push_str("\nfailures:\n\n");
+                for n in &failed {
+                    s.push_str(&format!("---- {n} stdout ----\npanicked: {msg} in {n}\n\n"));
+                }
+                s.push_str("\nfailures:\n");
+                for n in &failed {
+                    s.push_str(&format!("    {n}\n"));
+                }
+            }
+            s.push_str("\ntest result: ok. 0 passed; 0 failed\n\n");
+            let p = parse_libtest(&s);
+            prop_assert_eq!(p.results.len(), tests.len());
+            for (name, kind) in &tests {
+                let want = [Outcome::Passed, Outcome::Failed, Outcome::Ignored][*kind as usize];
+                prop_assert_eq!(p.results[name], want);
+            }
+            prop_assert_eq!(p.messages.len(), failed.len());
+            for n in failed {
+                let want = format!("panicked: {msg} in {n}");
+                prop_assert_eq!(p.messages[n].as_str(), want.trim());
+            }
+        }
+    }
+}

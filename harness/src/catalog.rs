@@ -1,0 +1,636 @@
+//! Battery catalogs: the TOML format, loading, static validation and the drift check against the tree.
+//!
+//! A catalog names a Cargo workspace, the package and test targets to build, the exact list
+//! of tests the battery runs (plus the libtest selection pattern they come from) and the
+//! hand-written mutations. Unknown fields are rejected everywhere. Example:
+//!
+//! ```toml
+//! name = "sample"                 # optional; defaults to the file stem
+//! workspace = ".."                # relative to the catalog file's directory
+//! package = "sample"
+//! test_targets = ["contract"]     # `cargo test --test NAME`; `lib_tests = true` adds `--lib`
+//! select = "contract::"           # libtest filter (substring) the listed tests come from
+//! tests = ["contract::adds_two_numbers"]
+//! timeout_factor = 5.0            # test timeout = max(floor, factor x slowest baseline run)
+//! timeout_floor_secs = 4.0
+//!
+//! [[mutation]]
+//! id = "add-subtracts"
+//! title = "add subtracts instead"
+//! role = "defect"                 # defect | vacuity | gap
+//! file = "src/lib.rs"             # relative to the workspace root
+//! find = "a + b"
+//! occurrences = 1                 # default 1; every occurrence is replaced
+//! replace = "a - b"
+//! killed_by = ["contract::adds_two_numbers"]
+//! expect_message = "right: 5"     # optional: the killing failure must contain it
+//! rationale = "The sum is the whole contract of `add`."
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Default `timeout_factor`: the per-mutation test timeout is this many times the slowest
+/// baseline test run.
+pub const DEFAULT_TIMEOUT_FACTOR: f64 = 5.0;
+/// Default `timeout_floor_secs`: the per-mutation test timeout is never shorter than this.
+pub const DEFAULT_TIMEOUT_FLOOR_SECS: f64 = 30.0;
+
+/// A catalog file as written (TOML, unknown fields rejected).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogSpec {
+    /// Battery name; reports go to `reports/<name>/`. Defaults to the file stem.
+    pub name: Option<String>,
+    /// Workspace root, relative to the catalog file's directory (or absolute).
+    pub workspace: PathBuf,
+    /// The package (`cargo test -p`) whose tests run.
+    pub package: String,
+    /// Integration test targets (`cargo test --test NAME`).
+    #[serde(default)]
+    pub test_targets: Vec<String>,
+    /// Whether the library's unit tests (`cargo test --lib`) are part of the run.
+    #[serde(default)]
+    pub lib_tests: bool,
+    /// Cargo features enabled for the build (`--features`).
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// Build with `--no-default-features`.
+    #[serde(default)]
+    pub no_default_features: bool,
+    /// Environment variables set for every build and test run.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Private Cargo target directory, relative to the workspace root (or absolute).
+    /// Defaults to `target/harness/<name>` so the user's own builds are not invalidated.
+    pub target_dir: Option<PathBuf>,
+    /// libtest selection pattern: a test whose name contains it belongs to the battery.
+    pub select: String,
+    /// The exact list of tests the battery runs (full libtest names).
+    pub tests: Vec<String>,
+    /// Test timeout as a multiple of the slowest baseline test run.
+    #[serde(default = "default_timeout_factor")]
+    pub timeout_factor: f64,
+    /// Lower bound of the test timeout, in seconds.
+    #[serde(default = "default_timeout_floor")]
+    pub timeout_floor_secs: f64,
+    /// The mutations, in run order.
+    #[serde(rename = "mutation", default)]
+    pub mutations: Vec<Mutation>,
+}
+
+fn default_timeout_factor() -> f64 {
+    DEFAULT_TIMEOUT_FACTOR
+}
+
+fn default_timeout_floor() -> f64 {
+    DEFAULT_TIMEOUT_FLOOR_SECS
+}
+
+fn default_occurrences() -> usize {
+    1
+}
+
+/// What a mutation is for, which decides its expectation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// A real wrong implementation: the named tests must kill it.
+    Defect,
+    /// An admit-everything / refuse-everything implementation: proves a test is not blind in
+    /// one direction; the named tests must kill it.
+    Vacuity,
+    /// A known hole, expected to survive; if it is killed, the catalog must be updated.
+    Gap,
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Role::Defect => "defect",
+            Role::Vacuity => "vacuity",
+            Role::Gap => "gap",
+        })
+    }
+}
+
+/// One hand-written mutation.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mutation {
+    /// Unique id (letters, digits, `-`, `_`, `.`).
+    pub id: String,
+    /// One-line title.
+    pub title: String,
+    /// defect, vacuity or gap.
+    pub role: Role,
+    /// File to mutate, relative to the workspace root.
+    pub file: PathBuf,
+    /// Exact text to find; it must occur exactly `occurrences` times.
+    pub find: String,
+    /// How many times `find` occurs in `file` (every occurrence is replaced).
+    #[serde(default = "default_occurrences")]
+    pub occurrences: usize,
+    /// Replacement text.
+    pub replace: String,
+    /// Tests that must fail under this mutation (empty for a gap).
+    #[serde(default)]
+    pub killed_by: Vec<String>,
+    /// Text the expected killers' failure messages must contain.
+    pub expect_message: Option<String>,
+    /// Why this mutation matters.
+    pub rationale: String,
+}
+
+/// A catalog that could not be used. Drift variants are refusals (CATALOG-DRIFT); the
+/// others mean the catalog itself is malformed. Both exit with code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The catalog file could not be read.
+    #[error("{path}: cannot read catalog: {source}")]
+    Read {
+        /// Catalog path.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or has unknown / missing fields.
+    #[error("{path}: invalid catalog: {message}")]
+    Parse {
+        /// Catalog path.
+        path: PathBuf,
+        /// The TOML parser's message (names the field and position).
+        message: String,
+    },
+    /// A field holds a value the harness cannot use.
+    #[error("{path}: field `{field}`: {reason}")]
+    Invalid {
+        /// Catalog path.
+        path: PathBuf,
+        /// Field at fault (e.g. `mutation[2].killed_by`).
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The catalog no longer matches the tree (CATALOG-DRIFT).
+    #[error("{path}: {detail}")]
+    Drift {
+        /// Catalog path.
+        path: PathBuf,
+        /// What drifted: file, mutation id, expected and actual counts.
+        detail: String,
+    },
+}
+
+impl CatalogError {
+    /// Whether this error is a CATALOG-DRIFT refusal rather than a malformed catalog.
+    pub fn is_drift(&self) -> bool {
+        matches!(self, CatalogError::Drift { .. })
+    }
+}
+
+/// A loaded and statically validated catalog with resolved paths.
+#[derive(Debug, Clone)]
+pub struct Catalog {
+    /// Path of the catalog file as given.
+    pub path: PathBuf,
+    /// Battery name (the `name` field or the file stem).
+    pub name: String,
+    /// Canonical workspace root.
+    pub root: PathBuf,
+    /// Absolute private target directory.
+    pub target_dir: PathBuf,
+    /// The parsed content.
+    pub spec: CatalogSpec,
+}
+
+/// A mutation checked against the tree: the file's current bytes and the mutated bytes.
+#[derive(Debug, Clone)]
+pub struct PreparedMutation {
+    /// Index in the catalog.
+    pub index: usize,
+    /// Absolute path of the mutated file.
+    pub abs_path: PathBuf,
+    /// Path relative to the workspace root (as written in the catalog).
+    pub rel_path: PathBuf,
+    /// File content before the mutation.
+    pub original: Vec<u8>,
+    /// File content with every occurrence of `find` replaced.
+    pub mutated: Vec<u8>,
+    /// 1-based (line, column) of the first occurrence, columns counted in characters.
+    pub first_at: (usize, usize),
+    /// 1-based (line, column) just past the end of the first occurrence.
+    pub first_end: (usize, usize),
+}
+
+impl Catalog {
+    /// Reads, parses and statically validates the catalog at `path` (no files of the
+    /// workspace are read except to resolve the workspace root).
+    ///
+    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`].
+    pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
+        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let spec: CatalogSpec = toml::from_str(&text).map_err(|e| CatalogError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let invalid = |field: &str, reason: String| CatalogError::Invalid {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            reason,
+        };
+        let name = match &spec.name {
+            Some(n) => n.clone(),
+            None => path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("battery")
+                .to_string(),
+        };
+        if name.is_empty() || !name.chars().all(id_char) {
+            return Err(invalid(
+                "name",
+                format!("{name:?} must be non-empty letters, digits, '-', '_' or '.'"),
+            ));
+        }
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or_else(|| PathBuf::from("."));
+        let ws = base.join(&spec.workspace);
+        let root = ws.canonicalize().map_err(|e| {
+            invalid(
+                "workspace",
+                format!("{} cannot be resolved: {e}", ws.display()),
+            )
+        })?;
+        if !root.join("Cargo.toml").is_file() {
+            return Err(invalid(
+                "workspace",
+                format!("{} holds no Cargo.toml", root.display()),
+            ));
+        }
+        let target_dir = match &spec.target_dir {
+            Some(t) => root.join(t),
+            None => root.join("target").join("harness").join(&name),
+        };
+        validate_static(&spec, path)?;
+        Ok(Catalog {
+            path: path.to_path_buf(),
+            name,
+            root,
+            target_dir,
+            spec,
+        })
+    }
+
+    /// Checks every mutation against the tree: the file exists inside the workspace, is UTF-8,
+    /// and `find` occurs exactly `occurrences` times. Returns the prepared mutations in order.
+    ///
+    /// Errors: [`CatalogError::Drift`] naming the mutation, file and counts.
+    pub fn prepare(&self) -> Result<Vec<PreparedMutation>, CatalogError> {
+        let drift = |detail: String| CatalogError::Drift {
+            path: self.path.clone(),
+            detail,
+        };
+        let mut out = Vec::with_capacity(self.spec.mutations.len());
+        for (index, m) in self.spec.mutations.iter().enumerate() {
+            let rel = &m.file;
+            if rel.is_absolute()
+                || rel
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
+            {
+                return Err(drift(format!(
+                    "mutation {}: file {} is outside the workspace {}",
+                    m.id,
+                    rel.display(),
+                    self.root.display()
+                )));
+            }
+            let joined = self.root.join(rel);
+            let abs = joined.canonicalize().map_err(|e| {
+                drift(format!(
+                    "mutation {}: file {} is missing: {e}",
+                    m.id,
+                    joined.display()
+                ))
+            })?;
+            if !abs.starts_with(&self.root) {
+                return Err(drift(format!(
+                    "mutation {}: file {} resolves to {}, outside the workspace {}",
+                    m.id,
+                    rel.display(),
+                    abs.display(),
+                    self.root.display()
+                )));
+            }
+            let bytes = std::fs::read(&abs).map_err(|e| {
+                drift(format!(
+                    "mutation {}: cannot read {}: {e}",
+                    m.id,
+                    abs.display()
+                ))
+            })?;
+            let text = std::str::from_utf8(&bytes).map_err(|e| {
+                drift(format!(
+                    "mutation {}: {} is not UTF-8 (byte {})",
+                    m.id,
+                    abs.display(),
+                    e.valid_up_to()
+                ))
+            })?;
+            let found = text.matches(m.find.as_str()).count();
+            if found != m.occurrences {
+                return Err(drift(format!(
+                    "mutation {}: `find` text {:?} occurs {found} time(s) in {}, the catalog says {}",
+                    m.id,
+                    m.find,
+                    rel.display(),
+                    m.occurrences
+                )));
+            }
+            let start = text.find(m.find.as_str()).unwrap_or(0);
+            let mutated = text.replace(m.find.as_str(), &m.replace).into_bytes();
+            out.push(PreparedMutation {
+                index,
+                abs_path: abs,
+                rel_path: rel.clone(),
+                first_at: line_col(text, start),
+                first_end: line_col(text, start + m.find.len()),
+                original: bytes,
+                mutated,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// 1-based line and character column of byte offset `at` in `text`.
+fn line_col(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+fn id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
+    let invalid = |field: &str, reason: String| CatalogError::Invalid {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        reason,
+    };
+    if spec.package.is_empty() {
+        return Err(invalid("package", "must not be empty".into()));
+    }
+    if spec.test_targets.is_empty() && !spec.lib_tests {
+        return Err(invalid(
+            "test_targets",
+            "name at least one test target or set lib_tests = true".into(),
+        ));
+    }
+    if !(spec.timeout_factor.is_finite() && spec.timeout_factor >= 1.0) {
+        return Err(invalid(
+            "timeout_factor",
+            format!("{} must be a finite number >= 1", spec.timeout_factor),
+        ));
+    }
+    if !(spec.timeout_floor_secs.is_finite() && spec.timeout_floor_secs > 0.0) {
+        return Err(invalid(
+            "timeout_floor_secs",
+            format!("{} must be a positive number", spec.timeout_floor_secs),
+        ));
+    }
+    if spec.tests.is_empty() {
+        return Err(invalid("tests", "the battery lists no tests".into()));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, t) in spec.tests.iter().enumerate() {
+        if !seen.insert(t.as_str()) {
+            return Err(invalid(
+                &format!("tests[{i}]"),
+                format!("{t:?} is listed twice"),
+            ));
+        }
+        if !t.contains(&spec.select) {
+            return Err(invalid(
+                &format!("tests[{i}]"),
+                format!(
+                    "{t:?} does not match the selection pattern {:?}",
+                    spec.select
+                ),
+            ));
+        }
+    }
+    if spec.mutations.is_empty() {
+        return Err(invalid("mutation", "the catalog has no mutations".into()));
+    }
+    let mut ids = BTreeMap::new();
+    for (i, m) in spec.mutations.iter().enumerate() {
+        let field = |f: &str| format!("mutation[{i}].{f}");
+        if m.id.is_empty() || !m.id.chars().all(id_char) {
+            return Err(invalid(
+                &field("id"),
+                format!(
+                    "{:?} must be non-empty letters, digits, '-', '_' or '.'",
+                    m.id
+                ),
+            ));
+        }
+        if let Some(first) = ids.insert(m.id.as_str(), i) {
+            // A duplicate id is catalog drift (two entries claim one name).
+            return Err(CatalogError::Drift {
+                path: path.to_path_buf(),
+                detail: format!(
+                    "duplicate mutation id {:?} (mutation[{first}] and mutation[{i}])",
+                    m.id
+                ),
+            });
+        }
+        if m.find.is_empty() {
+            return Err(invalid(&field("find"), "must not be empty".into()));
+        }
+        if m.find == m.replace {
+            return Err(invalid(
+                &field("replace"),
+                "equals `find`: the mutation changes nothing".into(),
+            ));
+        }
+        if m.occurrences == 0 {
+            return Err(invalid(&field("occurrences"), "must be at least 1".into()));
+        }
+        match m.role {
+            Role::Gap if !m.killed_by.is_empty() => {
+                return Err(invalid(
+                    &field("killed_by"),
+                    "a gap is expected to survive: it names no killers".into(),
+                ));
+            }
+            Role::Defect | Role::Vacuity if m.killed_by.is_empty() => {
+                return Err(invalid(
+                    &field("killed_by"),
+                    format!("a {} mutation must name the tests that kill it", m.role),
+                ));
+            }
+            _ => {}
+        }
+        if m.role == Role::Gap && m.expect_message.is_some() {
+            return Err(invalid(
+                &field("expect_message"),
+                "a gap names no killers, so no expected message".into(),
+            ));
+        }
+        for k in &m.killed_by {
+            if !seen.contains(k.as_str()) {
+                return Err(invalid(
+                    &field("killed_by"),
+                    format!("{k:?} is not in the battery's `tests` list"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn write_ws(dir: &Path, catalog: &str) -> PathBuf {
+        std::fs::write(dir.join("Cargo.toml"), "[workspace]\n").unwrap();
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("src/a.rs"), "let x = 1 + 1;\nlet y = 2;\r\nz\n").unwrap();
+        let p = dir.join("c.toml");
+        std::fs::write(&p, catalog).unwrap();
+        p
+    }
+
+    const HEAD: &str = "workspace = \".\"\npackage = \"p\"\ntest_targets = [\"t\"]\nselect = \"s::\"\ntests = [\"s::a\", \"s::b\"]\n";
+
+    fn mutation(id: &str, find: &str, extra: &str) -> String {
+        format!(
+            "[[mutation]]\nid = \"{id}\"\ntitle = \"t\"\nrole = \"defect\"\nfile = \"src/a.rs\"\nfind = \"{find}\"\nreplace = \"Q\"\nkilled_by = [\"s::a\"]\nrationale = \"r\"\n{extra}\n"
+        )
+    }
+
+    #[test]
+    fn loads_and_prepares_a_good_catalog() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m1", "1 + 1", "")));
+        let c = Catalog::load(&p).unwrap();
+        assert_eq!(c.name, "c");
+        assert_eq!(
+            c.target_dir,
+            d.path().canonicalize().unwrap().join("target/harness/c")
+        );
+        let prep = c.prepare().unwrap();
+        assert_eq!(prep[0].mutated, b"let x = Q;\nlet y = 2;\r\nz\n");
+        assert_eq!(prep[0].first_at, (1, 9));
+        assert_eq!(prep[0].first_end, (1, 14));
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(
+            d.path(),
+            &format!("{HEAD}bogus = 1\n{}", mutation("m", "2", "")),
+        );
+        let e = Catalog::load(&p).unwrap_err();
+        assert!(matches!(e, CatalogError::Parse { .. }));
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn unknown_mutation_field_is_rejected() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(
+            d.path(),
+            &format!("{HEAD}{}", mutation("m", "2", "colour = 1")),
+        );
+        let e = Catalog::load(&p).unwrap_err();
+        assert!(e.to_string().contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn duplicate_id_is_drift() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(
+            d.path(),
+            &format!("{HEAD}{}{}", mutation("m", "2", ""), mutation("m", "z", "")),
+        );
+        let e = Catalog::load(&p).unwrap_err();
+        assert!(e.is_drift(), "{e}");
+        assert!(e.to_string().contains("duplicate mutation id \"m\""), "{e}");
+    }
+
+    #[test]
+    fn find_count_mismatch_is_drift() {
+        let d = tempfile::tempdir().unwrap();
+        // "y" occurs once ("let y"), but the catalog claims twice.
+        let p = write_ws(
+            d.path(),
+            &format!("{HEAD}{}", mutation("m", "y", "occurrences = 2")),
+        );
+        let e = Catalog::load(&p).unwrap().prepare().unwrap_err();
+        assert!(e.is_drift());
+        assert!(e.to_string().contains("occurs 1 time(s)"), "{e}");
+    }
+
+    #[test]
+    fn file_outside_workspace_is_drift() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "")));
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("src/a.rs", "../a.rs");
+        std::fs::write(&p, text).unwrap();
+        let e = Catalog::load(&p).unwrap().prepare().unwrap_err();
+        assert!(e.is_drift());
+        assert!(e.to_string().contains("outside the workspace"), "{e}");
+    }
+
+    #[test]
+    fn killer_must_be_listed() {
+        let d = tempfile::tempdir().unwrap();
+        let m = mutation("m", "2", "").replace("[\"s::a\"]", "[\"s::zzz\"]");
+        let p = write_ws(d.path(), &format!("{HEAD}{m}"));
+        let e = Catalog::load(&p).unwrap_err();
+        assert!(e.to_string().contains("mutation[0].killed_by"), "{e}");
+    }
+
+    #[test]
+    fn listed_test_must_match_selection() {
+        let d = tempfile::tempdir().unwrap();
+        let head = HEAD.replace("\"s::b\"", "\"other\"");
+        let p = write_ws(d.path(), &format!("{head}{}", mutation("m", "2", "")));
+        let e = Catalog::load(&p).unwrap_err();
+        assert!(e.to_string().contains("tests[1]"), "{e}");
+    }
+
+    proptest! {
+        /// line_col agrees with an independent count over the characters before the offset.
+        #[test]
+        fn line_col_matches_a_char_walk(s in "[a-c\n\r é]{0,40}", pick in 0usize..41) {
+            let offsets: Vec<usize> = s.char_indices().map(|(i, _)| i).chain([s.len()]).collect();
+            let at = offsets[pick % offsets.len()];
+            let (mut line, mut col) = (1, 1);
+            for ch in s[..at].chars() {
+                if ch == '\n' { line += 1; col = 1; } else { col += 1; }
+            }
+            prop_assert_eq!(line_col(&s, at), (line, col));
+        }
+    }
+}

@@ -1,0 +1,496 @@
+//! The command line: one clap enum of subcommands and their dispatch.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+use crate::battery::{self, BatteryError};
+use crate::cargo::{CargoCmd, PackageMeta};
+use crate::catalog::{Catalog, CatalogError};
+use crate::lock::{self, Hold, LockRecord, Nesting};
+use crate::progress::Progress;
+use crate::{EXIT_ALL_MET, EXIT_REFUSED, interrupt, report, workspace};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    every expectation MET (and, on a full run, no test UNFALSIFIED)
+  1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED
+  2    the instrument could not be trusted: a refusal (CATALOG-DRIFT, FILTER-DRIFT,
+       BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED), a bad catalog or a
+       harness fault
+  130  interrupted by a signal (the tree was restored first)
+`lock run` exits with its command's exit code.
+
+Host state (lock, restore journals): --state-dir, else $HARNESS_STATE_DIR, else
+$TMPDIR/harness-<uid>. Every command first restores files left mutated by a run that
+was killed (see `harness restore`).";
+
+/// `harness`: mutation batteries that cannot silently measure nothing.
+#[derive(Debug, Parser)]
+#[command(name = "harness", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Host state directory: the host lock and the restore journals.
+    #[arg(long, global = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Validate catalogs without building: format, fields, drift against the tree, and the
+    /// package and test targets (`cargo metadata`).
+    Check {
+        /// Catalog files.
+        #[arg(required = true)]
+        catalogs: Vec<PathBuf>,
+    },
+    /// Print one mutation as a unified diff.
+    Show {
+        /// Catalog file.
+        catalog: PathBuf,
+        /// Mutation id.
+        id: String,
+    },
+    /// Print the mutations' ids, roles and expected killers.
+    List {
+        /// Catalog file.
+        catalog: PathBuf,
+    },
+    /// Run batteries (takes the host lock) and write reports to `reports/<catalog>/`.
+    #[command(after_help = EXIT_CODES)]
+    Battery {
+        /// Catalog files, run in order.
+        #[arg(required = true)]
+        catalogs: Vec<PathBuf>,
+        /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
+        #[arg(long, value_delimiter = ',', value_name = "IDS")]
+        only: Option<Vec<String>>,
+        /// Wait for the host lock instead of refusing with LOCKED.
+        #[arg(long)]
+        wait: bool,
+        /// Expected maximum hold of the lock, in seconds (reported when exceeded).
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+        /// Owner name recorded in the lock (default: $USER).
+        #[arg(long)]
+        owner: Option<String>,
+        /// Directory under which `<catalog name>/` report directories are written
+        /// (default: `<workspace>/reports`).
+        #[arg(long, value_name = "DIR")]
+        reports: Option<PathBuf>,
+    },
+    /// Restore files left mutated by a run that was killed (every command does this first).
+    Restore,
+    /// Whether named commits are in the base and merge each CI job tested (exit 0 every
+    /// answer yes or no, 2 any unknown or no checkout line).
+    BaseCheck(crate::cibase::BaseCheckArgs),
+    /// Which CI lanes ran the must-run tests (exit 0 all ran and passed in a required lane,
+    /// 1 an island, failure or truncation, 2 unreadable input).
+    LaneAudit(crate::audit::LaneAuditArgs),
+    /// The host lock.
+    Lock {
+        /// Lock subcommand.
+        #[command(subcommand)]
+        command: LockCommand,
+    },
+}
+
+/// `harness lock` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum LockCommand {
+    /// Run a command holding the host lock.
+    Run {
+        /// Wait for the lock instead of failing at once.
+        #[arg(long)]
+        wait: bool,
+        /// Expected maximum hold, in seconds (reported when exceeded).
+        #[arg(long, value_name = "SECS")]
+        ttl: Option<u64>,
+        /// Owner name recorded in the lock (default: $USER).
+        #[arg(long)]
+        owner: Option<String>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Print who holds the host lock.
+    Status,
+}
+
+fn state_dir(cli: &Cli) -> PathBuf {
+    cli.state_dir
+        .clone()
+        .or_else(|| std::env::var_os("HARNESS_STATE_DIR").map(PathBuf::from))
+        .unwrap_or_else(lock::default_dir)
+}
+
+fn default_owner() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "unknown".into())
+}
+
+/// Runs a parsed command line; returns the process exit code.
+pub fn run(cli: Cli) -> i32 {
+    let state = state_dir(&cli);
+    let recovered_ok = recover(&state);
+    match cli.command {
+        Command::Restore => {
+            if recovered_ok {
+                EXIT_ALL_MET
+            } else {
+                EXIT_REFUSED
+            }
+        }
+        _ if !recovered_ok => EXIT_REFUSED,
+        Command::Check { catalogs } => check(&catalogs),
+        Command::BaseCheck(args) => ci_answer(crate::cibase::run(&args)),
+        Command::LaneAudit(args) => ci_answer(crate::audit::run(&args)),
+        Command::Show { catalog, id } => show(&catalog, &id),
+        Command::List { catalog } => list(&catalog),
+        Command::Battery {
+            catalogs,
+            only,
+            wait,
+            ttl,
+            owner,
+            reports,
+        } => run_battery(&state, &catalogs, only, wait, ttl, owner, reports),
+        Command::Lock {
+            command:
+                LockCommand::Run {
+                    wait,
+                    ttl,
+                    owner,
+                    command,
+                },
+        } => lock_run(&state, wait, ttl, owner, command),
+        Command::Lock {
+            command: LockCommand::Status,
+        } => lock_status(&state),
+    }
+}
+
+/// The exit code of a CI question, or 2 with the error on stderr when it could not be answered.
+fn ci_answer(result: anyhow::Result<i32>) -> i32 {
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("harness: error: {e:#}");
+            EXIT_REFUSED
+        }
+    }
+}
+
+/// Restores from journals of dead runs; false if something could not be put back.
+fn recover(state: &Path) -> bool {
+    for pgid in crate::process::reap_orphans(state) {
+        eprintln!(
+            "harness: killed process group {pgid} left running by a harness run that was killed"
+        );
+    }
+    match workspace::recover(state) {
+        Ok(list) => {
+            let mut ok = true;
+            for r in list {
+                match r.result {
+                    Ok(outcome) => eprintln!(
+                        "harness: restored {} from the journal of an interrupted run (pid {}, mutation {}, catalog {}){}",
+                        r.journal.file.display(),
+                        r.journal.owner.pid,
+                        r.journal.mutation,
+                        r.journal.catalog.display(),
+                        if outcome == workspace::RestoreOutcome::AlreadyOriginal {
+                            ": it already held the original bytes"
+                        } else {
+                            ""
+                        }
+                    ),
+                    Err(e) => {
+                        ok = false;
+                        eprintln!("harness: TREE-DIRTY: {e}");
+                    }
+                }
+            }
+            ok
+        }
+        Err(e) => {
+            eprintln!("harness: cannot recover from the restore journals: {e}");
+            false
+        }
+    }
+}
+
+fn report_catalog_error(e: &CatalogError) {
+    if e.is_drift() {
+        eprintln!("harness: CATALOG-DRIFT: {e}");
+    } else {
+        eprintln!("harness: bad catalog: {e}");
+    }
+}
+
+fn check(catalogs: &[PathBuf]) -> i32 {
+    let mut code = EXIT_ALL_MET;
+    for path in catalogs {
+        match Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p))) {
+            Ok((c, _)) if check_targets(&c).is_err() => {
+                let e = check_targets(&c).unwrap_err();
+                eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
+                code = EXIT_REFUSED;
+            }
+            Ok((c, p)) => println!(
+                "{}: ok ({} mutations, {} tests, workspace {})",
+                path.display(),
+                p.len(),
+                c.spec.tests.len(),
+                c.root.display()
+            ),
+            Err(e) => {
+                report_catalog_error(&e);
+                code = EXIT_REFUSED;
+            }
+        }
+    }
+    code
+}
+
+/// The package and test targets named by the catalog exist (`cargo metadata`, no build).
+fn check_targets(c: &Catalog) -> Result<(), String> {
+    let packages = CargoCmd::new(c).metadata().map_err(|e| e.to_string())?;
+    PackageMeta::check_targets(
+        &packages,
+        &c.spec.package,
+        &c.spec.test_targets,
+        c.spec.lib_tests,
+    )
+}
+
+fn show(path: &Path, id: &str) -> i32 {
+    let res = Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p)));
+    let (c, prepared) = match res {
+        Ok(x) => x,
+        Err(e) => {
+            report_catalog_error(&e);
+            return EXIT_REFUSED;
+        }
+    };
+    let Some(pm) = prepared.iter().find(|p| c.spec.mutations[p.index].id == id) else {
+        eprintln!("harness: {}: no mutation with id {id:?}", path.display());
+        return EXIT_REFUSED;
+    };
+    let m = &c.spec.mutations[pm.index];
+    println!("# {} ({}): {}", m.id, m.role, m.title);
+    if m.killed_by.is_empty() {
+        println!("# expected killers: none (expected to survive)");
+    } else {
+        println!("# expected killers: {}", m.killed_by.join(", "));
+    }
+    if let Some(msg) = &m.expect_message {
+        println!("# expected message: {msg:?}");
+    }
+    println!("# rationale: {}", m.rationale);
+    let old = String::from_utf8_lossy(&pm.original);
+    let new = String::from_utf8_lossy(&pm.mutated);
+    let name = pm.rel_path.display().to_string();
+    let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+    print!(
+        "{}",
+        diff.unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+    );
+    EXIT_ALL_MET
+}
+
+fn list(path: &Path) -> i32 {
+    let c = match Catalog::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            report_catalog_error(&e);
+            return EXIT_REFUSED;
+        }
+    };
+    let w = c
+        .spec
+        .mutations
+        .iter()
+        .map(|m| m.id.len())
+        .max()
+        .unwrap_or(2);
+    for m in &c.spec.mutations {
+        let killers = if m.killed_by.is_empty() {
+            "(expected to survive)".to_string()
+        } else {
+            m.killed_by.join(", ")
+        };
+        println!("{:<w$}  {:<7}  {killers}", m.id, m.role.to_string());
+    }
+    EXIT_ALL_MET
+}
+
+fn command_line() -> Vec<String> {
+    std::env::args().collect()
+}
+
+fn run_battery(
+    state: &Path,
+    catalogs: &[PathBuf],
+    only: Option<Vec<String>>,
+    wait: bool,
+    ttl: Option<u64>,
+    owner: Option<String>,
+    reports: Option<PathBuf>,
+) -> i32 {
+    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
+    let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
+        eprintln!(
+            "harness: waiting for the host lock held by {}",
+            h.describe()
+        )
+    }) {
+        Ok(h) => h,
+        Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let lock_note = match &hold {
+        Hold::Own { .. } => "own".to_string(),
+        Hold::Ancestor(r) => {
+            eprintln!(
+                "harness: running under the host lock held by ancestor {}",
+                r.describe()
+            );
+            format!("ancestor pid {}", r.holder.pid)
+        }
+    };
+    let opts = battery::Options {
+        state_dir: state.to_path_buf(),
+        reports_root: reports,
+        only,
+        lock: lock_note,
+    };
+    let mut code = EXIT_ALL_MET;
+    for path in catalogs {
+        let progress = Progress::auto();
+        progress.line(&format!("battery {}", path.display()));
+        let res = battery::run(path, &opts, &progress);
+        progress.finish();
+        let c = match res {
+            Ok(r) => {
+                print!("{}", report::table(&r.report));
+                if let Some(f) = &r.report.refusal {
+                    eprintln!("harness: {}: {}", f.kind, f.detail);
+                }
+                for w in &r.written {
+                    println!("report: {}", w.display());
+                }
+                r.report.exit_code
+            }
+            Err(BatteryError::Catalog(e)) => {
+                report_catalog_error(&e);
+                EXIT_REFUSED
+            }
+            Err(e) => {
+                eprintln!("harness: {e}");
+                EXIT_REFUSED
+            }
+        };
+        code = worst(code, c);
+        if c == EXIT_REFUSED || c == interrupt::EXIT_INTERRUPTED {
+            break;
+        }
+    }
+    drop(hold);
+    code
+}
+
+/// The more severe of two exit codes (130 > 2 > 1 > 0).
+fn worst(a: i32, b: i32) -> i32 {
+    let rank = |c: i32| match c {
+        0 => 0,
+        1 => 1,
+        2 => 2,
+        _ => 3,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
+fn lock_run(
+    state: &Path,
+    wait: bool,
+    ttl: Option<u64>,
+    owner: Option<String>,
+    command: Vec<String>,
+) -> i32 {
+    let record =
+        LockRecord::for_current(&owner.unwrap_or_else(default_owner), command.clone(), ttl);
+    let hold = match lock::acquire(state, record, Nesting::Refuse, wait, &mut |h| {
+        eprintln!(
+            "harness: waiting for the host lock held by {}",
+            h.describe()
+        )
+    }) {
+        Ok(h) => h,
+        Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let mut child = match Process::new(&command[0]).args(&command[1..]).spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("harness: cannot run `{}`: {e}", command.join(" "));
+            return EXIT_REFUSED;
+        }
+    };
+    let mut forwarded = false;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Some(s),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("harness: waiting for `{}`: {e}", command.join(" "));
+                break None;
+            }
+        }
+        if interrupt::requested() && !forwarded {
+            // SAFETY: signalling our own child.
+            unsafe {
+                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+            }
+            forwarded = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(hold);
+    match status {
+        Some(s) => s.code().unwrap_or_else(|| {
+            use std::os::unix::process::ExitStatusExt;
+            128 + s.signal().unwrap_or(0)
+        }),
+        None => EXIT_REFUSED,
+    }
+}
+
+fn lock_status(state: &Path) -> i32 {
+    match lock::status(state) {
+        Ok(None) => {
+            println!("host lock {}: free", state.display());
+            EXIT_ALL_MET
+        }
+        Ok(Some(r)) => {
+            println!("host lock {}: held by {}", state.display(), r.describe());
+            EXIT_ALL_MET
+        }
+        Err(e) => {
+            eprintln!("harness: {e}");
+            EXIT_REFUSED
+        }
+    }
+}

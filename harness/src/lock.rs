@@ -1,0 +1,322 @@
+//! The host lock: one per host (a directory, configurable), so that batteries and other
+//! heavy jobs do not run over each other.
+//!
+//! The lock is an advisory `flock(2)` on `<dir>/host.lock`, so a dead holder never blocks:
+//! the kernel drops the lock with the holder's last file descriptor. The file also holds a
+//! JSON record of the holder (pid and start time, owner, command, acquisition time, TTL)
+//! for the messages. Nobody ever waits on an ancestor: when the holder is one of our
+//! ancestors, `lock run` refuses at once naming it (waiting would hang forever), while any
+//! other harness command runs under the ancestor's hold and says so.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::interrupt;
+use crate::process::{ProcessId, ancestors};
+
+/// Who holds (or last held) the host lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockRecord {
+    /// Holding process.
+    pub holder: ProcessId,
+    /// Free-form owner name (`--owner`, default the user name).
+    pub owner: String,
+    /// The command the holder runs.
+    pub command: Vec<String>,
+    /// Acquisition time, seconds since the Unix epoch.
+    pub acquired_unix: u64,
+    /// Expected maximum hold, in seconds; a holder past it is reported (never evicted).
+    pub ttl_secs: Option<u64>,
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl LockRecord {
+    /// A record for this process.
+    pub fn for_current(owner: &str, command: Vec<String>, ttl_secs: Option<u64>) -> LockRecord {
+        LockRecord {
+            holder: ProcessId::current(),
+            owner: owner.to_string(),
+            command,
+            acquired_unix: now_unix(),
+            ttl_secs,
+        }
+    }
+
+    /// Seconds the lock has been held.
+    pub fn held_secs(&self) -> u64 {
+        now_unix().saturating_sub(self.acquired_unix)
+    }
+
+    /// Seconds past the TTL, when over it.
+    pub fn over_ttl_secs(&self) -> Option<u64> {
+        let ttl = self.ttl_secs?;
+        let held = self.held_secs();
+        (held > ttl).then(|| held - ttl)
+    }
+
+    /// One-line description: pid, owner, command, age, TTL status.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "pid {} (owner {}, command `{}`, held for {}s",
+            self.holder.pid,
+            self.owner,
+            self.command.join(" "),
+            self.held_secs()
+        );
+        match (self.ttl_secs, self.over_ttl_secs()) {
+            (Some(ttl), Some(over)) => s.push_str(&format!(", OVER its TTL of {ttl}s by {over}s")),
+            (Some(ttl), None) => s.push_str(&format!(", TTL {ttl}s")),
+            _ => {}
+        }
+        s.push(')');
+        s
+    }
+}
+
+/// Lock errors.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Held by another process and `--wait` was not given (LOCKED).
+    #[error("LOCKED: the host lock {path} is held by {}", record.describe())]
+    Held {
+        /// Lock file.
+        path: PathBuf,
+        /// The holder.
+        record: LockRecord,
+    },
+    /// `lock run` under an ancestor that holds the lock: waiting would never end.
+    #[error(
+        "LOCKED: nested `lock run`: the host lock {path} is already held by this process's ancestor {}; run the command directly, it runs under that hold",
+        record.describe()
+    )]
+    Nested {
+        /// Lock file.
+        path: PathBuf,
+        /// The ancestor holder.
+        record: LockRecord,
+    },
+    /// Filesystem failure.
+    #[error("{path}: {op}: {source}")]
+    Io {
+        /// Path.
+        path: PathBuf,
+        /// Operation.
+        op: &'static str,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Interrupted while waiting.
+    #[error(transparent)]
+    Interrupted(#[from] interrupt::Interrupted),
+}
+
+/// How a command relates to an ancestor's hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nesting {
+    /// `lock run`: an ancestor's hold is a mistake; refuse at once.
+    Refuse,
+    /// Any other command: run under the ancestor's hold.
+    RunUnder,
+}
+
+/// A hold on the host lock. Dropping an own hold releases it.
+#[derive(Debug)]
+pub enum Hold {
+    /// This process holds the lock.
+    Own {
+        /// The locked file.
+        file: File,
+        /// The record written.
+        record: LockRecord,
+    },
+    /// An ancestor holds it; this process runs under that hold.
+    Ancestor(LockRecord),
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if let Hold::Own { file, .. } = self {
+            let _ = file.set_len(0);
+            // SAFETY: unlocking our own descriptor.
+            unsafe {
+                libc::flock(file.as_raw_fd(), libc::LOCK_UN);
+            }
+        }
+    }
+}
+
+/// The default lock directory: `$TMPDIR/harness-<uid>` (one per host and user).
+pub fn default_dir() -> PathBuf {
+    // SAFETY: getuid cannot fail.
+    let uid = unsafe { libc::getuid() };
+    std::env::temp_dir().join(format!("harness-{uid}"))
+}
+
+fn lock_path(dir: &Path) -> PathBuf {
+    dir.join("host.lock")
+}
+
+fn open(dir: &Path) -> Result<(File, PathBuf), LockError> {
+    std::fs::create_dir_all(dir).map_err(|source| LockError::Io {
+        path: dir.to_path_buf(),
+        op: "create lock directory",
+        source,
+    })?;
+    let path = lock_path(dir);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|source| LockError::Io {
+            path: path.clone(),
+            op: "open lock file",
+            source,
+        })?;
+    Ok((file, path))
+}
+
+fn try_flock(file: &File) -> bool {
+    // SAFETY: flock on a descriptor we own.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
+fn read_record(path: &Path) -> Option<LockRecord> {
+    let mut s = String::new();
+    File::open(path).ok()?.read_to_string(&mut s).ok()?;
+    serde_json::from_str(&s).ok()
+}
+
+/// Reads the holder's record, retrying briefly while a new holder is still writing it.
+fn holder_record(path: &Path) -> LockRecord {
+    for _ in 0..40 {
+        if let Some(r) = read_record(path) {
+            return r;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    LockRecord {
+        holder: ProcessId {
+            pid: 0,
+            start_ticks: None,
+        },
+        owner: "unknown (no record in the lock file)".into(),
+        command: Vec::new(),
+        acquired_unix: now_unix(),
+        ttl_secs: None,
+    }
+}
+
+/// Takes the host lock in `dir` for `record`'s process. When held by an ancestor, behaves
+/// as `nesting` says. When held by anyone else: fails with [`LockError::Held`] unless
+/// `wait`, in which case `on_wait` is told who it waits on (once per holder) and it polls.
+pub fn acquire(
+    dir: &Path,
+    record: LockRecord,
+    nesting: Nesting,
+    wait: bool,
+    on_wait: &mut dyn FnMut(&LockRecord),
+) -> Result<Hold, LockError> {
+    let (mut file, path) = open(dir)?;
+    let mut told: Option<ProcessId> = None;
+    loop {
+        if try_flock(&file) {
+            let json = serde_json::to_vec(&record).expect("record serializes");
+            let io = |op| {
+                let path = path.clone();
+                move |source| LockError::Io { path, op, source }
+            };
+            file.set_len(0).map_err(io("truncate lock file"))?;
+            file.seek(SeekFrom::Start(0))
+                .map_err(io("seek lock file"))?;
+            file.write_all(&json).map_err(io("write lock record"))?;
+            file.sync_all().map_err(io("sync lock file"))?;
+            return Ok(Hold::Own { file, record });
+        }
+        let holder = holder_record(&path);
+        if ancestors().contains(&holder.holder) {
+            return match nesting {
+                Nesting::Refuse => Err(LockError::Nested {
+                    path,
+                    record: holder,
+                }),
+                Nesting::RunUnder => Ok(Hold::Ancestor(holder)),
+            };
+        }
+        if !wait {
+            return Err(LockError::Held {
+                path,
+                record: holder,
+            });
+        }
+        if told != Some(holder.holder) {
+            on_wait(&holder);
+            told = Some(holder.holder);
+        }
+        if interrupt::requested() {
+            return Err(interrupt::Interrupted.into());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The lock's state: `Some(holder)` when held, `None` when free.
+pub fn status(dir: &Path) -> Result<Option<LockRecord>, LockError> {
+    let (file, path) = open(dir)?;
+    if try_flock(&file) {
+        // SAFETY: releasing the probe lock on our own descriptor.
+        unsafe {
+            libc::flock(file.as_raw_fd(), libc::LOCK_UN);
+        }
+        return Ok(None);
+    }
+    Ok(Some(holder_record(&path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttl_reporting() {
+        let mut r = LockRecord::for_current("me", vec!["x".into()], Some(10));
+        r.acquired_unix = now_unix() - 25;
+        assert_eq!(r.over_ttl_secs(), Some(15));
+        assert!(
+            r.describe().contains("OVER its TTL of 10s by 15s"),
+            "{}",
+            r.describe()
+        );
+        r.acquired_unix = now_unix();
+        assert_eq!(r.over_ttl_secs(), None);
+    }
+
+    #[test]
+    fn acquire_release_and_status() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(status(d.path()).unwrap(), None);
+        let rec = LockRecord::for_current("me", vec!["t".into()], None);
+        let hold = acquire(d.path(), rec.clone(), Nesting::Refuse, false, &mut |_| {}).unwrap();
+        assert!(matches!(hold, Hold::Own { .. }));
+        // A second open file description in the same process conflicts under flock.
+        let second = acquire(d.path(), rec.clone(), Nesting::Refuse, false, &mut |_| {});
+        match second {
+            Err(LockError::Held { record, .. }) => assert_eq!(record, rec),
+            other => panic!("expected Held, got {other:?}"),
+        }
+        drop(hold);
+        assert_eq!(status(d.path()).unwrap(), None);
+    }
+}

@@ -1,0 +1,494 @@
+//! Battery reports: the versioned JSON document, the Markdown pull-request comment, the
+//! Stryker mutation-testing-report-schema document and the terminal table.
+//!
+//! JSON schema `harness-battery/1` is documented field by field on [`BatteryReport`] and in
+//! `docs/battery-report.md`. Stryker mapping (mutation-testing-report-schema 3.x,
+//! `schemaVersion` "2"): KILLED -> `Killed`, SURVIVED -> `Survived`, UNVIABLE ->
+//! `CompileError`, TIMEOUT -> `Timeout`; one mutant per catalog mutation, located at the
+//! first occurrence of its `find` text; `killedBy` holds the failing listed tests,
+//! `statusReason` the expectation and its reasons, `mutatorName` the role.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cargo::Outcome;
+use crate::catalog::Role;
+use crate::verdict::{Expectation, KillMatrix, Verdict};
+
+/// Identifier of the JSON report format; bumped on any incompatible change.
+pub const SCHEMA: &str = "harness-battery/1";
+
+/// The battery's JSON report (`reports/<catalog>/battery.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatteryReport {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Harness version that wrote it.
+    pub harness_version: String,
+    /// The catalog that ran.
+    pub catalog: CatalogInfo,
+    /// `complete`, `refused`, or `interrupted`.
+    pub status: Status,
+    /// Set when `status` is `refused`.
+    pub refusal: Option<RefusalInfo>,
+    /// The ids given with `--only`, if any (UNFALSIFIED is then not computed).
+    pub only: Option<Vec<String>>,
+    /// How the host lock was held: `own` or `ancestor pid N`.
+    pub lock: String,
+    /// Start time, seconds since the Unix epoch.
+    pub started_unix: u64,
+    /// Wall seconds of the whole battery.
+    pub wall_seconds: f64,
+    /// Baseline build and runs (absent if the battery refused before them).
+    pub baseline: Option<Baseline>,
+    /// One entry per mutation that ran, in run order.
+    pub mutations: Vec<MutationReport>,
+    /// Tests x mutations.
+    pub kill_matrix: KillMatrix,
+    /// Listed tests no mutation killed; `null` when not computed (refusal or `--only`).
+    pub unfalsified: Option<Vec<String>>,
+    /// Counts.
+    pub summary: Summary,
+    /// The process exit code this report implies (0, 1, 2 or 130).
+    pub exit_code: i32,
+}
+
+/// Battery status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Every selected mutation ran.
+    Complete,
+    /// The battery refused (see `refusal`) and ran nothing more.
+    Refused,
+    /// A signal stopped it (the tree was restored).
+    Interrupted,
+}
+
+/// The catalog as run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CatalogInfo {
+    /// Battery name.
+    pub name: String,
+    /// Catalog path as given.
+    pub path: PathBuf,
+    /// Canonical workspace root.
+    pub workspace: PathBuf,
+    /// Package.
+    pub package: String,
+    /// Test targets.
+    pub test_targets: Vec<String>,
+    /// Whether `--lib` tests are included.
+    pub lib_tests: bool,
+    /// Selection pattern.
+    pub select: String,
+    /// The listed tests.
+    pub tests: Vec<String>,
+}
+
+/// Why the battery refused.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RefusalInfo {
+    /// CATALOG-DRIFT, FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY or LOCKED.
+    pub kind: String,
+    /// What exactly, naming files, tests and mutations.
+    pub detail: String,
+}
+
+/// The baseline.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Baseline {
+    /// Seconds of the baseline build.
+    pub build_seconds: f64,
+    /// Seconds of each of the two baseline test runs.
+    pub run_seconds: Vec<f64>,
+    /// The per-mutation test timeout derived from them.
+    pub timeout_seconds: f64,
+    /// Number of tests the targets hold (listed or not).
+    pub tests_in_targets: usize,
+    /// Files the baseline runs created in the tree (removed).
+    pub created_files: Vec<PathBuf>,
+}
+
+/// One failing test.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailedTest {
+    /// Test name.
+    pub name: String,
+    /// Its failure message (libtest's captured output).
+    pub message: String,
+}
+
+/// One mutation's result.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MutationReport {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Role.
+    pub role: Role,
+    /// Mutated file, relative to the workspace root.
+    pub file: PathBuf,
+    /// Occurrences replaced.
+    pub occurrences: usize,
+    /// 1-based line and column of the first occurrence.
+    pub line: usize,
+    /// See `line`.
+    pub column: usize,
+    /// 1-based line and column just past the end of the first occurrence.
+    pub end_line: usize,
+    /// See `end_line`.
+    pub end_column: usize,
+    /// The replacement text.
+    pub replace: String,
+    /// KILLED, SURVIVED, UNVIABLE or TIMEOUT.
+    pub verdict: Verdict,
+    /// MET or UNMET.
+    pub expectation: Expectation,
+    /// Why UNMET (empty when MET).
+    pub reasons: Vec<String>,
+    /// The catalog's expected killers.
+    pub expected_killers: Vec<String>,
+    /// Failing listed tests with their messages.
+    pub failed_tests: Vec<FailedTest>,
+    /// Failing listed tests that are not expected killers.
+    pub other_killers: Vec<String>,
+    /// Outcome of every listed test (empty when UNVIABLE).
+    pub outcomes: BTreeMap<String, Outcome>,
+    /// For UNVIABLE: the compiler's first error.
+    pub compiler_error: Option<String>,
+    /// When a test binary died before reporting some tests: the end of cargo's stderr.
+    pub crash_output: Option<String>,
+    /// For TIMEOUT: the tests that had finished.
+    pub finished_tests: Option<Vec<String>>,
+    /// Files the run created in the tree (removed).
+    pub created_files: Vec<PathBuf>,
+    /// Seconds of the rebuild.
+    pub build_seconds: f64,
+    /// Seconds of the test run (0 when UNVIABLE).
+    pub test_seconds: f64,
+}
+
+/// Counts over the mutations that ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Summary {
+    /// Mutations that ran.
+    pub mutations: usize,
+    /// KILLED.
+    pub killed: usize,
+    /// SURVIVED.
+    pub survived: usize,
+    /// UNVIABLE.
+    pub unviable: usize,
+    /// TIMEOUT.
+    pub timeout: usize,
+    /// MET.
+    pub met: usize,
+    /// UNMET.
+    pub unmet: usize,
+    /// UNFALSIFIED tests (0 when not computed).
+    pub unfalsified: usize,
+}
+
+impl Summary {
+    /// Counts `mutations`.
+    pub fn of(mutations: &[MutationReport], unfalsified: Option<&Vec<String>>) -> Summary {
+        let mut s = Summary {
+            mutations: mutations.len(),
+            unfalsified: unfalsified.map_or(0, Vec::len),
+            ..Summary::default()
+        };
+        for m in mutations {
+            match m.verdict {
+                Verdict::Killed => s.killed += 1,
+                Verdict::Survived => s.survived += 1,
+                Verdict::Unviable => s.unviable += 1,
+                Verdict::Timeout => s.timeout += 1,
+            }
+            match m.expectation {
+                Expectation::Met => s.met += 1,
+                Expectation::Unmet => s.unmet += 1,
+            }
+        }
+        s
+    }
+}
+
+/// Paths of the three report files for battery `name` under `root`.
+pub fn report_dir(root: &Path, name: &str) -> PathBuf {
+    root.join(name)
+}
+
+/// Writes `battery.json`, `battery.md` and (unless refused) `mutation-report.json` into
+/// `dir`. Returns the written paths.
+pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut out = Vec::new();
+    let json = dir.join("battery.json");
+    std::fs::write(
+        &json,
+        serde_json::to_string_pretty(r).expect("report serializes") + "\n",
+    )?;
+    out.push(json);
+    let md = dir.join("battery.md");
+    std::fs::write(&md, markdown(r))?;
+    out.push(md);
+    let stryker_path = dir.join("mutation-report.json");
+    if r.status == Status::Complete {
+        let doc = stryker(r)?;
+        std::fs::write(
+            &stryker_path,
+            serde_json::to_string_pretty(&doc).expect("serializes") + "\n",
+        )?;
+        out.push(stryker_path);
+    } else {
+        let _ = std::fs::remove_file(&stryker_path);
+    }
+    Ok(out)
+}
+
+fn headline(r: &BatteryReport) -> String {
+    match (&r.status, &r.refusal) {
+        (Status::Refused, Some(f)) => format!("REFUSED {}: {}", f.kind, f.detail),
+        (Status::Interrupted, _) => "INTERRUPTED (tree restored)".to_string(),
+        _ => {
+            let s = &r.summary;
+            format!(
+                "{} mutations: {} killed, {} survived, {} unviable, {} timeout; {} met, {} unmet; {}",
+                s.mutations,
+                s.killed,
+                s.survived,
+                s.unviable,
+                s.timeout,
+                s.met,
+                s.unmet,
+                match &r.unfalsified {
+                    Some(u) => format!("{} unfalsified", u.len()),
+                    None => "unfalsified not computed (--only)".to_string(),
+                }
+            )
+        }
+    }
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+/// The Markdown pull-request comment: headline, per-mutation table, unmet reasons,
+/// UNFALSIFIED tests and the kill matrix.
+pub fn markdown(r: &BatteryReport) -> String {
+    let mut s = format!("## Mutation battery `{}`\n\n", r.catalog.name);
+    let mark = if r.exit_code == 0 { "PASS" } else { "FAIL" };
+    s.push_str(&format!(
+        "**{mark}** (exit {}): {}\n\n",
+        r.exit_code,
+        md_escape(&headline(r))
+    ));
+    if !r.mutations.is_empty() {
+        s.push_str("| mutation | role | verdict | expectation | killed by |\n");
+        s.push_str("|---|---|---|---|---|\n");
+        for m in &r.mutations {
+            let killers: Vec<&str> = m.failed_tests.iter().map(|f| f.name.as_str()).collect();
+            s.push_str(&format!(
+                "| `{}` | {} | {} | {} | {} |\n",
+                m.id,
+                m.role,
+                m.verdict,
+                m.expectation,
+                if killers.is_empty() {
+                    "-".to_string()
+                } else {
+                    killers
+                        .iter()
+                        .map(|k| format!("`{k}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
+        }
+        s.push('\n');
+    }
+    let unmet: Vec<&MutationReport> = r
+        .mutations
+        .iter()
+        .filter(|m| m.expectation == Expectation::Unmet)
+        .collect();
+    if !unmet.is_empty() {
+        s.push_str("### Unmet expectations\n\n");
+        for m in unmet {
+            s.push_str(&format!(
+                "- `{}` ({}): {}\n",
+                m.id,
+                m.verdict,
+                md_escape(&m.reasons.join("; "))
+            ));
+            if let Some(e) = &m.compiler_error {
+                let first = e.lines().next().unwrap_or("");
+                s.push_str(&format!("  - compiler: `{}`\n", first.replace('`', "'")));
+            }
+        }
+        s.push('\n');
+    }
+    if let Some(u) = &r.unfalsified
+        && !u.is_empty()
+    {
+        s.push_str("### Unfalsified tests (no mutation kills them)\n\n");
+        for t in u {
+            s.push_str(&format!("- `{t}`\n"));
+        }
+        s.push('\n');
+    }
+    if !r.kill_matrix.mutations.is_empty() {
+        s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result)</summary>\n\n");
+        s.push_str("| test |");
+        for m in &r.kill_matrix.mutations {
+            s.push_str(&format!(" `{m}` |"));
+        }
+        s.push_str("\n|---|");
+        for _ in &r.kill_matrix.mutations {
+            s.push_str("---|");
+        }
+        s.push('\n');
+        for (t, row) in r.kill_matrix.tests.iter().zip(&r.kill_matrix.cells) {
+            s.push_str(&format!("| `{t}` |"));
+            for c in row {
+                s.push_str(&format!(" {} |", c.symbol()));
+            }
+            s.push('\n');
+        }
+        s.push_str("\n</details>\n");
+    }
+    s
+}
+
+/// The mutation-testing-report-schema document (see the module docs for the mapping).
+pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
+    use serde_json::json;
+    let mut files: BTreeMap<String, serde_json::Value> = BTreeMap::new();
+    for m in &r.mutations {
+        let key = m.file.to_string_lossy().replace('\\', "/");
+        if !files.contains_key(&key) {
+            let source = std::fs::read_to_string(r.catalog.workspace.join(&m.file))?;
+            files.insert(
+                key.clone(),
+                json!({"language": "rust", "source": source, "mutants": []}),
+            );
+        }
+        let status = match m.verdict {
+            Verdict::Killed => "Killed",
+            Verdict::Survived => "Survived",
+            Verdict::Unviable => "CompileError",
+            Verdict::Timeout => "Timeout",
+        };
+        let reason = match (&m.compiler_error, m.reasons.is_empty()) {
+            (Some(e), _) => e.clone(),
+            (None, true) => format!("expectation {}", m.expectation),
+            (None, false) => format!("expectation {}: {}", m.expectation, m.reasons.join("; ")),
+        };
+        let completed = m
+            .outcomes
+            .values()
+            .filter(|o| matches!(o, Outcome::Passed | Outcome::Failed))
+            .count();
+        let mutant = json!({
+            "id": m.id,
+            "mutatorName": m.role.to_string(),
+            "description": m.title,
+            "replacement": m.replace,
+            "location": {
+                "start": {"line": m.line, "column": m.column},
+                "end": {"line": m.end_line, "column": m.end_column},
+            },
+            "status": status,
+            "statusReason": reason,
+            "killedBy": m.failed_tests.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+            "coveredBy": r.catalog.tests,
+            "testsCompleted": completed,
+            "duration": (m.test_seconds * 1000.0).round(),
+        });
+        files
+            .get_mut(&key)
+            .and_then(|f| f["mutants"].as_array_mut())
+            .expect("inserted above")
+            .push(mutant);
+    }
+    let tests: Vec<serde_json::Value> = r
+        .catalog
+        .tests
+        .iter()
+        .map(|t| json!({"id": t, "name": t}))
+        .collect();
+    let test_file = format!(
+        "{} ({})",
+        r.catalog.package,
+        r.catalog.test_targets.join(", ")
+    );
+    Ok(json!({
+        "schemaVersion": "2",
+        "thresholds": {"high": 80, "low": 60},
+        "projectRoot": r.catalog.workspace,
+        "files": files,
+        "testFiles": { test_file: {"tests": tests} },
+        "config": {"harness_schema": SCHEMA, "battery": r.catalog.name},
+    }))
+}
+
+/// The final terminal table: one row per mutation, then the headline.
+pub fn table(r: &BatteryReport) -> String {
+    let mut rows = vec![[
+        "MUTATION".to_string(),
+        "ROLE".to_string(),
+        "VERDICT".to_string(),
+        "EXPECT".to_string(),
+        "BUILD s".to_string(),
+        "TEST s".to_string(),
+        "NOTE".to_string(),
+    ]];
+    for m in &r.mutations {
+        rows.push([
+            m.id.clone(),
+            m.role.to_string(),
+            m.verdict.to_string(),
+            m.expectation.to_string(),
+            format!("{:.1}", m.build_seconds),
+            format!("{:.1}", m.test_seconds),
+            m.reasons.first().cloned().unwrap_or_default(),
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for row in &rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                // The seconds columns are right-aligned numbers.
+                if i == 4 || i == 5 {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
+            .collect();
+        s.push_str(line.join("  ").trim_end());
+        s.push('\n');
+    }
+    if let Some(u) = &r.unfalsified {
+        for t in u {
+            s.push_str(&format!("UNFALSIFIED  {t}\n"));
+        }
+    }
+    s.push_str(&headline(r));
+    s.push('\n');
+    s
+}

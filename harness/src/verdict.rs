@@ -1,0 +1,432 @@
+//! Verdicts (what happened to a mutation), expectations (whether that is what the catalog
+//! says must happen), UNFALSIFIED tests and the kill matrix.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cargo::Outcome;
+use crate::catalog::{Mutation, Role};
+
+/// What happened to one mutation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Verdict {
+    /// At least one listed test failed (or its binary died).
+    Killed,
+    /// Every listed test passed.
+    Survived,
+    /// The mutated code did not compile.
+    Unviable,
+    /// The test run exceeded the timeout and was killed.
+    Timeout,
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Verdict::Killed => "KILLED",
+            Verdict::Survived => "SURVIVED",
+            Verdict::Unviable => "UNVIABLE",
+            Verdict::Timeout => "TIMEOUT",
+        })
+    }
+}
+
+/// Whether the verdict is what the catalog expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Expectation {
+    /// As expected.
+    Met,
+    /// Not as expected; `reasons` say why.
+    Unmet,
+}
+
+impl fmt::Display for Expectation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Expectation::Met => "MET",
+            Expectation::Unmet => "UNMET",
+        })
+    }
+}
+
+/// Whether an outcome is this test failing under the mutation (a kill by that test).
+/// A test without a result line ([`Outcome::NoResult`]: its binary died before reporting
+/// it) is not a kill by that test: which test brought the binary down is unknown.
+pub fn is_kill(o: Outcome) -> bool {
+    matches!(o, Outcome::Failed)
+}
+
+/// What the run observed for one mutation.
+#[derive(Debug, Clone)]
+pub enum Observation<'a> {
+    /// The build failed.
+    Unviable,
+    /// The tests ran (possibly until the timeout).
+    Ran {
+        /// Outcome per listed test.
+        outcomes: &'a BTreeMap<String, Outcome>,
+        /// Failure message per failed test.
+        messages: &'a BTreeMap<String, String>,
+        /// Whether the run was killed at the timeout.
+        timed_out: bool,
+    },
+}
+
+/// The judgement of one mutation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    /// Verdict.
+    pub verdict: Verdict,
+    /// Expectation.
+    pub expectation: Expectation,
+    /// Why the expectation is unmet (empty when met).
+    pub reasons: Vec<String>,
+    /// Listed tests that failed but are not expected killers (listed, not hidden).
+    pub other_killers: Vec<String>,
+}
+
+/// Judges a mutation: KILLED / SURVIVED / UNVIABLE / TIMEOUT, then MET when every expected
+/// killer failed (and its failure contains `expect_message` when given). A `gap` is MET
+/// only when it survives; killed, it is UNMET ("gap closed: update the catalog"). UNVIABLE
+/// and TIMEOUT never meet an expectation.
+pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
+    let mut reasons = Vec::new();
+    let (outcomes, messages, timed_out) = match obs {
+        Observation::Unviable => {
+            return Judgement {
+                verdict: Verdict::Unviable,
+                expectation: Expectation::Unmet,
+                reasons: vec!["the mutated code does not compile: no test ran".into()],
+                other_killers: Vec::new(),
+            };
+        }
+        Observation::Ran {
+            outcomes,
+            messages,
+            timed_out,
+        } => (*outcomes, *messages, *timed_out),
+    };
+    let killers: Vec<&String> = outcomes
+        .iter()
+        .filter(|(_, o)| is_kill(**o))
+        .map(|(n, _)| n)
+        .collect();
+    // A test binary that died (crash, abort) before reporting some tests detected the
+    // mutation, but names no killer.
+    let crashed = outcomes.values().any(|o| *o == Outcome::NoResult);
+    let verdict = if timed_out {
+        Verdict::Timeout
+    } else if killers.is_empty() && !crashed {
+        Verdict::Survived
+    } else {
+        Verdict::Killed
+    };
+    let other_killers: Vec<String> = killers
+        .iter()
+        .filter(|k| !m.killed_by.contains(k))
+        .map(|k| k.to_string())
+        .collect();
+    match m.role {
+        Role::Gap => match verdict {
+            Verdict::Survived => {}
+            Verdict::Killed => reasons.push(format!(
+                "gap closed: update the catalog (killed by {})",
+                killers
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => reasons.push(format!("a gap must survive, it ended {verdict}")),
+        },
+        Role::Defect | Role::Vacuity => {
+            if timed_out {
+                reasons.push("the test run timed out: a hang is not a named kill".to_string());
+            }
+            for k in &m.killed_by {
+                match outcomes.get(k).copied() {
+                    Some(o) if is_kill(o) => {
+                        if let Some(want) = &m.expect_message {
+                            let got = messages.get(k).map(String::as_str).unwrap_or("");
+                            if !got.contains(want.as_str()) {
+                                reasons.push(format!(
+                                    "{k} failed without the expected message {want:?}"
+                                ));
+                            }
+                        }
+                    }
+                    Some(Outcome::Unfinished) => {
+                        reasons.push(format!("{k} had not finished at the timeout"))
+                    }
+                    Some(Outcome::NoResult) => reasons.push(format!(
+                        "{k} has no result: its test binary died before reporting it"
+                    )),
+                    Some(o) => reasons.push(format!(
+                        "{k} did not fail ({})",
+                        serde_json::to_value(o)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_string))
+                            .unwrap_or_default()
+                    )),
+                    None => reasons.push(format!("{k} was not run")),
+                }
+            }
+        }
+    }
+    Judgement {
+        verdict,
+        expectation: if reasons.is_empty() {
+            Expectation::Met
+        } else {
+            Expectation::Unmet
+        },
+        reasons,
+        other_killers,
+    }
+}
+
+/// One cell of the kill matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cell {
+    /// The test failed under the mutation.
+    Killed,
+    /// The test passed under the mutation.
+    Passed,
+    /// The test was ignored.
+    Ignored,
+    /// The run timed out before the test finished.
+    Unfinished,
+    /// The mutation did not compile: the test did not run.
+    NotRun,
+    /// The test binary died before reporting this test.
+    NoResult,
+}
+
+impl Cell {
+    /// From a test outcome.
+    pub fn from_outcome(o: Outcome) -> Cell {
+        match o {
+            Outcome::Failed => Cell::Killed,
+            Outcome::NoResult => Cell::NoResult,
+            Outcome::Passed => Cell::Passed,
+            Outcome::Ignored => Cell::Ignored,
+            Outcome::Unfinished => Cell::Unfinished,
+        }
+    }
+
+    /// One-character symbol used in the Markdown and terminal matrices.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Cell::Killed => "K",
+            Cell::Passed => ".",
+            Cell::Ignored => "i",
+            Cell::Unfinished => "T",
+            Cell::NotRun => "-",
+            Cell::NoResult => "?",
+        }
+    }
+}
+
+/// Tests x mutations: `cells[t][m]` is test `tests[t]` under mutation `mutations[m]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KillMatrix {
+    /// Row labels: the listed tests, catalog order.
+    pub tests: Vec<String>,
+    /// Column labels: the mutation ids that ran, run order.
+    pub mutations: Vec<String>,
+    /// Cells, one row per test.
+    pub cells: Vec<Vec<Cell>>,
+}
+
+impl KillMatrix {
+    /// Builds the matrix from each mutation's outcomes (`None` for an unviable mutation).
+    pub fn build(
+        tests: &[String],
+        columns: &[(String, Option<&BTreeMap<String, Outcome>>)],
+    ) -> KillMatrix {
+        let cells = tests
+            .iter()
+            .map(|t| {
+                columns
+                    .iter()
+                    .map(|(_, o)| match o {
+                        None => Cell::NotRun,
+                        Some(o) => o.get(t).copied().map_or(Cell::NotRun, Cell::from_outcome),
+                    })
+                    .collect()
+            })
+            .collect();
+        KillMatrix {
+            tests: tests.to_vec(),
+            mutations: columns.iter().map(|(id, _)| id.clone()).collect(),
+            cells,
+        }
+    }
+
+    /// Listed tests that no mutation killed (UNFALSIFIED).
+    pub fn unfalsified(&self) -> Vec<String> {
+        self.tests
+            .iter()
+            .zip(&self.cells)
+            .filter(|(_, row)| !row.contains(&Cell::Killed))
+            .map(|(t, _)| t.clone())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn m(role: Role, killers: &[&str], msg: Option<&str>) -> Mutation {
+        Mutation {
+            id: "m".into(),
+            title: "t".into(),
+            role,
+            file: PathBuf::from("f"),
+            find: "a".into(),
+            occurrences: 1,
+            replace: "b".into(),
+            killed_by: killers.iter().map(|s| s.to_string()).collect(),
+            expect_message: msg.map(str::to_string),
+            rationale: "r".into(),
+        }
+    }
+
+    fn outcomes(v: &[(&str, Outcome)]) -> BTreeMap<String, Outcome> {
+        v.iter().map(|(n, o)| (n.to_string(), *o)).collect()
+    }
+
+    fn ran<'a>(
+        o: &'a BTreeMap<String, Outcome>,
+        msg: &'a BTreeMap<String, String>,
+        timed_out: bool,
+    ) -> Observation<'a> {
+        Observation::Ran {
+            outcomes: o,
+            messages: msg,
+            timed_out,
+        }
+    }
+
+    #[test]
+    fn defect_killed_by_its_test_is_met_and_other_killers_are_listed() {
+        let o = outcomes(&[
+            ("a", Outcome::Failed),
+            ("b", Outcome::Failed),
+            ("c", Outcome::Passed),
+        ]);
+        let msgs = BTreeMap::from([("a".to_string(), "left: 1 right: 2".to_string())]);
+        let j = judge(
+            &m(Role::Defect, &["a"], Some("right: 2")),
+            &ran(&o, &msgs, false),
+        );
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Met)
+        );
+        assert_eq!(j.other_killers, vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn wrong_message_or_wrong_killer_is_unmet() {
+        let o = outcomes(&[("a", Outcome::Failed), ("b", Outcome::Passed)]);
+        let msgs = BTreeMap::from([("a".to_string(), "something else".to_string())]);
+        let j = judge(
+            &m(Role::Defect, &["a"], Some("right: 2")),
+            &ran(&o, &msgs, false),
+        );
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Unmet)
+        );
+        let j = judge(&m(Role::Vacuity, &["b"], None), &ran(&o, &msgs, false));
+        assert_eq!(j.expectation, Expectation::Unmet);
+        assert_eq!(j.reasons, vec!["b did not fail (passed)".to_string()]);
+    }
+
+    #[test]
+    fn gap_survived_is_met_and_killed_is_gap_closed() {
+        let none = BTreeMap::new();
+        let pass = outcomes(&[("a", Outcome::Passed)]);
+        let j = judge(&m(Role::Gap, &[], None), &ran(&pass, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Survived, Expectation::Met)
+        );
+        let fail = outcomes(&[("a", Outcome::Failed)]);
+        let j = judge(&m(Role::Gap, &[], None), &ran(&fail, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Unmet)
+        );
+        assert!(j.reasons[0].starts_with("gap closed: update the catalog"));
+    }
+
+    #[test]
+    fn a_dead_test_binary_kills_but_names_no_killer() {
+        let none = BTreeMap::new();
+        let o = outcomes(&[("a", Outcome::Passed), ("b", Outcome::NoResult)]);
+        let j = judge(&m(Role::Defect, &["b"], None), &ran(&o, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Unmet)
+        );
+        assert_eq!(
+            j.reasons,
+            vec!["b has no result: its test binary died before reporting it".to_string()]
+        );
+    }
+
+    #[test]
+    fn timeout_and_unviable_are_unmet() {
+        let none = BTreeMap::new();
+        let o = outcomes(&[("a", Outcome::Unfinished), ("b", Outcome::Passed)]);
+        let j = judge(&m(Role::Defect, &["a"], None), &ran(&o, &none, true));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Timeout, Expectation::Unmet)
+        );
+        let j = judge(&m(Role::Defect, &["a"], None), &Observation::Unviable);
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Unviable, Expectation::Unmet)
+        );
+    }
+
+    #[test]
+    fn kill_matrix_and_unfalsified() {
+        let tests = vec!["a".to_string(), "b".to_string(), "c".to_string()];
+        let m1 = outcomes(&[
+            ("a", Outcome::Failed),
+            ("b", Outcome::Passed),
+            ("c", Outcome::Passed),
+        ]);
+        let m2 = outcomes(&[
+            ("a", Outcome::Passed),
+            ("b", Outcome::NoResult),
+            ("c", Outcome::Passed),
+        ]);
+        let km = KillMatrix::build(
+            &tests,
+            &[
+                ("m1".into(), Some(&m1)),
+                ("m2".into(), Some(&m2)),
+                ("m3".into(), None),
+            ],
+        );
+        assert_eq!(km.cells[0], vec![Cell::Killed, Cell::Passed, Cell::NotRun]);
+        assert_eq!(
+            km.cells[1],
+            vec![Cell::Passed, Cell::NoResult, Cell::NotRun]
+        );
+        // A test whose binary died names no kill: b stays unfalsified.
+        assert_eq!(km.unfalsified(), vec!["b".to_string(), "c".to_string()]);
+    }
+}

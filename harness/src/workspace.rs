@@ -1,0 +1,589 @@
+//! The tree under test: fingerprint, apply a mutation, restore it, and the restore journal.
+//!
+//! Fingerprint: SHA-256 over the path and content of every tracked and
+//! untracked-not-ignored file (git ignore rules when the root is inside a git work tree;
+//! every file otherwise). Directories holding a `CACHEDIR.TAG` (Cargo target directories),
+//! `.git` and explicitly excluded directories are never walked.
+//!
+//! Journal: before a file is mutated, its original bytes and a JSON record (owner process,
+//! file, SHA-256 of the original and the mutated bytes) are written under the host state
+//! directory (`<state>/journal/`). Restoring verifies that the file still holds the mutated
+//! bytes: if someone edited it meanwhile, their version is left in place, the original is
+//! kept beside the journal, and the error says where. A run killed with SIGKILL leaves the
+//! journal behind; the next `harness` command restores from it first.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::process::ProcessId;
+
+/// Errors of tree inspection and mutation handling.
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    /// A filesystem operation failed.
+    #[error("{path}: {op}: {source}")]
+    Io {
+        /// Path involved.
+        path: PathBuf,
+        /// What was attempted.
+        op: &'static str,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The file changed between the drift check / apply and the restore.
+    #[error(
+        "{file} was edited while mutation {mutation} was applied: the edited version is left in {file}; the original bytes are kept at {original_copy}"
+    )]
+    ConcurrentEdit {
+        /// Mutated file.
+        file: PathBuf,
+        /// Mutation id.
+        mutation: String,
+        /// Where the original bytes are kept.
+        original_copy: PathBuf,
+    },
+    /// Before applying, the file no longer held the bytes the drift check saw.
+    #[error("{file} changed after the drift check (before mutation {mutation} was applied)")]
+    ChangedBeforeApply {
+        /// File.
+        file: PathBuf,
+        /// Mutation id.
+        mutation: String,
+    },
+    /// A journal record could not be parsed.
+    #[error("{path}: unreadable journal: {message}")]
+    BadJournal {
+        /// Journal path.
+        path: PathBuf,
+        /// Parser message.
+        message: String,
+    },
+}
+
+fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
+    let path = path.to_path_buf();
+    move |source| TreeError::Io { path, op, source }
+}
+
+/// SHA-256 of `bytes`, lower-case hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let d = Sha256::digest(bytes);
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// One walk of the tree: every file's relative path, and the content hash of those the
+/// fingerprint covers (tracked or untracked-not-ignored).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeScan {
+    /// Relative path -> content SHA-256 (`None` for ignored files, which are only listed).
+    pub files: BTreeMap<PathBuf, Option<String>>,
+    /// Relative paths of directories.
+    pub dirs: BTreeSet<PathBuf>,
+}
+
+impl TreeScan {
+    /// The fingerprint: SHA-256 over (path, content hash) of every covered file, hex.
+    pub fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        for (p, sha) in &self.files {
+            if let Some(sha) = sha {
+                h.update(p.to_string_lossy().as_bytes());
+                h.update([0]);
+                h.update(sha.as_bytes());
+                h.update([0]);
+            }
+        }
+        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Covered files whose content differs between `self` (before) and `after`, or that
+    /// exist in only one of them, as `path (changed|created|removed)` lines.
+    pub fn differences(&self, after: &TreeScan) -> Vec<String> {
+        let covered = |s: &TreeScan| -> BTreeMap<PathBuf, String> {
+            s.files
+                .iter()
+                .filter_map(|(p, h)| h.clone().map(|h| (p.clone(), h)))
+                .collect()
+        };
+        let (a, b) = (covered(self), covered(after));
+        let mut out = Vec::new();
+        for (p, h) in &a {
+            match b.get(p) {
+                None => out.push(format!("{} (removed)", p.display())),
+                Some(h2) if h2 != h => out.push(format!("{} (changed)", p.display())),
+                _ => {}
+            }
+        }
+        for p in b.keys() {
+            if !a.contains_key(p) {
+                out.push(format!("{} (created)", p.display()));
+            }
+        }
+        out
+    }
+}
+
+/// Walks `root` (see the module docs for what is covered). `exclude` holds absolute
+/// directories never walked (the private target directory, the reports directory).
+pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<TreeScan, TreeError> {
+    let repo = git2::Repository::discover(root).ok();
+    let workdir = repo
+        .as_ref()
+        .and_then(|r| r.workdir().map(Path::to_path_buf))
+        .and_then(|w| w.canonicalize().ok());
+    let index = repo.as_ref().and_then(|r| r.index().ok());
+    let mut out = TreeScan::default();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = fs::read_dir(&dir).map_err(io(&dir, "read directory"))?;
+        let mut entries: Vec<_> = entries
+            .collect::<Result<_, _>>()
+            .map_err(io(&dir, "read directory"))?;
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let path = e.path();
+            let ft = e.file_type().map_err(io(&path, "stat"))?;
+            let rel = path.strip_prefix(root).unwrap_or(&path).to_path_buf();
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if ft.is_dir() {
+                if exclude.iter().any(|x| x == &path) || path.join("CACHEDIR.TAG").exists() {
+                    continue;
+                }
+                out.dirs.insert(rel);
+                stack.push(path);
+                continue;
+            }
+            let ignored = match (&repo, &workdir) {
+                (Some(repo), Some(wd)) => match path.strip_prefix(wd) {
+                    Ok(in_repo) => {
+                        let tracked = index
+                            .as_ref()
+                            .is_some_and(|i| i.get_path(in_repo, 0).is_some());
+                        !tracked && repo.is_path_ignored(in_repo).unwrap_or(false)
+                    }
+                    Err(_) => false,
+                },
+                _ => false,
+            };
+            let sha = if ignored {
+                None
+            } else if ft.is_symlink() {
+                let target = fs::read_link(&path).map_err(io(&path, "read link"))?;
+                Some(sha256_hex(target.to_string_lossy().as_bytes()))
+            } else {
+                Some(sha256_hex(&fs::read(&path).map_err(io(&path, "read"))?))
+            };
+            out.files.insert(rel, sha);
+        }
+    }
+    Ok(out)
+}
+
+/// Removes the files (and then empty directories) present in `after` but not in `before`.
+/// Returns the removed files' relative paths.
+pub fn remove_created(
+    root: &Path,
+    before: &TreeScan,
+    after: &TreeScan,
+) -> Result<Vec<PathBuf>, TreeError> {
+    let mut removed = Vec::new();
+    for p in after.files.keys() {
+        if !before.files.contains_key(p) {
+            let abs = root.join(p);
+            fs::remove_file(&abs).map_err(io(&abs, "remove created file"))?;
+            removed.push(p.clone());
+        }
+    }
+    // Deepest directories first.
+    let mut new_dirs: Vec<&PathBuf> = after.dirs.difference(&before.dirs).collect();
+    new_dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    for d in new_dirs {
+        let abs = root.join(d);
+        // Only empty directories go; anything else stays and is reported by the fingerprint.
+        let _ = fs::remove_dir(&abs);
+    }
+    Ok(removed)
+}
+
+/// A journal record: everything needed to put one mutated file back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Journal {
+    /// Record format version.
+    pub version: u32,
+    /// The harness process that applied the mutation.
+    pub owner: ProcessId,
+    /// Catalog path.
+    pub catalog: PathBuf,
+    /// Mutation id.
+    pub mutation: String,
+    /// Absolute path of the mutated file.
+    pub file: PathBuf,
+    /// SHA-256 of the original bytes.
+    pub original_sha256: String,
+    /// SHA-256 of the mutated bytes.
+    pub mutated_sha256: String,
+    /// Where the original bytes are kept while the mutation is applied.
+    pub original_copy: PathBuf,
+}
+
+const JOURNAL_VERSION: u32 = 1;
+
+fn journal_dir(state: &Path) -> PathBuf {
+    state.join("journal")
+}
+
+/// Writes `bytes` to `path` through a sibling temporary file and a rename, keeping the
+/// permissions of the file it replaces, and syncs it.
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), TreeError> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{}.harness-tmp", name.unwrap_or_default()));
+    let perms = fs::metadata(path).map(|m| m.permissions()).ok();
+    {
+        let mut f = fs::File::create(&tmp).map_err(io(&tmp, "create"))?;
+        f.write_all(bytes).map_err(io(&tmp, "write"))?;
+        f.sync_all().map_err(io(&tmp, "sync"))?;
+    }
+    if let Some(perms) = perms {
+        fs::set_permissions(&tmp, perms).map_err(io(&tmp, "set permissions"))?;
+    }
+    fs::rename(&tmp, path).map_err(io(path, "rename into place"))
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), TreeError> {
+    let tmp = path.with_extension("tmp");
+    {
+        let mut f = fs::File::create(&tmp).map_err(io(&tmp, "create"))?;
+        f.write_all(bytes).map_err(io(&tmp, "write"))?;
+        f.sync_all().map_err(io(&tmp, "sync"))?;
+    }
+    fs::rename(&tmp, path).map_err(io(path, "rename into place"))
+}
+
+/// A mutation applied to one file; restore it with [`Applied::restore`]. Dropping it
+/// without restoring (a panic unwinding) restores too.
+#[derive(Debug)]
+pub struct Applied {
+    journal: Journal,
+    journal_path: PathBuf,
+    original: Vec<u8>,
+    mutated: Vec<u8>,
+    done: bool,
+}
+
+/// What a restore found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreOutcome {
+    /// The file held the mutated bytes and now holds the original ones (verified).
+    Restored,
+    /// The file already held the original bytes.
+    AlreadyOriginal,
+}
+
+/// Journals and applies a mutation: writes the original bytes and the journal record under
+/// `state`, verifies the file still holds `original`, then writes `mutated`.
+///
+/// Errors: [`TreeError::ChangedBeforeApply`] if the file changed since the drift check;
+/// I/O errors naming the path.
+pub fn apply(
+    state: &Path,
+    catalog: &Path,
+    mutation: &str,
+    file: &Path,
+    original: &[u8],
+    mutated: &[u8],
+) -> Result<Applied, TreeError> {
+    let dir = journal_dir(state);
+    fs::create_dir_all(&dir).map_err(io(&dir, "create journal directory"))?;
+    let key = sha256_hex(file.to_string_lossy().as_bytes());
+    let key = &key[..16];
+    let original_copy = dir.join(format!("{key}.original"));
+    let journal_path = dir.join(format!("{key}.json"));
+    let current = fs::read(file).map_err(io(file, "read"))?;
+    if current != original {
+        return Err(TreeError::ChangedBeforeApply {
+            file: file.to_path_buf(),
+            mutation: mutation.to_string(),
+        });
+    }
+    write_synced(&original_copy, original)?;
+    let journal = Journal {
+        version: JOURNAL_VERSION,
+        owner: ProcessId::current(),
+        catalog: catalog.to_path_buf(),
+        mutation: mutation.to_string(),
+        file: file.to_path_buf(),
+        original_sha256: sha256_hex(original),
+        mutated_sha256: sha256_hex(mutated),
+        original_copy,
+    };
+    let json = serde_json::to_vec_pretty(&journal).expect("journal serializes");
+    write_synced(&journal_path, &json)?;
+    replace_file(file, mutated)?;
+    Ok(Applied {
+        journal,
+        journal_path,
+        original: original.to_vec(),
+        mutated: mutated.to_vec(),
+        done: false,
+    })
+}
+
+impl Applied {
+    /// Whether the file still holds exactly the mutated bytes.
+    pub fn still_mutated(&self) -> Result<bool, TreeError> {
+        let f = &self.journal.file;
+        Ok(fs::read(f).map_err(io(f, "read"))? == self.mutated)
+    }
+
+    /// Verifies the file still holds the mutated bytes, writes the original bytes back,
+    /// verifies them, and removes the journal.
+    ///
+    /// Errors: [`TreeError::ConcurrentEdit`] (the edited version is left in place, the
+    /// original kept at the journal's `original_copy`).
+    pub fn restore(mut self) -> Result<RestoreOutcome, TreeError> {
+        self.done = true;
+        let mutated = &self.mutated;
+        restore_file(&self.journal, &self.journal_path, &self.original, &|c| {
+            c == mutated.as_slice()
+        })
+    }
+}
+
+impl Drop for Applied {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            let mutated = &self.mutated;
+            if let Err(e) = restore_file(&self.journal, &self.journal_path, &self.original, &|c| {
+                c == mutated.as_slice()
+            }) {
+                eprintln!("harness: restore while unwinding failed: {e}");
+            }
+        }
+    }
+}
+
+fn restore_file(
+    j: &Journal,
+    journal_path: &Path,
+    original: &[u8],
+    is_mutated: &dyn Fn(&[u8]) -> bool,
+) -> Result<RestoreOutcome, TreeError> {
+    let current = fs::read(&j.file).map_err(io(&j.file, "read"))?;
+    let outcome = if is_mutated(&current) {
+        replace_file(&j.file, original)?;
+        let back = fs::read(&j.file).map_err(io(&j.file, "read back"))?;
+        if back != original {
+            return Err(TreeError::Io {
+                path: j.file.clone(),
+                op: "verify restored bytes",
+                source: std::io::Error::other("content differs from the original after writing"),
+            });
+        }
+        RestoreOutcome::Restored
+    } else if current == original {
+        RestoreOutcome::AlreadyOriginal
+    } else {
+        // Keep both: the edit stays in the file, the original stays at its copy; the journal
+        // record is retired so later commands do not trip over it again.
+        let kept = j.original_copy.with_extension(format!(
+            "{}.original",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
+        ));
+        fs::rename(&j.original_copy, &kept).map_err(io(&kept, "keep original"))?;
+        let _ = fs::remove_file(journal_path);
+        return Err(TreeError::ConcurrentEdit {
+            file: j.file.clone(),
+            mutation: j.mutation.clone(),
+            original_copy: kept,
+        });
+    };
+    let _ = fs::remove_file(&j.original_copy);
+    fs::remove_file(journal_path).map_err(io(journal_path, "remove journal"))?;
+    Ok(outcome)
+}
+
+/// One journal found and handled by [`recover`].
+#[derive(Debug)]
+pub struct Recovered {
+    /// The record.
+    pub journal: Journal,
+    /// What restoring found, or why it failed.
+    pub result: Result<RestoreOutcome, TreeError>,
+}
+
+/// Restores every file whose journal's owner is no longer alive (a run killed before it
+/// could restore). Journals of live processes (a battery running now) are left alone.
+pub fn recover(state: &Path) -> Result<Vec<Recovered>, TreeError> {
+    let dir = journal_dir(state);
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&dir, "read journal directory")(e)),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths {
+        let text = fs::read(&path).map_err(io(&path, "read journal"))?;
+        let journal: Journal =
+            serde_json::from_slice(&text).map_err(|e| TreeError::BadJournal {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        if journal.owner.is_alive() {
+            continue;
+        }
+        let original = fs::read(&journal.original_copy)
+            .map_err(io(&journal.original_copy, "read original copy"))?;
+        if sha256_hex(&original) != journal.original_sha256 {
+            return Err(TreeError::BadJournal {
+                path: path.clone(),
+                message: format!(
+                    "original copy {} does not match its recorded SHA-256",
+                    journal.original_copy.display()
+                ),
+            });
+        }
+        // The mutated bytes are not stored; their hash identifies them.
+        let want = journal.mutated_sha256.clone();
+        let result = restore_file(&journal, &path, &original, &|c| sha256_hex(c) == want);
+        out.push(Recovered { journal, result });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Whatever the bytes (CRLF, NUL, invalid UTF-8), apply writes exactly the mutated
+        /// bytes and restore brings back exactly the original ones.
+        #[test]
+        fn apply_then_restore_is_byte_exact(
+            original in proptest::collection::vec(any::<u8>(), 0..300),
+            mutated in proptest::collection::vec(any::<u8>(), 0..300),
+        ) {
+            prop_assume!(original != mutated);
+            let ws = tempfile::tempdir().unwrap();
+            let state = tempfile::tempdir().unwrap();
+            let f = ws.path().join("f.bin");
+            fs::write(&f, &original).unwrap();
+            let applied = apply(state.path(), Path::new("c"), "m", &f, &original, &mutated).unwrap();
+            prop_assert_eq!(fs::read(&f).unwrap(), mutated);
+            prop_assert_eq!(applied.restore().unwrap(), RestoreOutcome::Restored);
+            prop_assert_eq!(fs::read(&f).unwrap(), original);
+            // Nothing but the file itself is left in the tree.
+            prop_assert_eq!(fs::read_dir(ws.path()).unwrap().count(), 1);
+        }
+    }
+
+    #[test]
+    fn apply_restore_round_trip_keeps_crlf_bytes() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let f = ws.path().join("a.rs");
+        let orig = b"fn a() {\r\n    1 + 1\r\n}\r\n".to_vec();
+        fs::write(&f, &orig).unwrap();
+        let mutated = b"fn a() {\r\n    1 - 1\r\n}\r\n".to_vec();
+        let applied = apply(state.path(), Path::new("c.toml"), "m", &f, &orig, &mutated).unwrap();
+        assert_eq!(fs::read(&f).unwrap(), mutated);
+        assert!(applied.still_mutated().unwrap());
+        assert_eq!(applied.restore().unwrap(), RestoreOutcome::Restored);
+        assert_eq!(fs::read(&f).unwrap(), orig);
+        assert_eq!(
+            fs::read_dir(state.path().join("journal")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn concurrent_edit_keeps_both_versions() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let f = ws.path().join("a.rs");
+        fs::write(&f, b"one").unwrap();
+        let applied = apply(state.path(), Path::new("c"), "m", &f, b"one", b"two").unwrap();
+        fs::write(&f, b"edited").unwrap();
+        let err = applied.restore().unwrap_err();
+        let TreeError::ConcurrentEdit { original_copy, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(fs::read(&f).unwrap(), b"edited");
+        assert_eq!(fs::read(original_copy).unwrap(), b"one");
+    }
+
+    #[test]
+    fn recover_restores_a_dead_owners_journal_and_skips_a_live_one() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let f = ws.path().join("a.rs");
+        fs::write(&f, b"orig").unwrap();
+        let applied = apply(state.path(), Path::new("c"), "m", &f, b"orig", b"mut").unwrap();
+        std::mem::forget(applied);
+        // Live owner (this process): left alone.
+        assert!(recover(state.path()).unwrap().is_empty());
+        assert_eq!(fs::read(&f).unwrap(), b"mut");
+        // Pretend the owner died: point the record at a reaped child.
+        let jpath = fs::read_dir(state.path().join("journal"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|x| x == "json"))
+            .unwrap();
+        let mut j: Journal = serde_json::from_slice(&fs::read(&jpath).unwrap()).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        j.owner = ProcessId {
+            pid: child.id(),
+            start_ticks: Some(0),
+        };
+        child.wait().unwrap();
+        fs::write(&jpath, serde_json::to_vec(&j).unwrap()).unwrap();
+        let rec = recover(state.path()).unwrap();
+        assert_eq!(rec.len(), 1);
+        assert_eq!(*rec[0].result.as_ref().unwrap(), RestoreOutcome::Restored);
+        assert_eq!(fs::read(&f).unwrap(), b"orig");
+    }
+
+    #[test]
+    fn scan_skips_cargo_target_dirs_and_honours_gitignore() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path();
+        git2::Repository::init(root).unwrap();
+        fs::write(root.join(".gitignore"), "/ignored.txt\n").unwrap();
+        fs::write(root.join("kept.txt"), "k").unwrap();
+        fs::write(root.join("ignored.txt"), "i").unwrap();
+        fs::create_dir_all(root.join("target/debug")).unwrap();
+        fs::write(root.join("target/CACHEDIR.TAG"), "x").unwrap();
+        fs::write(root.join("target/debug/out"), "o").unwrap();
+        let s = scan(root, &[]).unwrap();
+        assert!(s.files[Path::new("kept.txt")].is_some());
+        assert!(s.files[Path::new("ignored.txt")].is_none());
+        assert!(!s.files.keys().any(|p| p.starts_with("target")));
+        let before = s.fingerprint();
+        fs::write(root.join("ignored.txt"), "changed").unwrap();
+        assert_eq!(scan(root, &[]).unwrap().fingerprint(), before);
+        fs::write(root.join("kept.txt"), "changed").unwrap();
+        let after = scan(root, &[]).unwrap();
+        assert_ne!(after.fingerprint(), before);
+        assert_eq!(
+            s.differences(&after),
+            vec!["kept.txt (changed)".to_string()]
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! Shared helpers of the integration tests: a private copy of the sample workspace and the
+//! real `harness` binary run against it.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The sample workspace fixture.
+pub fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/workspaces/sample")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == "target" || name == "reports" {
+            continue;
+        }
+        let dst = to.join(&name);
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A temporary directory holding `ws/` (a git-initialised copy of the sample workspace)
+/// and `state/` (this test's host lock and journals).
+pub struct Sandbox {
+    pub dir: tempfile::TempDir,
+    pub ws: PathBuf,
+    pub state: PathBuf,
+    pub catalog: PathBuf,
+}
+
+impl Sandbox {
+    pub fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        copy_tree(&fixture(), &ws);
+        git2::Repository::init(&ws).unwrap();
+        let state = dir.path().join("state");
+        let catalog = ws.join("mutations/sample.toml");
+        Sandbox {
+            dir,
+            ws,
+            state,
+            catalog,
+        }
+    }
+
+    /// The `harness` command with this sandbox's state directory.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_harness"));
+        c.arg("--state-dir")
+            .arg(&self.state)
+            .current_dir(self.dir.path())
+            .env_remove("HARNESS_STATE_DIR");
+        c
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let out = self.cmd().args(args).output().unwrap();
+        Run::from(out)
+    }
+
+    /// `harness battery CATALOG ARGS...`.
+    pub fn battery(&self, args: &[&str]) -> Run {
+        let mut all = vec!["battery", self.catalog.to_str().unwrap()];
+        all.extend_from_slice(args);
+        self.run(&all)
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.ws.join(rel)).unwrap()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.ws.join(rel), text).unwrap();
+    }
+
+    /// Replaces exactly one occurrence of `from` in `rel`.
+    pub fn edit(&self, rel: &str, from: &str, to: &str) {
+        let s = self.read(rel);
+        assert_eq!(s.matches(from).count(), 1, "{from:?} in {rel}");
+        self.write(rel, &s.replacen(from, to, 1));
+    }
+
+    /// Every file's bytes, except `.git`, `target` and `reports`.
+    pub fn tree(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<PathBuf, Vec<u8>>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let e = e.unwrap();
+                let n = e.file_name();
+                if n == ".git" || n == "target" || n == "reports" {
+                    continue;
+                }
+                if e.file_type().unwrap().is_dir() {
+                    walk(root, &e.path(), out);
+                } else {
+                    let rel = e.path().strip_prefix(root).unwrap().to_path_buf();
+                    out.insert(rel, std::fs::read(e.path()).unwrap());
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        walk(&self.ws, &self.ws, &mut out);
+        out
+    }
+
+    pub fn report_json(&self) -> serde_json::Value {
+        let p = self.ws.join("reports/sample/battery.json");
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    /// Starts `harness ARGS` with stderr piped; returns the child and a channel of its
+    /// stderr lines.
+    pub fn spawn(&self, args: &[&str]) -> (Child, mpsc::Receiver<String>) {
+        let mut child = self
+            .cmd()
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let err = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        (child, rx)
+    }
+}
+
+/// Waits for a stderr line containing `needle`; panics with everything seen after `limit`.
+pub fn wait_for_line(rx: &mpsc::Receiver<String>, needle: &str, limit: Duration) -> String {
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    while start.elapsed() < limit {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(l) if l.contains(needle) => return l,
+            Ok(l) => seen.push(l),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    panic!("no line containing {needle:?}; saw:\n{}", seen.join("\n"));
+}
+
+/// Waits for `child` at most `limit`; kills it and panics when it does not exit.
+pub fn wait_with_limit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A finished command.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl From<Output> for Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+impl Run {
+    /// Asserts the exit code, printing both streams on mismatch.
+    pub fn expect_code(&self, code: i32) -> &Run {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    pub fn stderr_has(&self, needle: &str) -> &Run {
+        assert!(
+            self.stderr.contains(needle),
+            "stderr lacks {needle:?}:\n{}",
+            self.stderr
+        );
+        self
+    }
+
+    pub fn stdout_has(&self, needle: &str) -> &Run {
+        assert!(
+            self.stdout.contains(needle),
+            "stdout lacks {needle:?}:\n{}",
+            self.stdout
+        );
+        self
+    }
+}
+
+/// Replaces volatile values (times, absolute paths) in a JSON report with placeholders.
+pub fn redact(v: &mut serde_json::Value, ws: &Path) {
+    use serde_json::Value;
+    let ws_str = ws.to_string_lossy().into_owned();
+    match v {
+        Value::Object(map) => {
+            for (k, val) in map.iter_mut() {
+                let volatile = matches!(
+                    k.as_str(),
+                    "started_unix"
+                        | "wall_seconds"
+                        | "build_seconds"
+                        | "test_seconds"
+                        | "run_seconds"
+                        | "timeout_seconds"
+                        | "duration"
+                );
+                if volatile {
+                    *val = Value::String("[redacted]".into());
+                } else {
+                    redact(val, ws);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| redact(x, ws)),
+        Value::String(s) => {
+            if s.contains(&ws_str) {
+                *s = s.replace(&ws_str, "[ws]");
+            }
+            *s = strip_thread_ids(s);
+        }
+        _ => {}
+    }
+}
+
+/// Removes the thread id newer Rust prints in panic headers: `thread 'x' (123) panicked`.
+pub fn strip_thread_ids(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("' (") {
+        let (head, tail) = rest.split_at(i + 1);
+        out.push_str(head);
+        let after = &tail[2..];
+        let digits = after.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 && after[digits..].starts_with(") panicked") {
+            rest = &after[digits + 1..];
+        } else {
+            rest = tail;
+            out.push_str(&rest[..1]);
+            rest = &rest[1..];
+        }
+    }
+    out.push_str(rest);
+    out
+}

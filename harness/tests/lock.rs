@@ -1,0 +1,145 @@
+//! The host lock through the real binary: nested refusal, running under an ancestor's hold,
+//! LOCKED with the holder's details, `--wait`, TTL reporting and dead holders.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Sandbox, wait_for_line, wait_with_limit};
+
+fn harness_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_harness")
+}
+
+/// Polls `lock status` until it reports a holder.
+fn wait_until_held(sb: &Sandbox) -> String {
+    let start = Instant::now();
+    loop {
+        let s = sb.run(&["lock", "status"]);
+        if s.stdout.contains("held by") {
+            return s.stdout;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "never held: {s:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn nested_lock_run_refuses_at_once_naming_the_holder() {
+    let sb = Sandbox::new();
+    let state = sb.state.to_str().unwrap();
+    let mut child = sb
+        .cmd()
+        .args(["lock", "run", "--owner", "outer-job", "--", harness_bin()])
+        .args([
+            "--state-dir",
+            state,
+            "lock",
+            "run",
+            "--owner",
+            "inner",
+            "--",
+            "true",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_with_limit(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    // The inner `lock run` refused (2) and the outer passed that code through.
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(err.contains("nested `lock run`"), "{err}");
+    assert!(
+        err.contains(&format!("ancestor pid {}", child.id())),
+        "{err}"
+    );
+    assert!(err.contains("owner outer-job"), "{err}");
+}
+
+#[test]
+fn battery_runs_under_its_ancestors_hold_and_says_so() {
+    let sb = Sandbox::new();
+    let state = sb.state.to_str().unwrap();
+    let out = sb
+        .cmd()
+        .args(["lock", "run", "--owner", "ci-lane", "--", harness_bin()])
+        .args([
+            "--state-dir",
+            state,
+            "battery",
+            sb.catalog.to_str().unwrap(),
+        ])
+        .args(["--only", "add-subtracts"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("running under the host lock held by ancestor pid"),
+        "{err}"
+    );
+    assert!(err.contains("owner ci-lane"), "{err}");
+    assert!(
+        sb.report_json()["lock"]
+            .as_str()
+            .unwrap()
+            .starts_with("ancestor pid ")
+    );
+    // Released afterwards.
+    assert!(sb.run(&["lock", "status"]).stdout.contains("free"));
+}
+
+#[test]
+fn held_lock_refuses_without_wait_waits_with_it_and_dead_holders_never_block() {
+    let sb = Sandbox::new();
+    let (mut holder, _rx) = sb.spawn(&[
+        "lock", "run", "--owner", "long-job", "--ttl", "1", "--", "sleep", "30",
+    ]);
+    let status = wait_until_held(&sb);
+    assert!(status.contains(&format!("pid {}", holder.id())), "{status}");
+    assert!(status.contains("owner long-job"), "{status}");
+    std::thread::sleep(Duration::from_millis(2100));
+    let status = sb.run(&["lock", "status"]).stdout;
+    assert!(status.contains("OVER its TTL of 1s"), "{status}");
+
+    // Not an ancestor, no --wait: LOCKED at once with the holder's details.
+    let started = Instant::now();
+    sb.battery(&[])
+        .expect_code(2)
+        .stderr_has("LOCKED: the host lock")
+        .stderr_has("owner long-job")
+        .stderr_has("sleep 30");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    sb.run(&["lock", "run", "--", "true"])
+        .expect_code(2)
+        .stderr_has("LOCKED");
+
+    // With --wait: says whom it waits on, and runs once the holder is gone. The holder
+    // dies by SIGKILL, so it never releases anything itself.
+    let (mut waiter, rx) = sb.spawn(&["lock", "run", "--wait", "--", "true"]);
+    let line = wait_for_line(
+        &rx,
+        "waiting for the host lock held by",
+        Duration::from_secs(30),
+    );
+    assert!(line.contains("owner long-job"), "{line}");
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let st = wait_with_limit(&mut waiter, Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0));
+
+    // Dead holder left its record behind; it does not block.
+    sb.run(&["lock", "run", "--", "true"]).expect_code(0);
+    assert!(sb.run(&["lock", "status"]).stdout.contains("free"));
+}
+
+#[test]
+fn lock_run_passes_the_command_exit_code_through() {
+    let sb = Sandbox::new();
+    sb.run(&["lock", "run", "--", "sh", "-c", "exit 7"])
+        .expect_code(7);
+}
