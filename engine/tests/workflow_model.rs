@@ -46,7 +46,9 @@ fn logits_package(spec: &ManifestSpec, file: Arc<GgufFile>, model: Arc<Model>) -
         .unwrap()
         .push(json!({"name": "logits", "dtype": "f32"}));
     let steps = j["steps"].as_array_mut().unwrap();
-    let body = steps.last_mut().unwrap()["loop"]["body"].as_array_mut().unwrap();
+    let body = steps.last_mut().unwrap()["loop"]["body"]
+        .as_array_mut()
+        .unwrap();
     let head = body
         .iter()
         .position(|s| s["invoke"]["component"] == json!("head"))
@@ -101,16 +103,27 @@ fn argmax(v: &[f32]) -> u32 {
 }
 
 fn rows(t: &Tensor) -> Vec<Vec<f32>> {
-    let Tensor::F32(a) = t else { panic!("logits are f32") };
+    let Tensor::F32(a) = t else {
+        panic!("logits are f32")
+    };
     let v = a.shape()[1];
-    a.iter().copied().collect::<Vec<_>>().chunks(v).map(<[f32]>::to_vec).collect()
+    a.iter()
+        .copied()
+        .collect::<Vec<_>>()
+        .chunks(v)
+        .map(<[f32]>::to_vec)
+        .collect()
 }
 
 #[test]
 fn tiny_decoder_interpreter_logits_match_decode_core() {
     let file = Arc::new(GgufFile::open(packages().join("tiny-decoder/model.gguf")).unwrap());
     let model = Arc::new(Model::from_file(file.clone(), cpu()).unwrap());
-    let p = logits_package(&tiny_spec_from_committed("tiny-decoder"), file, model.clone());
+    let p = logits_package(
+        &tiny_spec_from_committed("tiny-decoder"),
+        file,
+        model.clone(),
+    );
     let prompt = vec![104u32, 101, 108, 108, 111, 32, 119];
     let steps = 12;
     // Run greedy with no end-of-generation so every step runs.
@@ -147,7 +160,14 @@ fn tiny_decoder_interpreter_logits_match_decode_core() {
     for it in 0..out.tokens.len() {
         assert_eq!(
             out.events.invoked_in(&[it]),
-            ["embed", "decoder", "last_row", "head", "sampler", "stop_check"],
+            [
+                "embed",
+                "decoder",
+                "last_row",
+                "head",
+                "sampler",
+                "stop_check"
+            ],
             "iteration {it}"
         );
     }
@@ -164,7 +184,9 @@ fn tiny_decoder_package_loads_with_kv_geometry_and_sessions() {
     req.session_id = Some("t".into());
     let run = |p: &Package, r: &Request, s: &mut Session| {
         let b = p.validate_request(r).unwrap();
-        Interpreter::new(p).run(&b, s, &mut |_| Flow::Continue).unwrap()
+        Interpreter::new(p)
+            .run(&b, s, &mut |_| Flow::Continue)
+            .unwrap()
     };
     let first = run(&p, &req, &mut s);
     assert_eq!(p.carried_tokens(&s), 2 + first.tokens.len());
@@ -190,7 +212,9 @@ fn tiny_vlm_places_projected_image_before_the_prompt() {
     let file = Arc::new(GgufFile::open(dir.join("model.gguf")).unwrap());
     let model = Model::from_file(file.clone(), cpu()).unwrap();
     let (n_patches, patch, hidden) = (3usize, 12usize, 32usize);
-    let pixels: Vec<f32> = (0..n_patches * patch).map(|i| (i as f32 * 0.37).sin()).collect();
+    let pixels: Vec<f32> = (0..n_patches * patch)
+        .map(|i| (i as f32 * 0.37).sin())
+        .collect();
     let mut req = Request::new(vec![104, 101], 1);
     req.inputs.insert(
         "pixel_values".into(),
@@ -227,7 +251,9 @@ fn tiny_vlm_places_projected_image_before_the_prompt() {
     let mut kv = KvCache::new(model.kv_config(16, KvDtype::F32)).unwrap();
     let seq = kv.create_sequence();
     model.decoder(&mut emb, &mut kv, seq).unwrap();
-    let logits = model.forward(&mut kv, seq, &[104, 101], Logits::Last).unwrap();
+    let logits = model
+        .forward(&mut kv, seq, &[104, 101], Logits::Last)
+        .unwrap();
     assert_eq!(out.tokens, vec![argmax(&logits)]);
 }
 
@@ -306,7 +332,9 @@ fn bench_interpreter_decode_vs_decode_core() {
         Some(Arc::new(ModelBlocks::from_model(model.clone()))),
     )
     .unwrap();
-    let prompt: Vec<u32> = vec![1, 4093, 198, 19161, 253, 1789, 563, 253, 2365, 30, 2, 198, 1, 520, 9531, 198];
+    let prompt: Vec<u32> = vec![
+        1, 4093, 198, 19161, 253, 1789, 563, 253, 2365, 30, 2, 198, 1, 520, 9531, 198,
+    ];
     let n = 64;
     // Alternate the two executors over several rounds and compare aggregate decode
     // throughput, so load changes on a shared machine hit both sides alike.
@@ -314,7 +342,9 @@ fn bench_interpreter_decode_vs_decode_core() {
     let rounds = 5;
     for round in 0..rounds {
         // Interpreter: time from the first emitted token to the last.
-        let bound = p.validate_request(&Request::new(prompt.clone(), n)).unwrap();
+        let bound = p
+            .validate_request(&Request::new(prompt.clone(), n))
+            .unwrap();
         let mut first = None;
         let out = Interpreter::new(&p)
             .run(&bound, &mut Session::new(None), &mut |_| {
@@ -350,6 +380,11 @@ fn bench_interpreter_decode_vs_decode_core() {
     let tokens = (rounds * (n - 1)) as f64;
     let (interp, core) = (tokens / interp_secs, tokens / core_secs);
     let ratio = interp / core;
-    println!("aggregate: interpreter {interp:.1} tok/s, decode core {core:.1} tok/s, ratio {ratio:.3}");
-    assert!(ratio >= 0.9, "interpreter decode is {ratio:.3}x the decode core");
+    println!(
+        "aggregate: interpreter {interp:.1} tok/s, decode core {core:.1} tok/s, ratio {ratio:.3}"
+    );
+    assert!(
+        ratio >= 0.9,
+        "interpreter decode is {ratio:.3}x the decode core"
+    );
 }

@@ -32,7 +32,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use error::{BoxError, RequestError, RunError, ValidationError, WorkflowError};
+pub use error::{BoxError, PortMismatch, RequestError, RunError, ValidationError, WorkflowError};
 pub use events::{Event, EventLog, LoopExit};
 pub use interpreter::{Flow, Interpreter, Output, Session};
 pub use manifest::{Manifest, SCHEMA_VERSION};
@@ -77,7 +77,9 @@ impl Package {
                 path: path.to_path_buf(),
                 source,
             })?;
-        if let Some(v) = raw.get("schema_version").and_then(serde_json::Value::as_u64)
+        if let Some(v) = raw
+            .get("schema_version")
+            .and_then(serde_json::Value::as_u64)
             && v != u64::from(SCHEMA_VERSION)
         {
             return Err(WorkflowError::SchemaVersion {
@@ -113,31 +115,31 @@ impl Package {
             source,
         })?;
         let m = Package::parse_manifest(&text, &path)?;
-        let (weights, native): (Option<Arc<dyn Weights>>, Option<Arc<dyn NativeBlocks>>) =
-            match &m.weights {
-                None => (None, None),
-                Some(w) => {
-                    let wpath = dir.join(w);
-                    let werr = |source: BoxError| WorkflowError::Weights {
-                        package: m.name.clone(),
-                        path: wpath.clone(),
-                        source,
-                    };
-                    let file = Arc::new(GgufFile::open(&wpath).map_err(|e| werr(e.into()))?);
-                    let gw = GgufWeights::new(file.clone()).map_err(werr)?;
-                    let has_native = m
-                        .components
-                        .iter()
-                        .any(|c| matches!(c.implementation, Implementation::Native(_)));
-                    let native: Option<Arc<dyn NativeBlocks>> = if has_native {
-                        let blocks = ModelBlocks::new(file, cpu).map_err(|e| werr(e.into()))?;
-                        Some(Arc::new(blocks))
-                    } else {
-                        None
-                    };
-                    (Some(Arc::new(gw)), native)
-                }
-            };
+        type Bound = (Option<Arc<dyn Weights>>, Option<Arc<dyn NativeBlocks>>);
+        let (weights, native): Bound = match &m.weights {
+            None => (None, None),
+            Some(w) => {
+                let wpath = dir.join(w);
+                let werr = |source: BoxError| WorkflowError::Weights {
+                    package: m.name.clone(),
+                    path: wpath.clone(),
+                    source,
+                };
+                let file = Arc::new(GgufFile::open(&wpath).map_err(|e| werr(e.into()))?);
+                let gw = GgufWeights::new(file.clone()).map_err(werr)?;
+                let has_native = m
+                    .components
+                    .iter()
+                    .any(|c| matches!(c.implementation, Implementation::Native(_)));
+                let native: Option<Arc<dyn NativeBlocks>> = if has_native {
+                    let blocks = ModelBlocks::new(file, cpu).map_err(|e| werr(e.into()))?;
+                    Some(Arc::new(blocks))
+                } else {
+                    None
+                };
+                (Some(Arc::new(gw)), native)
+            }
+        };
         let mut p = Package::from_parts(m, weights, native)?;
         p.dir = Some(dir.to_path_buf());
         Ok(p)
@@ -155,7 +157,7 @@ impl Package {
     ) -> Result<Package, WorkflowError> {
         let invalid = |source| WorkflowError::Invalid {
             package: manifest.name.clone(),
-            source,
+            source: Box::new(source),
         };
         validate::validate(&manifest, weights.as_deref().map(Weights::index)).map_err(invalid)?;
         let mut graphs = BTreeMap::new();
@@ -289,7 +291,7 @@ impl Package {
             }
             let invalid = |source| RequestError::InvalidReplacement {
                 component: name.clone(),
-                source,
+                source: Box::new(source),
             };
             validate::validate_graph(c, &rep.graph, self.weights.as_deref().map(Weights::index))
                 .map_err(invalid)?;
