@@ -394,14 +394,17 @@ fn tiny_packages_carry_a_working_byte_level_tokenizer() {
     use engine::tokenizer::{GgufVocab, Tokenizer};
     for name in ["tiny-decoder", "tiny-vlm"] {
         let file = GgufFile::open(packages().join(name).join("model.gguf")).unwrap();
-        let tok = Tokenizer::from_vocab(&GgufVocab::from_metadata(file.metadata()).unwrap())
-            .unwrap();
+        let tok =
+            Tokenizer::from_vocab(&GgufVocab::from_metadata(file.metadata()).unwrap()).unwrap();
         // 256 byte tokens + 4 merges + 3 control tokens.
         assert_eq!(tok.vocab_size(), 263);
         let text = "hello the café <|im_end|>";
         let ids = tok.encode(text).unwrap();
         // "he", "ll", " the" merge; "<|im_end|>" is one control token (id 262).
-        assert!(ids.contains(&256) && ids.contains(&259) && ids.contains(&262), "{ids:?}");
+        assert!(
+            ids.contains(&256) && ids.contains(&259) && ids.contains(&262),
+            "{ids:?}"
+        );
         assert_eq!(tok.decode(&ids).unwrap(), text);
         assert!(tok.is_eog(262));
     }

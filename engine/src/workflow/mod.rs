@@ -230,10 +230,10 @@ impl Package {
         }
     }
 
-    /// Bytes of KV cache per position (`None` without a `llama_decoder` block or on
-    /// overflow).
+    /// Bytes of KV cache per position (`None` without a `llama_decoder` block, or when
+    /// the geometry is degenerate or overflows).
     pub fn bytes_per_token(&self) -> Option<u64> {
-        self.kv_geometry().and_then(|g| g.bytes_per_token())
+        self.kv_geometry().and_then(|g| g.bytes_per_token().ok())
     }
 
     /// KV positions the given application tensors contribute, from their declared
