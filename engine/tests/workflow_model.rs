@@ -178,6 +178,8 @@ fn tiny_decoder_package_loads_with_kv_geometry_and_sessions() {
     let p = Package::load_with_cpu(packages().join("tiny-decoder"), cpu()).unwrap();
     // 2 (K and V) × 2 layers × 2 KV heads × 8 head_dim × 4 bytes.
     assert_eq!(p.bytes_per_token(), Some(256));
+    assert_eq!(p.model().unwrap().config().n_layers, 2);
+    assert!(p.weights_file().unwrap().tensor("output.weight").is_some());
 
     let mut s = Session::new(Some("t".into()));
     let mut req = Request::new(vec![104, 105], 5);
