@@ -71,8 +71,12 @@ impl Ticket {
     }
 
     /// The next event if one arrives within `timeout`.
-    pub fn next_event_timeout(&self, timeout: Duration) -> Option<TicketEvent> {
-        self.rx.recv_timeout(timeout).ok()
+    ///
+    /// # Errors
+    /// [`RecvTimeoutError::Timeout`] when nothing arrived in time,
+    /// [`RecvTimeoutError::Disconnected`] when the worker will send nothing more.
+    pub fn next_event_timeout(&self, timeout: Duration) -> Result<TicketEvent, RecvTimeoutError> {
+        self.rx.recv_timeout(timeout)
     }
 
     /// Block until admission resolves.

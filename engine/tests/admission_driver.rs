@@ -1,6 +1,7 @@
 //! The driver's side of the admission contract: a ticket resolves exactly once, admitted or refused; never-fits is refused at once; fits-the-limit-but-not-now waits in FIFO order.
 
 mod admission {
+    use std::sync::mpsc::RecvTimeoutError;
     use std::time::Duration;
 
     use engine::driver::{Driver, Resolution, TicketEvent};
@@ -33,9 +34,19 @@ mod admission {
         (0..n as u32).map(|i| 72 + (i * 5) % 30).collect()
     }
 
-    /// Every event a ticket receives until the worker drops its sender.
+    /// Every event a ticket receives until the worker drops its sender; a ticket left
+    /// unanswered for 10 s fails the test instead of hanging it.
     fn drain(t: &engine::driver::Ticket) -> Vec<TicketEvent> {
-        std::iter::from_fn(|| t.next_event()).collect()
+        let mut events = Vec::new();
+        loop {
+            match t.next_event_timeout(Duration::from_secs(10)) {
+                Ok(e) => events.push(e),
+                Err(RecvTimeoutError::Disconnected) => return events,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("ticket unanswered after 10 s; events so far: {events:?}")
+                }
+            }
+        }
     }
 
     fn resolutions(events: &[TicketEvent]) -> usize {
@@ -125,11 +136,11 @@ mod admission {
         );
         let wait = Duration::from_millis(150);
         assert!(
-            a.next_event_timeout(wait).is_none(),
+            matches!(a.next_event_timeout(wait), Err(RecvTimeoutError::Timeout)),
             "A must wait for bytes"
         );
         assert!(
-            c.next_event_timeout(wait).is_none(),
+            matches!(c.next_event_timeout(wait), Err(RecvTimeoutError::Timeout)),
             "C must wait behind A (FIFO)"
         );
         assert_eq!(shared.usage().used_bytes, 12 * BPT);

@@ -1,15 +1,14 @@
 //! Interpreter, validation and request-binding tests over a fake native backend whose outputs are known by construction.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use engine::workflow::fixtures::{ManifestSpec, VISION_CONTRACT, standard_manifest_json};
 use engine::workflow::manifest::Graph;
 use engine::workflow::{
-    BoxError, Flow, Interpreter, KvGeometry, KvState, LoopExit, MemWeights, NativeBlocks,
-    Package, Replacement, Request, Session, Tensor,
+    BoxError, Flow, Interpreter, KvGeometry, KvState, LoopExit, MemWeights, NativeBlocks, Package,
+    Replacement, Request, Session, Tensor,
 };
 use proptest::prelude::*;
 use serde_json::{Value as Json, json};
@@ -146,8 +145,11 @@ fn package_from_json(j: &Json, fake: Arc<Fake>) -> Result<Package, String> {
 
 fn package(session: bool, vision: bool) -> (Package, Arc<Fake>) {
     let fake = Arc::new(Fake::default());
-    let p = package_from_json(&standard_manifest_json(&spec(session, vision)), fake.clone())
-        .expect("standard manifest validates");
+    let p = package_from_json(
+        &standard_manifest_json(&spec(session, vision)),
+        fake.clone(),
+    )
+    .expect("standard manifest validates");
     (p, fake)
 }
 
@@ -158,7 +160,14 @@ fn run(p: &Package, req: &Request, session: &mut Session) -> engine::workflow::O
         .expect("run succeeds")
 }
 
-const STEP_COMPONENTS: [&str; 6] = ["embed", "decoder", "last_row", "head", "sampler", "stop_check"];
+const STEP_COMPONENTS: [&str; 6] = [
+    "embed",
+    "decoder",
+    "last_row",
+    "head",
+    "sampler",
+    "stop_check",
+];
 
 #[test]
 fn greedy_run_streams_tokens_and_stops_at_eog() {
@@ -174,16 +183,27 @@ fn greedy_run_streams_tokens_and_stops_at_eog() {
     // 2 → 3 → 4 → 5 (end of generation).
     assert_eq!(out.tokens, vec![3, 4, 5]);
     assert_eq!(streamed, vec![3, 4, 5]);
-    assert_eq!(out.outputs["tokens"], Tensor::i64(&[3], vec![3, 4, 5]).unwrap());
+    assert_eq!(
+        out.outputs["tokens"],
+        Tensor::i64(&[3], vec![3, 4, 5]).unwrap()
+    );
     // Prefill of the two prompt tokens, then one decode per generated token but the last.
-    assert_eq!(*fake.decoder_calls.lock().unwrap(), vec![(2, 0), (1, 2), (1, 3)]);
+    assert_eq!(
+        *fake.decoder_calls.lock().unwrap(),
+        vec![(2, 0), (1, 2), (1, 3)]
+    );
     for it in 0..3 {
-        assert_eq!(out.events.invoked_in(&[it]), STEP_COMPONENTS, "iteration {it}");
+        assert_eq!(
+            out.events.invoked_in(&[it]),
+            STEP_COMPONENTS,
+            "iteration {it}"
+        );
     }
     assert!(out.events.invoked_in(&[3]).is_empty());
     assert!(out.events.invoked_in(&[]).is_empty());
     assert_eq!(out.events.loop_exits(), vec![LoopExit::Condition]);
-    assert_eq!(p.kv_geometry().unwrap().bytes_per_token(), Some(2 * 2 * 2 * 4));
+    // 2 (K and V) × 2 layers × 1 KV head × 2 head_dim × 4 bytes.
+    assert_eq!(p.bytes_per_token(), Some(32));
 }
 
 #[test]
@@ -243,7 +263,10 @@ fn session_carries_tokens_between_turns_and_re_prefills() {
     assert_eq!(out.tokens, vec![2, 3]);
     // prompt 1 + generated 2, 3
     assert_eq!(p.carried_tokens(&s), 3);
-    assert_eq!(s.cell("history"), Some(&Tensor::i64(&[3], vec![1, 2, 3]).unwrap()));
+    assert_eq!(
+        s.cell("history"),
+        Some(&Tensor::i64(&[3], vec![1, 2, 3]).unwrap())
+    );
 
     let mut req2 = Request::new(vec![0], 2);
     req2.session_id = Some("chat-1".into());
@@ -257,7 +280,9 @@ fn session_carries_tokens_between_turns_and_re_prefills() {
     // A session id against another session is refused.
     let bound = p.validate_request(&req2).unwrap();
     let err = Interpreter::new(&p)
-        .run(&bound, &mut Session::new(Some("other".into())), &mut |_| Flow::Continue)
+        .run(&bound, &mut Session::new(Some("other".into())), &mut |_| {
+            Flow::Continue
+        })
         .unwrap_err()
         .to_string();
     assert!(err.contains("chat-1") && err.contains("other"), "{err}");
@@ -273,7 +298,11 @@ fn session_id_rejected_by_package_without_session_role() {
 }
 
 fn pixels(n: usize) -> Tensor {
-    Tensor::f32(&[n, PATCH as usize], (0..n * PATCH as usize).map(|_| 0.0).collect()).unwrap()
+    Tensor::f32(
+        &[n, PATCH as usize],
+        (0..n * PATCH as usize).map(|_| 0.0).collect(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -290,7 +319,10 @@ fn vision_embeddings_are_decoded_before_the_prompt() {
         .unwrap();
     assert_eq!(out.tokens, vec![3, 4]);
     // 4 image positions first, then the prompt at position 4, then one decode.
-    assert_eq!(*fake.decoder_calls.lock().unwrap(), vec![(4, 0), (1, 4), (1, 5)]);
+    assert_eq!(
+        *fake.decoder_calls.lock().unwrap(),
+        vec![(4, 0), (1, 4), (1, 5)]
+    );
     assert_eq!(out.events.invoked_in(&[]), vec!["projector", "decoder"]);
     assert_eq!(out.events.invoked_in(&[0]), STEP_COMPONENTS);
 }
@@ -348,25 +380,41 @@ fn request_errors_name_what_is_wrong() {
     r.inputs.insert("audio".into(), pixels(1));
     r.inputs.insert("depth".into(), pixels(1));
     let e = err(&r);
-    assert!(e.contains("undeclared application input(s): audio, depth"), "{e}");
+    assert!(
+        e.contains("undeclared application input(s): audio, depth"),
+        "{e}"
+    );
     assert!(e.contains("declares: pixel_values"), "{e}");
 
     let mut r = base();
-    r.inputs
-        .insert("pixel_values".into(), Tensor::i64(&[2, 3], vec![0; 6]).unwrap());
+    r.inputs.insert(
+        "pixel_values".into(),
+        Tensor::i64(&[2, 3], vec![0; 6]).unwrap(),
+    );
     let e = err(&r);
-    assert!(e.contains("'pixel_values': expected dtype f32, got i64"), "{e}");
+    assert!(
+        e.contains("'pixel_values': expected dtype f32, got i64"),
+        "{e}"
+    );
 
     let mut r = base();
-    r.inputs
-        .insert("pixel_values".into(), Tensor::f32(&[2, 5], vec![0.0; 10]).unwrap());
+    r.inputs.insert(
+        "pixel_values".into(),
+        Tensor::f32(&[2, 5], vec![0.0; 10]).unwrap(),
+    );
     let e = err(&r);
-    assert!(e.contains("'pixel_values': expected shape [n_patches, 3], got [2, 5]"), "{e}");
+    assert!(
+        e.contains("'pixel_values': expected shape [n_patches, 3], got [2, 5]"),
+        "{e}"
+    );
 
     let mut r = base();
     r.inputs.clear();
     let e = err(&r);
-    assert!(e.contains("required application input 'pixel_values' is missing"), "{e}");
+    assert!(
+        e.contains("required application input 'pixel_values' is missing"),
+        "{e}"
+    );
 
     let mut r = base();
     r.overrides.insert(
@@ -404,7 +452,10 @@ fn request_errors_name_what_is_wrong() {
         },
     );
     let e = err(&r);
-    assert!(e.contains("replacement for component 'projector'") && e.contains("'nope'"), "{e}");
+    assert!(
+        e.contains("replacement for component 'projector'") && e.contains("'nope'"),
+        "{e}"
+    );
 
     let mut r = base();
     r.overrides.insert(
@@ -440,7 +491,10 @@ fn run_errors_name_component_port_and_value() {
         .run(&bound, &mut Session::new(None), &mut |_| Flow::Continue)
         .unwrap_err()
         .to_string();
-    assert!(e.starts_with("component 'embed' (token_embedding): token 9"), "{e}");
+    assert!(
+        e.starts_with("component 'embed' (token_embedding): token 9"),
+        "{e}"
+    );
 
     // A second decoder run on KV values the first run already advanced: stale.
     let mut j = standard_manifest_json(&spec(false, false));
@@ -485,7 +539,8 @@ fn body(j: &mut Json) -> &mut Vec<Json> {
 
 #[test]
 fn validation_errors_name_what_is_wrong() {
-    let cases: Vec<(Box<dyn FnOnce(&mut Json)>, &str)> = vec![
+    type Edit = Box<dyn FnOnce(&mut Json)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (
             Box::new(|j| body(j)[3]["invoke"]["component"] = json!("heda")),
             "step steps[2].body[3] invokes unknown component 'heda'",
@@ -539,19 +594,28 @@ fn validation_errors_name_what_is_wrong() {
             "cell 'decoder_kv': a kv cell must have invocation scope",
         ),
         (
-            Box::new(|j| j["components"][5]["implementation"]["graph"]["nodes"][0]["op"]["b"] = json!("eogx")),
+            Box::new(|j| {
+                j["components"][5]["implementation"]["graph"]["nodes"][0]["op"]["b"] = json!("eogx")
+            }),
             "component 'stop_check' node 'hit' references unknown value 'eogx'",
         ),
         (
-            Box::new(|j| j["components"][5]["implementation"]["graph"]["nodes"][1]["op"]["axis"] = json!(3)),
+            Box::new(|j| {
+                j["components"][5]["implementation"]["graph"]["nodes"][1]["op"]["axis"] = json!(3)
+            }),
             "component 'stop_check' node 'any': ReduceMax: axis 3 is out of range for rank 1",
         ),
         (
-            Box::new(|j| j["components"][1]["implementation"]["native"]["tensor_prefix"] = json!("layers.")),
+            Box::new(|j| {
+                j["components"][1]["implementation"]["native"]["tensor_prefix"] = json!("layers.")
+            }),
             "component 'decoder' references tensor 'layers.*'",
         ),
         (
-            Box::new(|j| j["components"][6]["implementation"]["graph"]["weights"][0]["tensor"] = json!("vision.nope")),
+            Box::new(|j| {
+                j["components"][6]["implementation"]["graph"]["weights"][0]["tensor"] =
+                    json!("vision.nope")
+            }),
             "component 'projector' references tensor 'vision.nope'",
         ),
         (
@@ -600,12 +664,17 @@ fn validation_errors_name_what_is_wrong() {
 fn native_blocks_need_a_model() {
     let j = standard_manifest_json(&spec(false, false));
     let m = Package::parse_manifest(&j.to_string(), Path::new("p.json")).unwrap();
-    let e = Package::from_parts(m.clone(), None, None).unwrap_err().to_string();
+    let e = Package::from_parts(m.clone(), None, None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("component 'embed' needs a weights file"), "{e}");
     let e = Package::from_parts(m, Some(Arc::new(weights())), None)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("component 'embed': is a native block, but no model is bound"), "{e}");
+    assert!(
+        e.contains("component 'embed': is a native block, but no model is bound"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -646,8 +715,7 @@ fn reference_sites(j: &Json) -> Vec<String> {
                 for k in inv["inputs"].as_object().unwrap().keys() {
                     out.push(format!("{p}/invoke/inputs/{k}"));
                 }
-            } else if let Some(e) = st.get("emit") {
-                let _ = e;
+            } else if st.get("emit").is_some() {
                 out.push(format!("{p}/emit/value"));
                 out.push(format!("{p}/emit/to"));
             } else if let Some(l) = st.get("loop") {
@@ -673,7 +741,11 @@ fn reference_sites(j: &Json) -> Vec<String> {
             for k in g["outputs"].as_object().unwrap().keys() {
                 out.push(format!("{base}/graph/outputs/{k}"));
             }
-            for wi in 0..g.get("weights").and_then(Json::as_array).map_or(0, Vec::len) {
+            for wi in 0..g
+                .get("weights")
+                .and_then(Json::as_array)
+                .map_or(0, Vec::len)
+            {
                 out.push(format!("{base}/graph/weights/{wi}/tensor"));
             }
         }
@@ -719,10 +791,10 @@ proptest! {
             let k = i.index(bytes.len());
             bytes[k] = b;
         }
-        if let Ok(text) = String::from_utf8(bytes) {
-            if let Ok(m) = Package::parse_manifest(&text, Path::new("p.json")) {
-                let _ = Package::from_parts(m, Some(Arc::new(weights())), Some(Arc::new(Fake::default())));
-            }
+        if let Ok(text) = String::from_utf8(bytes)
+            && let Ok(m) = Package::parse_manifest(&text, Path::new("p.json"))
+        {
+            let _ = Package::from_parts(m, Some(Arc::new(weights())), Some(Arc::new(Fake::default())));
         }
     }
 }
@@ -743,7 +815,9 @@ fn reference_sites_cover_the_manifest() {
         "/graph/weights/1/tensor",
         "/cells/1/init/input",
     ] {
-        assert!(sites.iter().any(|s| s.ends_with(needle)), "no site ending {needle}");
+        assert!(
+            sites.iter().any(|s| s.ends_with(needle)),
+            "no site ending {needle}"
+        );
     }
-    let _ = BTreeMap::<String, Tensor>::new();
 }

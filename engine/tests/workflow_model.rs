@@ -46,7 +46,9 @@ fn logits_package(spec: &ManifestSpec, file: Arc<GgufFile>, model: Arc<Model>) -
         .unwrap()
         .push(json!({"name": "logits", "dtype": "f32"}));
     let steps = j["steps"].as_array_mut().unwrap();
-    let body = steps.last_mut().unwrap()["loop"]["body"].as_array_mut().unwrap();
+    let body = steps.last_mut().unwrap()["loop"]["body"]
+        .as_array_mut()
+        .unwrap();
     let head = body
         .iter()
         .position(|s| s["invoke"]["component"] == json!("head"))
@@ -101,16 +103,27 @@ fn argmax(v: &[f32]) -> u32 {
 }
 
 fn rows(t: &Tensor) -> Vec<Vec<f32>> {
-    let Tensor::F32(a) = t else { panic!("logits are f32") };
+    let Tensor::F32(a) = t else {
+        panic!("logits are f32")
+    };
     let v = a.shape()[1];
-    a.iter().copied().collect::<Vec<_>>().chunks(v).map(<[f32]>::to_vec).collect()
+    a.iter()
+        .copied()
+        .collect::<Vec<_>>()
+        .chunks(v)
+        .map(<[f32]>::to_vec)
+        .collect()
 }
 
 #[test]
 fn tiny_decoder_interpreter_logits_match_decode_core() {
     let file = Arc::new(GgufFile::open(packages().join("tiny-decoder/model.gguf")).unwrap());
     let model = Arc::new(Model::from_file(file.clone(), cpu()).unwrap());
-    let p = logits_package(&tiny_spec_from_committed("tiny-decoder"), file, model.clone());
+    let p = logits_package(
+        &tiny_spec_from_committed("tiny-decoder"),
+        file,
+        model.clone(),
+    );
     let prompt = vec![104u32, 101, 108, 108, 111, 32, 119];
     let steps = 12;
     // Run greedy with no end-of-generation so every step runs.
@@ -147,7 +160,14 @@ fn tiny_decoder_interpreter_logits_match_decode_core() {
     for it in 0..out.tokens.len() {
         assert_eq!(
             out.events.invoked_in(&[it]),
-            ["embed", "decoder", "last_row", "head", "sampler", "stop_check"],
+            [
+                "embed",
+                "decoder",
+                "last_row",
+                "head",
+                "sampler",
+                "stop_check"
+            ],
             "iteration {it}"
         );
     }
@@ -158,13 +178,17 @@ fn tiny_decoder_package_loads_with_kv_geometry_and_sessions() {
     let p = Package::load_with_cpu(packages().join("tiny-decoder"), cpu()).unwrap();
     // 2 (K and V) × 2 layers × 2 KV heads × 8 head_dim × 4 bytes.
     assert_eq!(p.bytes_per_token(), Some(256));
+    assert_eq!(p.model().unwrap().config().n_layers, 2);
+    assert!(p.weights_file().unwrap().tensor("output.weight").is_some());
 
     let mut s = Session::new(Some("t".into()));
     let mut req = Request::new(vec![104, 105], 5);
     req.session_id = Some("t".into());
     let run = |p: &Package, r: &Request, s: &mut Session| {
         let b = p.validate_request(r).unwrap();
-        Interpreter::new(p).run(&b, s, &mut |_| Flow::Continue).unwrap()
+        Interpreter::new(p)
+            .run(&b, s, &mut |_| Flow::Continue)
+            .unwrap()
     };
     let first = run(&p, &req, &mut s);
     assert_eq!(p.carried_tokens(&s), 2 + first.tokens.len());
@@ -190,7 +214,9 @@ fn tiny_vlm_places_projected_image_before_the_prompt() {
     let file = Arc::new(GgufFile::open(dir.join("model.gguf")).unwrap());
     let model = Model::from_file(file.clone(), cpu()).unwrap();
     let (n_patches, patch, hidden) = (3usize, 12usize, 32usize);
-    let pixels: Vec<f32> = (0..n_patches * patch).map(|i| (i as f32 * 0.37).sin()).collect();
+    let pixels: Vec<f32> = (0..n_patches * patch)
+        .map(|i| (i as f32 * 0.37).sin())
+        .collect();
     let mut req = Request::new(vec![104, 101], 1);
     req.inputs.insert(
         "pixel_values".into(),
@@ -227,7 +253,9 @@ fn tiny_vlm_places_projected_image_before_the_prompt() {
     let mut kv = KvCache::new(model.kv_config(16, KvDtype::F32)).unwrap();
     let seq = kv.create_sequence();
     model.decoder(&mut emb, &mut kv, seq).unwrap();
-    let logits = model.forward(&mut kv, seq, &[104, 101], Logits::Last).unwrap();
+    let logits = model
+        .forward(&mut kv, seq, &[104, 101], Logits::Last)
+        .unwrap();
     assert_eq!(out.tokens, vec![argmax(&logits)]);
 }
 
@@ -306,24 +334,29 @@ fn bench_interpreter_decode_vs_decode_core() {
         Some(Arc::new(ModelBlocks::from_model(model.clone()))),
     )
     .unwrap();
-    let prompt: Vec<u32> = vec![1, 4093, 198, 19161, 253, 1789, 563, 253, 2365, 30, 2, 198, 1, 520, 9531, 198];
+    let prompt: Vec<u32> = vec![
+        1, 4093, 198, 19161, 253, 1789, 563, 253, 2365, 30, 2, 198, 1, 520, 9531, 198,
+    ];
     let n = 64;
-    let mut best = (0.0f64, 0.0f64);
-    for _round in 0..3 {
+    // Alternate the two executors over several rounds and compare aggregate decode
+    // throughput, so load changes on a shared machine hit both sides alike.
+    let (mut interp_secs, mut core_secs) = (0.0f64, 0.0f64);
+    let rounds = 5;
+    for round in 0..rounds {
         // Interpreter: time from the first emitted token to the last.
-        let bound = p.validate_request(&Request::new(prompt.clone(), n)).unwrap();
+        let bound = p
+            .validate_request(&Request::new(prompt.clone(), n))
+            .unwrap();
         let mut first = None;
-        let mut count = 0usize;
         let out = Interpreter::new(&p)
             .run(&bound, &mut Session::new(None), &mut |_| {
-                count += 1;
                 if first.is_none() {
                     first = Some(Instant::now());
                 }
                 Flow::Continue
             })
             .unwrap();
-        let interp = (count - 1) as f64 / first.unwrap().elapsed().as_secs_f64();
+        let ti = first.unwrap().elapsed().as_secs_f64();
         // Decode core: same tokens, same timing window.
         let mut kv = KvCache::new(model.kv_config(prompt.len() + n, KvDtype::F32)).unwrap();
         let seq = kv.create_sequence();
@@ -336,14 +369,45 @@ fn bench_interpreter_decode_vs_decode_core() {
                 .unwrap();
             toks.push(argmax(&logits));
         }
-        let core = (n - 1) as f64 / t0.elapsed().as_secs_f64();
+        let tc = t0.elapsed().as_secs_f64();
         assert_eq!(out.tokens, toks);
-        println!("interpreter {interp:.1} tok/s, decode core {core:.1} tok/s, ratio {:.3}", interp / core);
-        if interp / core > best.0 / best.1.max(1e-9) || best.1 == 0.0 {
-            best = (interp, core);
-        }
+        println!(
+            "round {round}: interpreter {:.1} tok/s, decode core {:.1} tok/s",
+            (n - 1) as f64 / ti,
+            (n - 1) as f64 / tc
+        );
+        interp_secs += ti;
+        core_secs += tc;
     }
-    let ratio = best.0 / best.1;
-    println!("best round: interpreter {:.1} tok/s, decode core {:.1} tok/s, ratio {ratio:.3}", best.0, best.1);
-    assert!(ratio >= 0.9, "interpreter decode is {ratio:.3}x the decode core");
+    let tokens = (rounds * (n - 1)) as f64;
+    let (interp, core) = (tokens / interp_secs, tokens / core_secs);
+    let ratio = interp / core;
+    println!(
+        "aggregate: interpreter {interp:.1} tok/s, decode core {core:.1} tok/s, ratio {ratio:.3}"
+    );
+    assert!(
+        ratio >= 0.9,
+        "interpreter decode is {ratio:.3}x the decode core"
+    );
+}
+
+#[test]
+fn tiny_packages_carry_a_working_byte_level_tokenizer() {
+    use engine::tokenizer::{GgufVocab, Tokenizer};
+    for name in ["tiny-decoder", "tiny-vlm"] {
+        let file = GgufFile::open(packages().join(name).join("model.gguf")).unwrap();
+        let tok =
+            Tokenizer::from_vocab(&GgufVocab::from_metadata(file.metadata()).unwrap()).unwrap();
+        // 256 byte tokens + 4 merges + 3 control tokens.
+        assert_eq!(tok.vocab_size(), 263);
+        let text = "hello the café <|im_end|>";
+        let ids = tok.encode(text).unwrap();
+        // "he", "ll", " the" merge; "<|im_end|>" is one control token (id 262).
+        assert!(
+            ids.contains(&256) && ids.contains(&259) && ids.contains(&262),
+            "{ids:?}"
+        );
+        assert_eq!(tok.decode(&ids).unwrap(), text);
+        assert!(tok.is_eog(262));
+    }
 }

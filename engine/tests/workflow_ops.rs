@@ -1,8 +1,8 @@
 //! The graph op set against plain reference implementations written here (proptest over shapes and values).
 
 use engine::workflow::DType;
-use engine::workflow::ops::Op;
 use engine::workflow::Tensor;
+use engine::workflow::ops::Op;
 use proptest::prelude::*;
 
 fn s(x: &str) -> String {
@@ -31,13 +31,8 @@ fn bool_data(t: &Tensor) -> (Vec<usize>, Vec<bool>) {
 }
 
 fn matrix(max: usize) -> impl Strategy<Value = (usize, usize, Vec<f32>)> {
-    (1..max, 1..max).prop_flat_map(|(r, c)| {
-        (
-            Just(r),
-            Just(c),
-            prop::collection::vec(-4.0f32..4.0, r * c),
-        )
-    })
+    (1..max, 1..max)
+        .prop_flat_map(|(r, c)| (Just(r), Just(c), prop::collection::vec(-4.0f32..4.0, r * c)))
 }
 
 proptest! {
@@ -237,24 +232,51 @@ proptest! {
 fn bad_operands_are_errors_not_panics() {
     let x = Tensor::f32(&[2, 3], vec![0.0; 6]).unwrap();
     let i = Tensor::i64(&[1], vec![5]).unwrap();
-    let e = Op::Gather { data: s("d"), indices: s("i"), axis: 0 }
-        .eval(&[&x, &i])
-        .unwrap_err();
-    assert!(e.contains("index 5 is out of range for axis 0 of size 2"), "{e}");
-    let e = Op::MatMul { a: s("a"), b: s("b") }.eval(&[&x, &x]).unwrap_err();
+    let e = Op::Gather {
+        data: s("d"),
+        indices: s("i"),
+        axis: 0,
+    }
+    .eval(&[&x, &i])
+    .unwrap_err();
+    assert!(
+        e.contains("index 5 is out of range for axis 0 of size 2"),
+        "{e}"
+    );
+    let e = Op::MatMul {
+        a: s("a"),
+        b: s("b"),
+    }
+    .eval(&[&x, &x])
+    .unwrap_err();
     assert!(e.contains("inner dimensions differ"), "{e}");
-    let e = Op::Add { a: s("a"), b: s("b") }
-        .eval(&[&x, &Tensor::f32(&[2], vec![0.0; 2]).unwrap()])
-        .unwrap_err();
+    let e = Op::Add {
+        a: s("a"),
+        b: s("b"),
+    }
+    .eval(&[&x, &Tensor::f32(&[2], vec![0.0; 2]).unwrap()])
+    .unwrap_err();
     assert!(e.contains("do not broadcast"), "{e}");
-    let e = Op::Div { a: s("a"), b: s("b") }
-        .eval(&[&Tensor::scalar_i64(1), &Tensor::scalar_i64(0)])
-        .unwrap_err();
+    let e = Op::Div {
+        a: s("a"),
+        b: s("b"),
+    }
+    .eval(&[&Tensor::scalar_i64(1), &Tensor::scalar_i64(0)])
+    .unwrap_err();
     assert!(e.contains("i64 division 1 / 0"), "{e}");
-    let e = Op::ArgMax { input: s("x"), axis: 0, keepdims: false }
-        .eval(&[&Tensor::f32(&[0], vec![]).unwrap()])
-        .unwrap_err();
+    let e = Op::ArgMax {
+        input: s("x"),
+        axis: 0,
+        keepdims: false,
+    }
+    .eval(&[&Tensor::f32(&[0], vec![]).unwrap()])
+    .unwrap_err();
     assert!(e.contains("empty axis"), "{e}");
-    let e = Op::Softmax { input: s("x"), axis: 2 }.eval(&[&x]).unwrap_err();
+    let e = Op::Softmax {
+        input: s("x"),
+        axis: 2,
+    }
+    .eval(&[&x])
+    .unwrap_err();
     assert!(e.contains("axis 2 is out of range for rank 2"), "{e}");
 }

@@ -12,7 +12,10 @@ fn committed_schema_matches_manifest_types() {
         std::fs::write(&path, &generated).expect("write schema");
     }
     let committed = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!("{}: {e}; run with {REGEN_ENV}=1 to generate it", path.display())
+        panic!(
+            "{}: {e}; run with {REGEN_ENV}=1 to generate it",
+            path.display()
+        )
     });
     assert!(
         committed == generated,
@@ -30,7 +33,10 @@ fn schema_rejects_unknown_fields_and_names_the_version() {
     assert_eq!(schema["additionalProperties"], serde_json::json!(false));
     let required = schema["required"].as_array().unwrap();
     for key in ["schema_version", "name", "components", "outputs", "steps"] {
-        assert!(required.contains(&serde_json::json!(key)), "{key} not required");
+        assert!(
+            required.contains(&serde_json::json!(key)),
+            "{key} not required"
+        );
     }
     let defs = schema["$defs"].as_object().unwrap();
     for def in ["Component", "Cell", "Step", "Op", "Loop", "AppInput"] {

@@ -26,7 +26,9 @@ pub enum WorkflowError {
         source: serde_json::Error,
     },
     /// The manifest's `schema_version` is not the one this engine reads.
-    #[error("package manifest {path}: schema_version {found} is not supported (this engine reads {supported})")]
+    #[error(
+        "package manifest {path}: schema_version {found} is not supported (this engine reads {supported})"
+    )]
     SchemaVersion {
         /// The manifest path.
         path: PathBuf,
@@ -41,7 +43,7 @@ pub enum WorkflowError {
         /// Package name.
         package: String,
         /// What is wrong.
-        source: ValidationError,
+        source: Box<ValidationError>,
     },
     /// The weights file could not be opened or bound.
     #[error("package '{package}' weights {path}: {source}")]
@@ -107,7 +109,9 @@ pub enum ValidationError {
         reason: String,
     },
     /// A component references a GGUF tensor (or tensor-name prefix) the weights file lacks.
-    #[error("component '{component}' references tensor '{tensor}', which the weights file does not contain")]
+    #[error(
+        "component '{component}' references tensor '{tensor}', which the weights file does not contain"
+    )]
     UnknownTensor {
         /// Component name.
         component: String,
@@ -179,7 +183,9 @@ pub enum ValidationError {
         port: String,
     },
     /// A step binds an input port to a value that is not available at that point.
-    #[error("step {step}: component '{component}' input '{port}' references unavailable value '{value}'")]
+    #[error(
+        "step {step}: component '{component}' input '{port}' references unavailable value '{value}'"
+    )]
     UnavailableValue {
         /// Step path.
         step: String,
@@ -280,7 +286,9 @@ pub enum RequestError {
         component: String,
     },
     /// A replacement implements another contract.
-    #[error("replacement for component '{component}' implements contract '{got}', but the package requires '{expected}'")]
+    #[error(
+        "replacement for component '{component}' implements contract '{got}', but the package requires '{expected}'"
+    )]
     ContractMismatch {
         /// Component name.
         component: String,
@@ -295,7 +303,7 @@ pub enum RequestError {
         /// Component name.
         component: String,
         /// What is wrong.
-        source: ValidationError,
+        source: Box<ValidationError>,
     },
     /// A session id was given to a package that declares no `session_id` role.
     #[error("package '{package}' does not accept a session id (it declares no session_id input)")]
@@ -325,23 +333,12 @@ pub enum RunError {
         value: String,
     },
     /// A value does not match the port's declared type or shape.
-    #[error("component '{component}' {direction} '{port}' (value '{value}'): expected {expected}, got {got}")]
-    PortValue {
-        /// Component name.
-        component: String,
-        /// `input` or `output`.
-        direction: &'static str,
-        /// Port name.
-        port: String,
-        /// Value name.
-        value: String,
-        /// Declared type and shape.
-        expected: String,
-        /// Actual type and shape.
-        got: String,
-    },
+    #[error(transparent)]
+    PortValue(Box<PortMismatch>),
     /// A KV-state value no longer matches its state (it was consumed by a later decoder run).
-    #[error("component '{component}' input '{port}' references stale KV value '{value}' ({value_positions} positions; the state now holds {state_positions})")]
+    #[error(
+        "component '{component}' input '{port}' references stale KV value '{value}' ({value_positions} positions; the state now holds {state_positions})"
+    )]
     StaleKv {
         /// Component name.
         component: String,
@@ -398,4 +395,24 @@ pub enum RunError {
         /// The session's id.
         session: Option<String>,
     },
+}
+
+/// A value that does not match a port's declared type or shape at run time.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "component '{component}' {direction} '{port}' (value '{value}'): expected {expected}, got {got}"
+)]
+pub struct PortMismatch {
+    /// Component name.
+    pub component: String,
+    /// `input` or `output`.
+    pub direction: &'static str,
+    /// Port name.
+    pub port: String,
+    /// Value name.
+    pub value: String,
+    /// Declared type and shape.
+    pub expected: String,
+    /// Actual type and shape.
+    pub got: String,
 }

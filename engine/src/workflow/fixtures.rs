@@ -178,14 +178,26 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
         ));
     }
     let mut body = vec![
-        invoke("embed", json!({"tokens": "pending"}), json!({"hidden": "x"})),
+        invoke(
+            "embed",
+            json!({"tokens": "pending"}),
+            json!({"hidden": "x"}),
+        ),
         invoke(
             "decoder",
             json!({"hidden": "x", "past": "decoder_kv"}),
             json!({"hidden": "h", "present": "decoder_kv"}),
         ),
-        invoke("last_row", json!({"hidden": "h"}), json!({"last": "h_last"})),
-        invoke("head", json!({"hidden": "h_last"}), json!({"logits": "logits"})),
+        invoke(
+            "last_row",
+            json!({"hidden": "h"}),
+            json!({"last": "h_last"}),
+        ),
+        invoke(
+            "head",
+            json!({"hidden": "h_last"}),
+            json!({"logits": "logits"}),
+        ),
         invoke(
             "sampler",
             json!({"logits": "logits", "temperature": "temperature", "seed": "seed", "counter": "step"}),
@@ -196,7 +208,11 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
     if spec.session {
         body.push(json!({"emit": {"value": "pending", "to": "history", "mode": "append"}}));
     }
-    body.push(invoke("stop_check", json!({"token": "pending"}), json!({"continue": "go"})));
+    body.push(invoke(
+        "stop_check",
+        json!({"token": "pending"}),
+        json!({"continue": "go"}),
+    ));
     steps.push(json!({"loop": {
         "carried": carried,
         "counter": "step",
@@ -218,7 +234,8 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
 
 /// The standard manifest as typed [`Manifest`].
 pub fn standard_manifest(spec: &ManifestSpec) -> Manifest {
-    serde_json::from_value(standard_manifest_json(spec)).expect("the standard manifest matches the manifest types")
+    serde_json::from_value(standard_manifest_json(spec))
+        .expect("the standard manifest matches the manifest types")
 }
 
 /// Hyper-parameters of the tiny fixture models (a 2-layer llama with GQA).
@@ -260,7 +277,9 @@ const TINY_SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 /// GPT-2's byte-to-unicode table: printable Latin-1 bytes map to themselves, the
 /// others to U+0100 onwards in byte order (Radford et al., GPT-2 `encoder.py`).
 fn byte_to_unicode(b: u8) -> char {
-    let printable = |x: u8| (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x);
+    let printable = |x: u8| {
+        (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x)
+    };
     if printable(b) {
         return char::from(b);
     }
@@ -271,7 +290,9 @@ fn byte_to_unicode(b: u8) -> char {
 /// The tiny byte-level BPE vocabulary: tokens, token types, merges; ids of
 /// `<|endoftext|>` (eos) and `<|im_end|>`.
 pub fn tiny_vocab() -> (Vec<String>, Vec<i32>, Vec<String>, u32, u32) {
-    let mut tokens: Vec<String> = (0..=255u8).map(|b| byte_to_unicode(b).to_string()).collect();
+    let mut tokens: Vec<String> = (0..=255u8)
+        .map(|b| byte_to_unicode(b).to_string())
+        .collect();
     let mut merges = Vec::new();
     for (a, b) in TINY_MERGES {
         merges.push(format!("{a} {b}"));
@@ -324,13 +345,25 @@ pub fn tiny_gguf(name: &str, seed: u64, vision: bool) -> Result<GgufWriter, Gguf
         .metadata("llama.attention.head_count", u32v(d.n_heads))
         .metadata("llama.attention.head_count_kv", u32v(d.n_kv_heads))
         .metadata("llama.rope.freq_base", MetaValue::F32(10000.0))
-        .metadata("llama.attention.layer_norm_rms_epsilon", MetaValue::F32(1e-5))
+        .metadata(
+            "llama.attention.layer_norm_rms_epsilon",
+            MetaValue::F32(1e-5),
+        )
         .metadata("llama.vocab_size", u32v(vocab))
         .metadata("tokenizer.ggml.model", MetaValue::String("gpt2".into()))
         .metadata("tokenizer.ggml.pre", MetaValue::String("gpt-2".into()))
-        .metadata("tokenizer.ggml.tokens", MetaValue::Array(MetaArray::String(tokens)))
-        .metadata("tokenizer.ggml.token_type", MetaValue::Array(MetaArray::I32(types)))
-        .metadata("tokenizer.ggml.merges", MetaValue::Array(MetaArray::String(merges)))
+        .metadata(
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(MetaArray::String(tokens)),
+        )
+        .metadata(
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(MetaArray::I32(types)),
+        )
+        .metadata(
+            "tokenizer.ggml.merges",
+            MetaValue::Array(MetaArray::String(merges)),
+        )
         .metadata("tokenizer.ggml.bos_token_id", MetaValue::U32(eos))
         .metadata("tokenizer.ggml.eos_token_id", MetaValue::U32(eos))
         .metadata("tokenizer.ggml.add_bos_token", MetaValue::Bool(false));
@@ -340,7 +373,12 @@ pub fn tiny_gguf(name: &str, seed: u64, vision: bool) -> Result<GgufWriter, Gguf
     let f = d.ffn as u64;
     let mut mat = |w: &mut GgufWriter, name: &str, inp: u64, out: u64| -> Result<(), GgufError> {
         let scale = 1.0 / (inp as f32).sqrt();
-        w.tensor(name, &[inp, out], GgmlType::F32, rng.bytes((inp * out) as usize, scale, 0.0))?;
+        w.tensor(
+            name,
+            &[inp, out],
+            GgmlType::F32,
+            rng.bytes((inp * out) as usize, scale, 0.0),
+        )?;
         Ok(())
     };
     mat(&mut w, "token_embd.weight", h, vocab as u64)?;
@@ -358,10 +396,16 @@ pub fn tiny_gguf(name: &str, seed: u64, vision: bool) -> Result<GgufWriter, Gguf
     if vision {
         mat(&mut w, "vision.proj.weight", h, TINY_PATCH_DIM)?;
     }
-    let mut vec = |w: &mut GgufWriter, name: &str, scale: f32, offset: f32| -> Result<(), GgufError> {
-        w.tensor(name, &[h], GgmlType::F32, rng.bytes(d.hidden, scale, offset))?;
-        Ok(())
-    };
+    let mut vec =
+        |w: &mut GgufWriter, name: &str, scale: f32, offset: f32| -> Result<(), GgufError> {
+            w.tensor(
+                name,
+                &[h],
+                GgmlType::F32,
+                rng.bytes(d.hidden, scale, offset),
+            )?;
+            Ok(())
+        };
     for l in 0..d.n_layers {
         vec(&mut w, &format!("blk.{l}.attn_norm.weight"), 0.1, 1.0)?;
         vec(&mut w, &format!("blk.{l}.ffn_norm.weight"), 0.1, 1.0)?;
@@ -412,9 +456,9 @@ pub fn package_json_text(spec: &ManifestSpec) -> String {
 }
 
 /// Seeds of the tiny packages' weights.
-pub const TINY_DECODER_SEED: u64 = 0x7469_6e79_6465_63;
+pub const TINY_DECODER_SEED: u64 = 0x0074_696e_7964_6563;
 /// Seed of `tiny-vlm`'s weights.
-pub const TINY_VLM_SEED: u64 = 0x7469_6e79_766c_6d;
+pub const TINY_VLM_SEED: u64 = 0x0074_696e_7976_6c6d;
 
 /// Write the three fixture packages under `root` (`root/tiny-decoder`, `root/tiny-vlm`
 /// with `model.gguf` and `package.json`; `root/smollm2/package.json`).
@@ -429,14 +473,20 @@ pub fn write_fixture_packages(root: &Path) -> Result<(), GgufError> {
             source: e,
         })?;
         tiny_gguf(name, seed, vision)?.write_to(dir.join("model.gguf"))?;
-        write_text(&dir.join("package.json"), &package_json_text(&tiny_spec(name, vision)))?;
+        write_text(
+            &dir.join("package.json"),
+            &package_json_text(&tiny_spec(name, vision)),
+        )?;
     }
     let dir = root.join("smollm2");
     std::fs::create_dir_all(&dir).map_err(|e| GgufError::Io {
         path: dir.clone(),
         source: e,
     })?;
-    write_text(&dir.join("package.json"), &package_json_text(&smollm2_spec()))
+    write_text(
+        &dir.join("package.json"),
+        &package_json_text(&smollm2_spec()),
+    )
 }
 
 fn write_text(path: &Path, text: &str) -> Result<(), GgufError> {

@@ -32,7 +32,9 @@ impl PreparedGraph {
             let t = match k.dtype {
                 DType::F32 => Tensor::F32(arr(&shape, k.data.iter().map(|&x| x as f32).collect())),
                 DType::I64 => Tensor::I64(arr(&shape, k.data.iter().map(|&x| x as i64).collect())),
-                DType::Bool => Tensor::Bool(arr(&shape, k.data.iter().map(|&x| x != 0.0).collect())),
+                DType::Bool => {
+                    Tensor::Bool(arr(&shape, k.data.iter().map(|&x| x != 0.0).collect()))
+                }
                 DType::Kv => unreachable!("validated: constants are not kv"),
             };
             fixed.push((k.name.clone(), t));
@@ -41,11 +43,13 @@ impl PreparedGraph {
             let src = weights.ok_or_else(|| ValidationError::NoWeights {
                 component: c.name.clone(),
             })?;
-            let t = src.load_f32(&w.tensor).map_err(|e| ValidationError::GraphNode {
-                component: c.name.clone(),
-                node: w.name.clone(),
-                reason: format!("weight '{}': {e}", w.tensor),
-            })?;
+            let t = src
+                .load_f32(&w.tensor)
+                .map_err(|e| ValidationError::GraphNode {
+                    component: c.name.clone(),
+                    node: w.name.clone(),
+                    reason: format!("weight '{}': {e}", w.tensor),
+                })?;
             fixed.push((w.name.clone(), t));
         }
         Ok(PreparedGraph {

@@ -5,15 +5,15 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use ndarray::{ArrayD, Axis, IxDyn};
 
 use super::Package;
-use super::error::RunError;
+use super::error::{PortMismatch, RunError};
 use super::events::{Event, EventLog, LoopExit};
 use super::manifest::{
     Bound, Cell, CellRole, Component, Dim, Emit, EmitMode, Implementation, Init, Invoke, Loop,
     NativeKind, Port, Role, Scope, Step, shape_string,
 };
 use super::native::KvState;
-use super::value::{DType, KvHandle, Tensor, Value, kv_layer_name};
 use super::request::BoundRequest;
+use super::value::{DType, KvHandle, Tensor, Value, kv_layer_name};
 
 /// What the token callback tells the interpreter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,10 +221,14 @@ impl Run<'_, '_> {
                     .insert(c.name.clone(), Value::Tensor(empty_tensor(dt, &shape)));
             }
             (Init::Input(name), _) => {
-                let v = self.values.get(name).cloned().ok_or_else(|| RunError::Value {
-                    context: ctx(),
-                    reason: format!("init input '{name}' is not bound by this request"),
-                })?;
+                let v = self
+                    .values
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| RunError::Value {
+                        context: ctx(),
+                        reason: format!("init input '{name}' is not bound by this request"),
+                    })?;
                 self.values.insert(c.name.clone(), v);
             }
             (Init::Literal(data), dt) => {
@@ -340,12 +344,12 @@ impl Run<'_, '_> {
         };
         let new = match (e.mode, slot) {
             (EmitMode::Replace, _) | (EmitMode::Append, None) => t,
-            (EmitMode::Append, Some(Value::Tensor(old))) => append(&old, &t).map_err(|reason| {
-                RunError::Value {
+            (EmitMode::Append, Some(Value::Tensor(old))) => {
+                append(&old, &t).map_err(|reason| RunError::Value {
                     context: ctx(),
                     reason,
-                }
-            })?,
+                })?
+            }
             (EmitMode::Append, Some(Value::Kv(_))) => {
                 return Err(RunError::Value {
                     context: ctx(),
@@ -405,11 +409,14 @@ impl Run<'_, '_> {
         } else {
             match &c.implementation {
                 Implementation::Graph(_) => {
-                    let g = pkg.prepared_graph(&c.name).expect("validated graph is prepared");
+                    let g = pkg
+                        .prepared_graph(&c.name)
+                        .expect("validated graph is prepared");
                     (String::from("graph"), g.eval(&c.name, &tensors)?, None)
                 }
                 Implementation::Native(nb) => {
-                    let (outs, kv_out) = Self::native(pkg, &self.values, &mut self.kv, c, nb.block, inv, &tensors)?;
+                    let (outs, kv_out) =
+                        Self::native(pkg, &self.values, &mut self.kv, c, nb.block, inv, &tensors)?;
                     (format!("native:{}", nb.block), outs, kv_out)
                 }
             }
@@ -470,17 +477,19 @@ impl Run<'_, '_> {
         };
         let hidden_in = |name: &str| -> Result<(usize, Vec<f32>), RunError> {
             let t = tensors[name];
-            let Tensor::F32(a) = t else { unreachable!("port checked") };
+            let Tensor::F32(a) = t else {
+                unreachable!("port checked")
+            };
             let h = native.hidden();
             if a.shape()[1] != h {
-                return Err(RunError::PortValue {
+                return Err(RunError::PortValue(Box::new(PortMismatch {
                     component: c.name.clone(),
                     direction: "input",
                     port: name.into(),
                     value: inv.inputs[name].clone(),
                     expected: format!("f32 [n, {h}]"),
                     got: t.shape_string(),
-                });
+                })));
             }
             Ok((a.shape()[0], a.iter().copied().collect()))
         };
@@ -518,14 +527,14 @@ impl Run<'_, '_> {
                     let h = match values.get(&vname) {
                         Some(Value::Kv(h)) => *h,
                         Some(v) => {
-                            return Err(RunError::PortValue {
+                            return Err(RunError::PortValue(Box::new(PortMismatch {
                                 component: c.name.clone(),
                                 direction: "input",
                                 port: "past".into(),
                                 value: vname,
                                 expected: "kv".into(),
                                 got: v.describe(),
-                            });
+                            })));
                         }
                         None => {
                             return Err(RunError::UnavailableValue {
@@ -536,7 +545,10 @@ impl Run<'_, '_> {
                         }
                     };
                     let held = kv[h.store].positions();
-                    if h.positions != held || store.is_some_and(|s| s != h.store) || h.layer != layer {
+                    if h.positions != held
+                        || store.is_some_and(|s| s != h.store)
+                        || h.layer != layer
+                    {
                         return Err(RunError::StaleKv {
                             component: c.name.clone(),
                             port: "past".into(),
@@ -561,7 +573,7 @@ impl Run<'_, '_> {
 }
 
 fn port_err(c: &Component, p: &Port, dir: &'static str, value: &str, got: String) -> RunError {
-    RunError::PortValue {
+    RunError::PortValue(Box::new(PortMismatch {
         component: c.name.clone(),
         direction: dir,
         port: p.name.clone(),
@@ -572,7 +584,7 @@ fn port_err(c: &Component, p: &Port, dir: &'static str, value: &str, got: String
             p.shape.as_deref().map(shape_string).unwrap_or_default()
         ),
         got,
-    }
+    }))
 }
 
 /// Check a tensor against a port: dtype, rank, fixed dims, and symbols consistent within
@@ -629,15 +641,15 @@ fn append(old: &Tensor, new: &Tensor) -> Result<Tensor, String> {
         return Err(mismatch());
     }
     Ok(match (old, new) {
-        (Tensor::F32(a), Tensor::F32(b)) => {
-            Tensor::F32(ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?)
-        }
-        (Tensor::I64(a), Tensor::I64(b)) => {
-            Tensor::I64(ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?)
-        }
-        (Tensor::Bool(a), Tensor::Bool(b)) => {
-            Tensor::Bool(ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?)
-        }
+        (Tensor::F32(a), Tensor::F32(b)) => Tensor::F32(
+            ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?,
+        ),
+        (Tensor::I64(a), Tensor::I64(b)) => Tensor::I64(
+            ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?,
+        ),
+        (Tensor::Bool(a), Tensor::Bool(b)) => Tensor::Bool(
+            ndarray::concatenate(Axis(0), &[a.view(), b.view()]).map_err(|_| mismatch())?,
+        ),
         _ => return Err(mismatch()),
     })
 }

@@ -32,7 +32,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use error::{BoxError, RequestError, RunError, ValidationError, WorkflowError};
+pub use error::{BoxError, PortMismatch, RequestError, RunError, ValidationError, WorkflowError};
 pub use events::{Event, EventLog, LoopExit};
 pub use interpreter::{Flow, Interpreter, Output, Session};
 pub use manifest::{Manifest, SCHEMA_VERSION};
@@ -47,6 +47,7 @@ pub use weights::GgufWeights;
 use crate::gguf::GgufFile;
 use crate::kernels::Isa;
 use crate::kernels::matmul::Cpu;
+use crate::model::Model;
 use manifest::{Component, Implementation, NativeKind, Role};
 
 /// A validated package ready to bind requests.
@@ -56,6 +57,8 @@ pub struct Package {
     weights: Option<Arc<dyn Weights>>,
     native: Option<Arc<dyn NativeBlocks>>,
     graphs: BTreeMap<String, PreparedGraph>,
+    file: Option<Arc<GgufFile>>,
+    model: Option<Arc<Model>>,
 }
 
 impl fmt::Debug for Package {
@@ -77,7 +80,9 @@ impl Package {
                 path: path.to_path_buf(),
                 source,
             })?;
-        if let Some(v) = raw.get("schema_version").and_then(serde_json::Value::as_u64)
+        if let Some(v) = raw
+            .get("schema_version")
+            .and_then(serde_json::Value::as_u64)
             && v != u64::from(SCHEMA_VERSION)
         {
             return Err(WorkflowError::SchemaVersion {
@@ -113,33 +118,33 @@ impl Package {
             source,
         })?;
         let m = Package::parse_manifest(&text, &path)?;
-        let (weights, native): (Option<Arc<dyn Weights>>, Option<Arc<dyn NativeBlocks>>) =
-            match &m.weights {
-                None => (None, None),
-                Some(w) => {
-                    let wpath = dir.join(w);
-                    let werr = |source: BoxError| WorkflowError::Weights {
-                        package: m.name.clone(),
-                        path: wpath.clone(),
-                        source,
-                    };
-                    let file = Arc::new(GgufFile::open(&wpath).map_err(|e| werr(e.into()))?);
-                    let gw = GgufWeights::new(file.clone()).map_err(werr)?;
-                    let has_native = m
-                        .components
-                        .iter()
-                        .any(|c| matches!(c.implementation, Implementation::Native(_)));
-                    let native: Option<Arc<dyn NativeBlocks>> = if has_native {
-                        let blocks = ModelBlocks::new(file, cpu).map_err(|e| werr(e.into()))?;
-                        Some(Arc::new(blocks))
-                    } else {
-                        None
-                    };
-                    (Some(Arc::new(gw)), native)
-                }
+        let (mut weights, mut native, mut file, mut model) = (None, None, None, None);
+        if let Some(w) = &m.weights {
+            let wpath = dir.join(w);
+            let werr = |source: BoxError| WorkflowError::Weights {
+                package: m.name.clone(),
+                path: wpath.clone(),
+                source,
             };
+            let f = Arc::new(GgufFile::open(&wpath).map_err(|e| werr(e.into()))?);
+            let gw: Arc<dyn Weights> = Arc::new(GgufWeights::new(f.clone()).map_err(werr)?);
+            weights = Some(gw);
+            let has_native = m
+                .components
+                .iter()
+                .any(|c| matches!(c.implementation, Implementation::Native(_)));
+            if has_native {
+                let mo = Arc::new(Model::from_file(f.clone(), cpu).map_err(|e| werr(e.into()))?);
+                let blocks: Arc<dyn NativeBlocks> = Arc::new(ModelBlocks::from_model(mo.clone()));
+                native = Some(blocks);
+                model = Some(mo);
+            }
+            file = Some(f);
+        }
         let mut p = Package::from_parts(m, weights, native)?;
         p.dir = Some(dir.to_path_buf());
+        p.file = file;
+        p.model = model;
         Ok(p)
     }
 
@@ -155,7 +160,7 @@ impl Package {
     ) -> Result<Package, WorkflowError> {
         let invalid = |source| WorkflowError::Invalid {
             package: manifest.name.clone(),
-            source,
+            source: Box::new(source),
         };
         validate::validate(&manifest, weights.as_deref().map(Weights::index)).map_err(invalid)?;
         let mut graphs = BTreeMap::new();
@@ -180,12 +185,26 @@ impl Package {
             weights,
             native,
             graphs,
+            file: None,
+            model: None,
         })
     }
 
     /// The package directory, when loaded from one.
     pub fn dir(&self) -> Option<&Path> {
         self.dir.as_deref()
+    }
+
+    /// The opened weights file, when loaded with [`Package::load`] (e.g. for its
+    /// tokenizer metadata).
+    pub fn weights_file(&self) -> Option<&Arc<GgufFile>> {
+        self.file.as_ref()
+    }
+
+    /// The decode core's model behind the native blocks, when loaded with
+    /// [`Package::load`]: a runtime can run prompt-only requests on it directly.
+    pub fn model(&self) -> Option<&Arc<Model>> {
+        self.model.as_ref()
     }
 
     /// The manifest.
@@ -228,10 +247,10 @@ impl Package {
         }
     }
 
-    /// Bytes of KV cache per position (`None` without a `llama_decoder` block or on
-    /// overflow).
+    /// Bytes of KV cache per position (`None` without a `llama_decoder` block, or when
+    /// the geometry is degenerate or overflows).
     pub fn bytes_per_token(&self) -> Option<u64> {
-        self.kv_geometry().and_then(|g| g.bytes_per_token())
+        self.kv_geometry().and_then(|g| g.bytes_per_token().ok())
     }
 
     /// KV positions the given application tensors contribute, from their declared
@@ -289,7 +308,7 @@ impl Package {
             }
             let invalid = |source| RequestError::InvalidReplacement {
                 component: name.clone(),
-                source,
+                source: Box::new(source),
             };
             validate::validate_graph(c, &rep.graph, self.weights.as_deref().map(Weights::index))
                 .map_err(invalid)?;

@@ -87,8 +87,10 @@ impl NativeBlocks for ModelBlocks {
 
     fn llama_decoder(&self, x: &mut [f32], kv: &mut dyn KvState) -> Result<(), BoxError> {
         let h = self.hidden();
-        if x.is_empty() || x.len() % h != 0 {
-            return Err(format!("hidden states of {} values are not [n >= 1, {h}]", x.len()).into());
+        if x.is_empty() || !x.len().is_multiple_of(h) {
+            return Err(
+                format!("hidden states of {} values are not [n >= 1, {h}]", x.len()).into(),
+            );
         }
         let state = kv
             .as_any_mut()
@@ -100,7 +102,7 @@ impl NativeBlocks for ModelBlocks {
 
     fn lm_head(&self, x: &[f32]) -> Result<Vec<f32>, BoxError> {
         let h = self.hidden();
-        if x.len() % h != 0 {
+        if !x.len().is_multiple_of(h) {
             return Err(format!("hidden states of {} values are not [n, {h}]", x.len()).into());
         }
         Ok(self.model.lm_head(x))

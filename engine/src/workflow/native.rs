@@ -7,28 +7,9 @@ use super::error::BoxError;
 use super::validate::WeightIndex;
 use super::value::Tensor;
 
-/// KV geometry of a `llama_decoder` block; it sets the package's bytes per token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KvGeometry {
-    /// Decoder layers.
-    pub n_layers: usize,
-    /// KV heads per layer (GQA).
-    pub n_kv_heads: usize,
-    /// Elements per head.
-    pub head_dim: usize,
-    /// Bytes per stored element (4 for f32, 2 for f16).
-    pub elem_bytes: usize,
-}
-
-impl KvGeometry {
-    /// `2 (K and V) × layers × kv_heads × head_dim × element size` bytes; `None` on overflow.
-    pub fn bytes_per_token(&self) -> Option<u64> {
-        2u64.checked_mul(self.n_layers as u64)?
-            .checked_mul(self.n_kv_heads as u64)?
-            .checked_mul(self.head_dim as u64)?
-            .checked_mul(self.elem_bytes as u64)
-    }
-}
+/// KV geometry of a `llama_decoder` block (the scheduler's type); it sets the package's
+/// bytes per token.
+pub use crate::scheduler::KvGeometry;
 
 /// One sequence's KV state inside a native backend (all layers).
 pub trait KvState: Send {

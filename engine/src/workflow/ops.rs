@@ -529,7 +529,10 @@ impl Op {
                 x[0],
                 x[1],
                 |a, b| a / b,
-                |a, b| a.checked_div(b).ok_or_else(|| format!("i64 division {a} / {b}")),
+                |a, b| {
+                    a.checked_div(b)
+                        .ok_or_else(|| format!("i64 division {a} / {b}"))
+                },
             ),
             Op::Reshape { shape, .. } => reshape(x[0], shape),
             Op::Transpose { perm, .. } => {
@@ -539,7 +542,9 @@ impl Op {
                         x[0].rank()
                     ));
                 }
-                Ok(map_tensor!(x[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned()))
+                Ok(
+                    map_tensor!(x[0], a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned()),
+                )
             }
             Op::Concat { axis, .. } => concat(x, *axis),
             Op::Slice {
@@ -603,9 +608,9 @@ impl Op {
                 let ax = norm_axis(*axis, x[0].rank())?;
                 check_nonempty_axis(x[0], ax)?;
                 let out = match x[0] {
-                    Tensor::F32(a) => Tensor::F32(
-                        a.map_axis(Axis(ax), |l| l.iter().cloned().fold(f32::NEG_INFINITY, f32::max)),
-                    ),
+                    Tensor::F32(a) => Tensor::F32(a.map_axis(Axis(ax), |l| {
+                        l.iter().cloned().fold(f32::NEG_INFINITY, f32::max)
+                    })),
                     Tensor::I64(a) => Tensor::I64(
                         a.map_axis(Axis(ax), |l| l.iter().cloned().max().unwrap_or(i64::MIN)),
                     ),
@@ -617,9 +622,9 @@ impl Op {
                 let ax = norm_axis(*axis, x[0].rank())?;
                 let out = match x[0] {
                     Tensor::F32(a) => Tensor::F32(a.sum_axis(Axis(ax))),
-                    Tensor::I64(a) => Tensor::I64(a.map_axis(Axis(ax), |l| {
-                        l.iter().fold(0i64, |s, &v| s.wrapping_add(v))
-                    })),
+                    Tensor::I64(a) => Tensor::I64(
+                        a.map_axis(Axis(ax), |l| l.iter().fold(0i64, |s, &v| s.wrapping_add(v))),
+                    ),
                     Tensor::Bool(_) => return Err(type_err(x)),
                 };
                 Ok(keep(out, ax, *keepdims))
@@ -686,15 +691,13 @@ impl Op {
 
 /// A uniform f32 in `[0, 1)` from SplitMix64 of `seed` mixed with `counter`.
 fn uniform(seed: u64, counter: u64) -> f32 {
-    let mut z = seed
-        .wrapping_add(counter.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut z = seed.wrapping_add(counter.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^= z >> 31;
     // 24 high bits → exactly representable f32 in [0, 1).
     (z >> 40) as f32 / (1u64 << 24) as f32
 }
-
 
 /// Resolve a possibly negative axis against a rank.
 pub fn norm_axis(axis: i64, rank: usize) -> Result<usize, String> {
@@ -738,8 +741,16 @@ fn broadcast_shape(a: &[usize], b: &[usize]) -> Result<Vec<usize>, String> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let da = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let db = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let da = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -758,7 +769,7 @@ fn zip2<A, B, C>(
     let sh = broadcast_shape(a.shape(), b.shape())?;
     let av = a.broadcast(IxDyn(&sh)).ok_or("broadcast failed")?;
     let bv = b.broadcast(IxDyn(&sh)).ok_or("broadcast failed")?;
-    Ok(Zip::from(&av).and(&bv).map_collect(|p, q| f(p, q)))
+    Ok(Zip::from(&av).and(&bv).map_collect(f))
 }
 
 fn select<T: Clone>(c: &ArrayD<bool>, a: &ArrayD<T>, b: &ArrayD<T>) -> Result<ArrayD<T>, String> {
@@ -823,14 +834,16 @@ fn gather(data: &Tensor, indices: &Tensor, axis: i64) -> Result<Tensor, String> 
 
 fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor, String> {
     let total = t.len();
-    let known: usize = shape.iter().filter(|&&d| d >= 0).map(|&d| d as usize).product();
+    let known: usize = shape
+        .iter()
+        .filter(|&&d| d >= 0)
+        .map(|&d| d as usize)
+        .product();
     let mut dims = Vec::with_capacity(shape.len());
     for &d in shape {
         if d == -1 {
-            if known == 0 || total % known != 0 {
-                return Err(format!(
-                    "cannot infer -1 in {shape:?} for {total} elements"
-                ));
+            if known == 0 || !total.is_multiple_of(known) {
+                return Err(format!("cannot infer -1 in {shape:?} for {total} elements"));
             }
             dims.push(total / known);
         } else if d < 0 {
@@ -845,7 +858,9 @@ fn reshape(t: &Tensor, shape: &[i64]) -> Result<Tensor, String> {
             t.shape_string()
         ));
     }
-    Ok(map_tensor!(t, a => a.as_standard_layout().into_owned().into_shape_with_order(IxDyn(&dims)).map_err(|e| e.to_string())?))
+    Ok(
+        map_tensor!(t, a => a.as_standard_layout().into_owned().into_shape_with_order(IxDyn(&dims)).map_err(|e| e.to_string())?),
+    )
 }
 
 fn concat(x: &[&Tensor], axis: i64) -> Result<Tensor, String> {
@@ -862,7 +877,10 @@ fn concat(x: &[&Tensor], axis: i64) -> Result<Tensor, String> {
             }
             Tensor::$variant(ndarray::concatenate(Axis(ax), &views).map_err(|_| {
                 let shapes: Vec<String> = x.iter().map(|t| t.shape_string()).collect();
-                format!("shapes {} do not concatenate along axis {ax}", shapes.join(", "))
+                format!(
+                    "shapes {} do not concatenate along axis {ax}",
+                    shapes.join(", ")
+                )
             })?)
         }};
     }

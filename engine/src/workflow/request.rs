@@ -100,10 +100,7 @@ impl BoundRequest {
 ///
 /// Errors: undeclared names (all of them, sorted), a missing required input, a dtype or
 /// shape mismatch naming expected and got.
-pub fn bind_inputs(
-    m: &Manifest,
-    inputs: &BTreeMap<String, Tensor>,
-) -> Result<usize, RequestError> {
+pub fn bind_inputs(m: &Manifest, inputs: &BTreeMap<String, Tensor>) -> Result<usize, RequestError> {
     let declared: Vec<&AppInput> = m.inputs.application.iter().collect();
     let undeclared: Vec<String> = inputs
         .keys()

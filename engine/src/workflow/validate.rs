@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::ValidationError;
 use super::manifest::{
-    Bound, Cell, CellRole, Component, Dim, EmitMode, Graph, Implementation, Init, Manifest,
-    MAX_FIXED_ITERATIONS, NativeKind, Port, Role, Scope, Step, shape_string,
+    Bound, Cell, CellRole, Component, Dim, EmitMode, Graph, Implementation, Init,
+    MAX_FIXED_ITERATIONS, Manifest, NativeKind, Port, Role, Scope, Step, shape_string,
 };
 use super::ops::TypeInfo;
 use super::value::DType;
@@ -18,13 +18,14 @@ use super::value::DType;
 /// reversed).
 pub type WeightIndex = BTreeMap<String, Vec<usize>>;
 
+/// A port's `(name, dtype, rank)`.
+pub type PortSig = (&'static str, DType, usize);
+
 /// The fixed port signature of a native block: `(name, dtype, rank)` for inputs and
 /// outputs. Shapes: `token_embedding` `tokens [n]` → `hidden [n, hidden]`;
 /// `llama_decoder` `hidden [n, hidden]`, `past` (kv) → `hidden [n, hidden]`, `present`
 /// (kv); `lm_head` `hidden [n, hidden]` → `logits [n, vocab]`.
-pub fn native_signature(
-    kind: NativeKind,
-) -> (&'static [(&'static str, DType, usize)], &'static [(&'static str, DType, usize)]) {
+pub fn native_signature(kind: NativeKind) -> (&'static [PortSig], &'static [PortSig]) {
     match kind {
         NativeKind::TokenEmbedding => (&[("tokens", DType::I64, 1)], &[("hidden", DType::F32, 2)]),
         NativeKind::LlamaDecoder => (
@@ -57,7 +58,6 @@ fn describe(t: TypeInfo) -> String {
 /// Errors: the first problem found, naming the component, port, value, cell or step.
 pub fn validate(m: &Manifest, weights: Option<&WeightIndex>) -> Result<(), ValidationError> {
     let mut v = Validator {
-        m,
         components: BTreeMap::new(),
         cells: BTreeMap::new(),
         outputs: BTreeMap::new(),
@@ -214,8 +214,10 @@ pub fn validate(m: &Manifest, weights: Option<&WeightIndex>) -> Result<(), Valid
             });
         }
         let t = v.validate_cell(c, &env, decoders.first())?;
-        if c.role == Some(CellRole::PromptContinuation) {
-            if let Some(prev) = continuation.replace(c.name.clone()) {
+        if c.role == Some(CellRole::PromptContinuation)
+            && let Some(prev) = continuation.replace(c.name.clone())
+        {
+            {
                 return Err(ValidationError::Cell {
                     cell: c.name.clone(),
                     reason: format!("a second prompt_continuation cell (also '{prev}')"),
@@ -251,7 +253,11 @@ fn validate_component(c: &Component, weights: Option<&WeightIndex>) -> Result<()
         for p in ports.iter() {
             if !seen.insert(p.name.as_str()) {
                 return Err(ValidationError::Duplicate {
-                    kind: if dir == "input" { "input port" } else { "output port" },
+                    kind: if dir == "input" {
+                        "input port"
+                    } else {
+                        "output port"
+                    },
                     name: format!("{}.{}", c.name, p.name),
                 });
             }
@@ -316,7 +322,8 @@ fn validate_component(c: &Component, weights: Option<&WeightIndex>) -> Result<()
             if c.replaceable.is_some() {
                 return Err(ValidationError::Component {
                     component: c.name.clone(),
-                    reason: "a native block cannot be replaceable (replacements are op graphs)".into(),
+                    reason: "a native block cannot be replaceable (replacements are op graphs)"
+                        .into(),
                 });
             }
             let Some(w) = weights else {
@@ -347,9 +354,7 @@ pub fn validate_contract(contract: &str) -> Result<(), String> {
         {
             Ok(())
         }
-        _ => Err(format!(
-            "contract '{contract}' must be written id@version"
-        )),
+        _ => Err(format!("contract '{contract}' must be written id@version")),
     }
 }
 
@@ -442,11 +447,14 @@ pub fn validate_graph(
             };
             ts.push(*t);
         }
-        let t = node.op.infer(&ts).map_err(|reason| ValidationError::GraphNode {
-            component: c.name.clone(),
-            node: node.out.clone(),
-            reason: format!("{}: {reason}", node.op.kind()),
-        })?;
+        let t = node
+            .op
+            .infer(&ts)
+            .map_err(|reason| ValidationError::GraphNode {
+                component: c.name.clone(),
+                node: node.out.clone(),
+                reason: format!("{}: {reason}", node.op.kind()),
+            })?;
         if types.insert(node.out.as_str(), t).is_some() {
             return Err(dup(&node.out));
         }
@@ -478,7 +486,11 @@ pub fn validate_graph(
             });
         }
     }
-    if let Some(extra) = g.outputs.keys().find(|k| !c.outputs.iter().any(|p| &p.name == *k)) {
+    if let Some(extra) = g
+        .outputs
+        .keys()
+        .find(|k| !c.outputs.iter().any(|p| &p.name == *k))
+    {
         return Err(ValidationError::Port {
             component: c.name.clone(),
             port: extra.clone(),
@@ -489,7 +501,6 @@ pub fn validate_graph(
 }
 
 struct Validator<'a> {
-    m: &'a Manifest,
     components: BTreeMap<&'a str, &'a Component>,
     cells: BTreeMap<&'a str, &'a Cell>,
     outputs: BTreeMap<&'a str, DType>,
@@ -869,7 +880,6 @@ impl<'a> Validator<'a> {
                 }
             }
         }
-        let _ = self.m;
         Ok(())
     }
 }

@@ -71,8 +71,7 @@ impl Weights for GgufWeights {
                 .into());
             }
         };
-        Tensor::f32(shape, data).ok_or_else(|| {
-            format!("tensor '{name}' data does not fill its shape {shape:?}").into()
-        })
+        Tensor::f32(shape, data)
+            .ok_or_else(|| format!("tensor '{name}' data does not fill its shape {shape:?}").into())
     }
 }
