@@ -165,21 +165,21 @@ mod admission {
     }
 
     fn refused(seen: &Seen) -> &AdmissionError {
-    let err = match &seen.result {
-        Err(EngineError::Refused(e)) => e,
-        Err(other) => panic!("expected an admission refusal, got error: {other}"),
-        Ok(r) => panic!(
-            "expected an admission refusal, but it was admitted and ran {} components: {:?}",
-            r.events.invoked().len(),
-            r.events.invoked()
-        ),
-    };
-    assert_eq!(seen.signals, 0, "on_admitted fired for a refused request");
-    assert_eq!(seen.streamed, 0, "a refused request streamed tokens");
-    err
-}
+        let err = match &seen.result {
+            Err(EngineError::Refused(e)) => e,
+            Err(other) => panic!("expected an admission refusal, got error: {other}"),
+            Ok(r) => panic!(
+                "expected an admission refusal, but it was admitted and ran {} components: {:?}",
+                r.events.invoked().len(),
+                r.events.invoked()
+            ),
+        };
+        assert_eq!(seen.signals, 0, "on_admitted fired for a refused request");
+        assert_eq!(seen.streamed, 0, "a refused request streamed tokens");
+        err
+    }
 
-fn admitted(seen: &Seen) -> &GenerateResult {
+    fn admitted(seen: &Seen) -> &GenerateResult {
         match &seen.result {
             Ok(r) => {
                 assert_eq!(seen.signals, 1, "on_admitted must fire exactly once");
