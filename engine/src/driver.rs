@@ -164,8 +164,9 @@ impl Driver {
         Ticket { rx }
     }
 
-    /// Stop accepting requests, let the worker finish what was submitted (queued
-    /// requests keep waiting for their bytes), and return the engine.
+    /// Stop accepting requests, let the worker serve what was submitted, and return
+    /// the engine. Requests still waiting for KV bytes are refused with their
+    /// not-now error (the driver never hangs on a budget held elsewhere).
     ///
     /// Returns `None` if the worker panicked.
     pub fn shutdown(mut self) -> Option<Engine> {
@@ -188,7 +189,7 @@ enum Attempt {
     /// Admitted (and run) or refused for good: the ticket is answered.
     Done,
     /// Refused for now: keep the job at the head of the queue.
-    Wait(Job),
+    Wait(Job, EngineError),
 }
 
 fn serve(engine: Engine, rx: Receiver<Job>) -> Engine {
@@ -216,7 +217,12 @@ fn serve(engine: Engine, rx: Receiver<Job>) -> Engine {
         while let Some(job) = queue.pop_front() {
             match attempt(&engine, job) {
                 Attempt::Done => {}
-                Attempt::Wait(job) => {
+                // Shut down: a job still waiting for bytes is refused with its
+                // not-now error rather than left hanging.
+                Attempt::Wait(job, e) if !open => {
+                    let _ = job.tx.send(TicketEvent::Refused(e));
+                }
+                Attempt::Wait(job, _) => {
                     queue.push_front(job);
                     break;
                 }
@@ -272,7 +278,9 @@ fn attempt(engine: &Engine, job: Job) -> Attempt {
         return Attempt::Done;
     }
     match result {
-        Err(EngineError::Refused(e)) if e.is_not_now() => Attempt::Wait(job),
+        Err(EngineError::Refused(e)) if e.is_not_now() => {
+            Attempt::Wait(job, EngineError::Refused(e))
+        }
         Err(e) => {
             let _ = tx.send(TicketEvent::Refused(e));
             Attempt::Done
