@@ -12,6 +12,7 @@ pub mod audit;
 pub mod battery;
 pub mod cargo;
 pub mod catalog;
+pub mod gate;
 pub mod cibase;
 pub mod cli;
 pub mod interrupt;
