@@ -80,7 +80,9 @@ fn green_gate_runs_the_default_test_command_audits_it_and_runs_the_battery() {
     let run = sb.run(&["gate", cat, "--only", MET]);
     run.expect_code(0)
         .stdout_has("gate: PASS (exit 0)")
-        .stderr_has("gate: running the test command `cargo test --workspace --no-fail-fast` (fallback)");
+        .stderr_has(
+            "gate: running the test command `cargo test --workspace --no-fail-fast` (fallback)",
+        );
     assert_eq!(sb.tree(), before, "the gate left the tree changed");
 
     let j = gate_json(&sb);
@@ -98,7 +100,10 @@ fn green_gate_runs_the_default_test_command_audits_it_and_runs_the_battery() {
     assert_eq!(j["audit"]["islands"], serde_json::json!([]));
     // The kept log is the test command's real output.
     let log = std::fs::read_to_string(sb.ws.join("reports/gate/test.log")).unwrap();
-    assert!(log.contains("test contract::adds_two_numbers ... ok"), "{log}");
+    assert!(
+        log.contains("test contract::adds_two_numbers ... ok"),
+        "{log}"
+    );
     assert!(log.contains("test helper_smoke ... ok"), "{log}");
     // The battery ran and is embedded with its own schema; its reports exist too.
     let b = &j["batteries"][0];
@@ -226,7 +231,10 @@ fn a_bad_catalog_is_exit_2_and_runs_nothing() {
     sb.run(&["gate", missing.to_str().unwrap(), "--test-command", &cmd])
         .expect_code(2)
         .stderr_has("nope.toml");
-    assert!(!marker.exists(), "the test command ran despite a bad catalog");
+    assert!(
+        !marker.exists(),
+        "the test command ran despite a bad catalog"
+    );
 }
 
 #[test]
