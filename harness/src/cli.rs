@@ -27,6 +27,23 @@ Host state (lock, restore journals): --state-dir, else $HARNESS_STATE_DIR, else
 $TMPDIR/harness-<uid>. Every command first restores files left mutated by a run that
 was killed (see `harness restore`).";
 
+const GATE_EXIT_CODES: &str = "\
+Exit codes:
+  0    the test command passed, every catalog test ran and passed in it, and every
+       battery held (every expectation MET, no test UNFALSIFIED)
+  1    the tests are weak or did not run: the test command failed, a catalog test is an
+       island (not executed), failed, or was cut off by fail-fast; or a battery has an
+       UNMET expectation or an UNFALSIFIED test. After a failed audit the batteries are
+       not run.
+  2    the instrument could not be trusted: a battery refusal (CATALOG-DRIFT,
+       FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED), a bad catalog,
+       catalogs of different workspaces, a test command that could not be started, or a
+       harness fault
+  130  interrupted by a signal (the tree was restored first)
+
+Reports: <reports>/gate/gate.json (schema harness-gate/1), gate.md (pull-request
+comment) and test.log (the test command's output), plus each battery's own reports.";
+
 /// `harness`: mutation batteries that cannot silently measure nothing.
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about, after_help = EXIT_CODES)]
@@ -92,6 +109,10 @@ pub enum Command {
     /// Which CI lanes ran the must-run tests (exit 0 all ran and passed in a required lane,
     /// 1 an island, failure or truncation, 2 unreadable input).
     LaneAudit(crate::audit::LaneAuditArgs),
+    /// CI gate: run the test command once, audit its log against the catalogs' test lists,
+    /// run the batteries, and write one pull-request report to `reports/gate/`.
+    #[command(after_help = GATE_EXIT_CODES)]
+    Gate(crate::gate::GateArgs),
     /// The host lock.
     Lock {
         /// Lock subcommand.
@@ -159,6 +180,7 @@ pub fn run(cli: Cli) -> i32 {
             owner,
             reports,
         } => run_battery(&state, &catalogs, only, wait, ttl, owner, reports),
+        Command::Gate(args) => run_gate(&state, &args),
         Command::Lock {
             command:
                 LockCommand::Run {
@@ -344,29 +366,9 @@ fn run_battery(
     owner: Option<String>,
     reports: Option<PathBuf>,
 ) -> i32 {
-    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
-    let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
-        eprintln!(
-            "harness: waiting for the host lock held by {}",
-            h.describe()
-        )
-    }) {
-        Ok(h) => h,
-        Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
-        Err(e) => {
-            eprintln!("harness: {e}");
-            return EXIT_REFUSED;
-        }
-    };
-    let lock_note = match &hold {
-        Hold::Own { .. } => "own".to_string(),
-        Hold::Ancestor(r) => {
-            eprintln!(
-                "harness: running under the host lock held by ancestor {}",
-                r.describe()
-            );
-            format!("ancestor pid {}", r.holder.pid)
-        }
+    let (hold, lock_note) = match take_lock(state, wait, ttl, owner) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
@@ -407,6 +409,69 @@ fn run_battery(
     }
     drop(hold);
     code
+}
+
+/// Takes the host lock for a battery or gate (running under an ancestor's hold); on
+/// failure, the exit code to return.
+fn take_lock(
+    state: &Path,
+    wait: bool,
+    ttl: Option<u64>,
+    owner: Option<String>,
+) -> Result<(Hold, String), i32> {
+    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
+    let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
+        eprintln!(
+            "harness: waiting for the host lock held by {}",
+            h.describe()
+        )
+    }) {
+        Ok(h) => h,
+        Err(lock::LockError::Interrupted(_)) => return Err(interrupt::EXIT_INTERRUPTED),
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return Err(EXIT_REFUSED);
+        }
+    };
+    let lock_note = match &hold {
+        Hold::Own { .. } => "own".to_string(),
+        Hold::Ancestor(r) => {
+            eprintln!(
+                "harness: running under the host lock held by ancestor {}",
+                r.describe()
+            );
+            format!("ancestor pid {}", r.holder.pid)
+        }
+    };
+    Ok((hold, lock_note))
+}
+
+fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
+    let (hold, lock_note) = match take_lock(state, args.wait, args.ttl, args.owner.clone()) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let progress = Progress::auto();
+    let res = crate::gate::run(args, state, &lock_note, &progress);
+    progress.finish();
+    drop(hold);
+    match res {
+        Ok(out) => {
+            print!("{}", crate::gate::summary(&out.report));
+            for w in &out.written {
+                println!("report: {}", w.display());
+            }
+            out.report.exit_code
+        }
+        Err(crate::gate::GateError::Catalog(e)) => {
+            report_catalog_error(&e);
+            EXIT_REFUSED
+        }
+        Err(e) => {
+            eprintln!("harness: gate: {e}");
+            EXIT_REFUSED
+        }
+    }
 }
 
 /// The more severe of two exit codes (130 > 2 > 1 > 0).

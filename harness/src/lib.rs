@@ -14,6 +14,7 @@ pub mod cargo;
 pub mod catalog;
 pub mod cibase;
 pub mod cli;
+pub mod gate;
 pub mod interrupt;
 pub mod lock;
 pub mod process;
