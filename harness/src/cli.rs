@@ -595,7 +595,11 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
             };
             let opts = mutants::ToolOptions {
                 workspace: args.workspace.clone(),
-                output: args.workspace.join("target").join("harness").join("cargo-mutants"),
+                output: args
+                    .workspace
+                    .join("target")
+                    .join("harness")
+                    .join("cargo-mutants"),
                 packages: args.package.clone(),
                 files: args.files.clone(),
                 in_diff: args.in_diff.clone(),
@@ -653,7 +657,11 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
             return EXIT_REFUSED;
         }
     };
-    let out = base.root.join("target").join("harness").join("cargo-mutants");
+    let out = base
+        .root
+        .join("target")
+        .join("harness")
+        .join("cargo-mutants");
     let opts = mutants::ToolOptions {
         workspace: base.root.clone(),
         output: out.clone(),

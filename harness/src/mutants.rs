@@ -47,9 +47,7 @@ pub enum MutantsError {
         message: String,
     },
     /// cargo-mutants is missing or at another version.
-    #[error(
-        "cargo-mutants {want} is required ({found}); run scripts/install-cargo-mutants"
-    )]
+    #[error("cargo-mutants {want} is required ({found}); run scripts/install-cargo-mutants")]
     Tool {
         /// The pinned version.
         want: &'static str,
@@ -127,7 +125,7 @@ pub enum Scenario {
     /// The unmutated baseline.
     Baseline,
     /// A generated mutant.
-    Mutant(MutantInfo),
+    Mutant(Box<MutantInfo>),
 }
 
 /// One phase (check, build, test) of a scenario.
@@ -414,9 +412,7 @@ pub fn import(out_dir: &Path, named: &[NamedSite]) -> Result<MutantsReport, Muta
         }
         g.unguarded = (g.missed + g.timeout) > 0 && g.named.is_empty();
         if g.unguarded {
-            report
-                .unguarded
-                .push(format!("{}: {}", g.file, g.function));
+            report.unguarded.push(format!("{}: {}", g.file, g.function));
         }
     }
     report.functions = groups.into_values().collect();
@@ -434,7 +430,9 @@ pub fn markdown(r: &MutantsReport) -> String {
         r.unviable,
         r.unguarded.len()
     );
-    s.push_str("| function | file:line | caught | missed | timeout | unviable | named mutations | |\n");
+    s.push_str(
+        "| function | file:line | caught | missed | timeout | unviable | named mutations | |\n",
+    );
     s.push_str("|---|---|---:|---:|---:|---:|---|---|\n");
     for g in &r.functions {
         s.push_str(&format!(
@@ -646,9 +644,14 @@ pub fn to_catalog_mutation(
             break;
         }
         if lo == 0 && hi == text.len() {
-            return Err(format!("{}: no unique window of lines in {}", m.name, m.file));
+            return Err(format!(
+                "{}: no unique window of lines in {}",
+                m.name, m.file
+            ));
         }
-        lo = text[..lo.saturating_sub(1)].rfind('\n').map_or(0, |i| i + 1);
+        lo = text[..lo.saturating_sub(1)]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
         hi = text[(hi + 1).min(text.len())..]
             .find('\n')
             .map_or(text.len(), |i| hi + 1 + i);
@@ -791,7 +794,10 @@ mod tests {
             timeout: None,
         });
         let s = a.join(" ");
-        assert!(s.contains("--package p --file src/*.rs --in-diff d.diff"), "{s}");
+        assert!(
+            s.contains("--package p --file src/*.rs --in-diff d.diff"),
+            "{s}"
+        );
         assert!(s.ends_with("-- --test contract"), "{s}");
     }
 

@@ -194,7 +194,8 @@ pub fn function_bodies(file: &Path, text: &str) -> Result<Vec<FnBody>, ParseErro
         out: Vec::new(),
     };
     c.visit_file(&parsed);
-    c.out.sort_by_key(|f| (f.body.start, std::cmp::Reverse(f.body.end)));
+    c.out
+        .sort_by_key(|f| (f.body.start, std::cmp::Reverse(f.body.end)));
     Ok(c.out)
 }
 
@@ -608,8 +609,10 @@ pub fn run(
         columns.push((m.id.clone(), column));
         mutations.push(report);
     }
-    let cols: Vec<(String, Option<&BTreeMap<String, Outcome>>)> =
-        columns.iter().map(|(i, o)| (i.clone(), o.as_ref())).collect();
+    let cols: Vec<(String, Option<&BTreeMap<String, Outcome>>)> = columns
+        .iter()
+        .map(|(i, o)| (i.clone(), o.as_ref()))
+        .collect();
     let kill_matrix = KillMatrix::build(&catalog.spec.tests, &cols);
     let unfalsified =
         (status == Status::Complete && opts.only.is_none()).then(|| kill_matrix.unfalsified());
@@ -647,12 +650,11 @@ pub fn run(
         exit_code,
     };
     let dir = crate::report::report_dir(&reports_root, &catalog.name);
-    let mut written = crate::report::write_all(&dir, &report).map_err(|source| {
-        BatteryError::Reports {
+    let mut written =
+        crate::report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
             path: dir.clone(),
             source,
-        }
-    })?;
+        })?;
     let sw = dir.join("switch.json");
     std::fs::write(
         &sw,
@@ -927,10 +929,7 @@ impl Ctx<'_> {
                     }
                 })
                 .collect();
-            write_file(
-                &sroot.join(file),
-                switched_source(&text, &list).as_bytes(),
-            )?;
+            write_file(&sroot.join(file), switched_source(&text, &list).as_bytes())?;
         }
         p.phase("switched build");
         let build = self.cargo(None).build()?;

@@ -30,10 +30,9 @@ fn harness(state: &Path, args: &[&str]) -> Run {
 
 /// cargo-mutants' own summary per mutant name, read straight from the recording.
 fn recorded_summaries() -> BTreeMap<String, String> {
-    let v: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(recorded().join("outcomes.json")).unwrap(),
-    )
-    .unwrap();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(recorded().join("outcomes.json")).unwrap())
+            .unwrap();
     assert_eq!(v["cargo_mutants_version"], "27.1.0");
     v["outcomes"]
         .as_array()
@@ -135,7 +134,10 @@ fn recorded_outcomes_import_with_timeouts_unviable_and_missed_diffs() {
         ["add", "halvings", "is_odd", "meters"]
     );
     assert_eq!(f["is_odd"]["missed"], 5);
-    assert_eq!(f["is_odd"]["named"], serde_json::json!(["named:odd-is-even"]));
+    assert_eq!(
+        f["is_odd"]["named"],
+        serde_json::json!(["named:odd-is-even"])
+    );
     assert_eq!(f["is_odd"]["unguarded"], false);
     assert_eq!(f["halvings"]["timeout"], 1);
     assert_eq!(f["halvings"]["unguarded"], true);
@@ -152,10 +154,7 @@ fn recorded_outcomes_import_with_timeouts_unviable_and_missed_diffs() {
             assert!(m["diff"].is_null(), "{m}");
         }
     }
-    assert!(
-        md.contains("```diff") && md.contains("UNGUARDED"),
-        "{md}"
-    );
+    assert!(md.contains("```diff") && md.contains("UNGUARDED"), "{md}");
     insta::assert_snapshot!("recorded_mutants_markdown", md);
 }
 
@@ -190,7 +189,12 @@ fn via_harness_gives_the_verdicts_cargo_mutants_gave() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
     let src = repo().join("fixtures/workspaces/mutants-sample");
-    for rel in ["Cargo.toml", "src/lib.rs", "tests/contract.rs", "mutations/named.toml"] {
+    for rel in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "tests/contract.rs",
+        "mutations/named.toml",
+    ] {
         std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
         std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
     }

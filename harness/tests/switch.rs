@@ -69,13 +69,21 @@ fn switch_mode_equals_rebuild_mode_and_never_touches_the_tree() {
             start.elapsed() < Duration::from_secs(600),
             "switch run did not finish"
         );
-        assert_eq!(sb.tree(), before, "the user's tree changed during the switch run");
+        assert_eq!(
+            sb.tree(),
+            before,
+            "the user's tree changed during the switch run"
+        );
         looks += 1;
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(looks > 5, "the tree was looked at only {looks} times");
     assert_eq!(status.code(), Some(1));
-    assert_eq!(sb.tree(), before, "the user's tree changed after the switch run");
+    assert_eq!(
+        sb.tree(),
+        before,
+        "the user's tree changed after the switch run"
+    );
     let r2 = sb.report_json();
     assert_eq!(r2["status"], "complete");
 
@@ -189,7 +197,10 @@ rationale = "Outside any function body: falls back and survives."
     .unwrap();
     let v = verdicts(&r);
     let kill = vec!["contract::adds_two_numbers".to_string()];
-    assert_eq!(v["add-subtracts"], ("KILLED".into(), "MET".into(), kill.clone()));
+    assert_eq!(
+        v["add-subtracts"],
+        ("KILLED".into(), "MET".into(), kill.clone())
+    );
     assert_eq!(
         v["add-signature-and-body"],
         ("KILLED".into(), "MET".into(), kill)
