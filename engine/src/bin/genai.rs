@@ -133,12 +133,25 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    fixed_mmap_threshold();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("genai: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Pin glibc's mmap threshold at 1 MiB. By default glibc raises it after the first large
+/// free (up to 32 MiB), after which prefill's multi-megabyte activation buffers come from
+/// the heap and stay resident once freed; with a fixed threshold they are mapped and
+/// returned to the system on free, keeping resident memory near weights + KV cache.
+fn fixed_mmap_threshold() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator tuning; called before any other thread starts.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 
