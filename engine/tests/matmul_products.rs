@@ -4,7 +4,7 @@ mod quant_reference;
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
-use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec};
+use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi};
 use engine::quant::{self, QuantError};
 use proptest::prelude::*;
 use quant_reference as r;
@@ -183,6 +183,73 @@ fn thread_count_and_batching_do_not_change_results() {
             );
         }
     }
+}
+
+/// The fused decode product (Q/K/V or gate/up sharing one input): every output equals
+/// the test-local reference within tolerance and [`matvec`]'s output bit for bit, on every
+/// path, with 1 and 2 threads, for matrices of one type (fused pass) and of mixed types
+/// (different activation pairings: one product each).
+#[test]
+fn matvec_multi_equals_reference_and_matvec() {
+    let cols = 576;
+    let x = r::Rng(21).vec(cols, 1.0);
+    let sets: [&[(Ty, usize)]; 4] = [
+        &[(Ty::Q4_1, 300), (Ty::Q4_1, 100), (Ty::Q4_1, 37)],
+        &[(Ty::Q8_0, 64), (Ty::Q8_0, 129)],
+        &[(Ty::F32, 70), (Ty::F16, 33)],
+        &[(Ty::Q4_1, 90), (Ty::Q8_0, 45), (Ty::F32, 20)],
+    ];
+    for isa in paths_this_cpu_has() {
+        for threads in [1, 2] {
+            let cpu = Cpu::new(threads, isa);
+            for set in sets {
+                let data: Vec<Vec<u8>> = set
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(ty, rows))| weights(ty, rows, cols, 40 + i as u64))
+                    .collect();
+                let ms: Vec<WeightMatrix> = set
+                    .iter()
+                    .zip(&data)
+                    .map(|(&(ty, rows), w)| WeightMatrix::new(ggml(ty), rows, cols, w).unwrap())
+                    .collect();
+                let mut ys: Vec<Vec<f32>> =
+                    set.iter().map(|&(_, rows)| vec![f32::NAN; rows]).collect();
+                {
+                    let refs: Vec<&WeightMatrix> = ms.iter().collect();
+                    let mut outs: Vec<&mut [f32]> = ys.iter_mut().map(|y| &mut y[..]).collect();
+                    matvec_multi(&cpu, &refs, &x, &mut outs);
+                }
+                for (((&(ty, rows), w), m), y) in set.iter().zip(&data).zip(&ms).zip(&ys) {
+                    let rb = w.len() / rows;
+                    for (rr, &got) in y.iter().enumerate() {
+                        let (want, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], &x);
+                        assert!(
+                            close(got, want, mag),
+                            "{isa} {threads}t {ty:?} row {rr}: {got} vs {want}"
+                        );
+                    }
+                    let mut single = vec![0.0; rows];
+                    matvec(&cpu, m, &x, &mut single);
+                    assert_eq!(y, &single, "{isa} {threads}t {ty:?}: fused vs matvec");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[should_panic(expected = "matvec_multi: y[1] has 5 elements, W[1] has 4 rows")]
+fn matvec_multi_shape_bug_panics_with_message() {
+    let w = weights(Ty::F32, 4, 32, 1);
+    let m = WeightMatrix::new(GgmlType::F32, 4, 32, &w).unwrap();
+    let (mut a, mut b) = (vec![0.0; 4], vec![0.0; 5]);
+    matvec_multi(
+        &Cpu::new(1, Isa::Portable),
+        &[&m, &m],
+        &[0.0; 32],
+        &mut [&mut a, &mut b],
+    );
 }
 
 #[test]

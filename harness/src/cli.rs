@@ -27,6 +27,23 @@ Host state (lock, restore journals): --state-dir, else $HARNESS_STATE_DIR, else
 $TMPDIR/harness-<uid>. Every command first restores files left mutated by a run that
 was killed (see `harness restore`).";
 
+const GATE_EXIT_CODES: &str = "\
+Exit codes:
+  0    the test command passed, every catalog test ran and passed in it, and every
+       battery held (every expectation MET, no test UNFALSIFIED)
+  1    the tests are weak or did not run: the test command failed, a catalog test is an
+       island (not executed), failed, or was cut off by fail-fast; or a battery has an
+       UNMET expectation or an UNFALSIFIED test. After a failed audit the batteries are
+       not run.
+  2    the instrument could not be trusted: a battery refusal (CATALOG-DRIFT,
+       FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED), a bad catalog,
+       catalogs of different workspaces, a test command that could not be started, or a
+       harness fault
+  130  interrupted by a signal (the tree was restored first)
+
+Reports: <reports>/gate/gate.json (schema harness-gate/1), gate.md (pull-request
+comment) and test.log (the test command's output), plus each battery's own reports.";
+
 /// `harness`: mutation batteries that cannot silently measure nothing.
 #[derive(Debug, Parser)]
 #[command(name = "harness", version, about, after_help = EXIT_CODES)]
@@ -83,7 +100,18 @@ pub enum Command {
         /// (default: `<workspace>/reports`).
         #[arg(long, value_name = "DIR")]
         reports: Option<PathBuf>,
+        /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
+        /// compile every mutation that lies in one function body once, in a scratch copy,
+        /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
+        /// the scratch copy. Both give the same verdicts and kill matrix.
+        #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
+        mode: Mode,
     },
+    /// Run the pinned cargo-mutants (takes the host lock), or import an existing
+    /// `mutants.out`, and report its mutants grouped by function, with the missed mutants'
+    /// diffs; a function with a missed mutant and no named mutation in `--catalog` is
+    /// UNGUARDED (exit 1). Reports: `mutants.json`, `mutants.md` in `<reports>/mutants/`.
+    Mutants(MutantsArgs),
     /// Restore files left mutated by a run that was killed (every command does this first).
     Restore,
     /// Whether named commits are in the base and merge each CI job tested (exit 0 every
@@ -92,12 +120,67 @@ pub enum Command {
     /// Which CI lanes ran the must-run tests (exit 0 all ran and passed in a required lane,
     /// 1 an island, failure or truncation, 2 unreadable input).
     LaneAudit(crate::audit::LaneAuditArgs),
+    /// CI gate: run the test command once, audit its log against the catalogs' test lists,
+    /// run the batteries, and write one pull-request report to `reports/gate/`.
+    #[command(after_help = GATE_EXIT_CODES)]
+    Gate(crate::gate::GateArgs),
     /// The host lock.
     Lock {
         /// Lock subcommand.
         #[command(subcommand)]
         command: LockCommand,
     },
+}
+
+/// Arguments of `harness mutants`.
+#[derive(Debug, clap::Args)]
+pub struct MutantsArgs {
+    /// The workspace cargo-mutants runs on.
+    #[arg(long, default_value = ".", value_name = "DIR")]
+    pub workspace: PathBuf,
+    /// Mutate only this package (repeatable).
+    #[arg(long, value_name = "P")]
+    pub package: Vec<String>,
+    /// Mutate only files matching this glob (repeatable).
+    #[arg(long = "file", value_name = "GLOB")]
+    pub files: Vec<String>,
+    /// Mutate only code changed by this diff.
+    #[arg(long, value_name = "FILE")]
+    pub in_diff: Option<PathBuf>,
+    /// Run only this test target (`cargo test --test T`; repeatable).
+    #[arg(long, value_name = "T")]
+    pub test_target: Vec<String>,
+    /// Named batteries to join with (repeatable): their mutations guard functions.
+    #[arg(long, value_name = "CATALOG")]
+    pub catalog: Vec<PathBuf>,
+    /// Import this existing `mutants.out` directory instead of running cargo-mutants.
+    #[arg(long, value_name = "DIR")]
+    pub import: Option<PathBuf>,
+    /// Directory under which `mutants/` reports are written (default `<workspace>/reports`).
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
+    /// Wait for the host lock instead of refusing.
+    #[arg(long)]
+    pub wait: bool,
+    /// Run the generated mutants (`cargo mutants --list --json`) through the harness's own
+    /// battery runner instead, with the first `--catalog`'s package, targets and test list:
+    /// listed tests, per-test kill attribution, verified rebuilds, byte-identical restore
+    /// and the kill matrix. Generated mutants carry no expected killers (role `gap`), so the
+    /// exit code is 0 unless the battery refuses (2).
+    #[arg(long, requires = "catalog")]
+    pub via_harness: bool,
+    /// Battery mode for `--via-harness`.
+    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
+    pub mode: Mode,
+}
+
+/// How `harness battery` runs mutations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// One rebuild per mutation, in the workspace itself (journaled, restored).
+    Rebuild,
+    /// Compile once in a scratch copy, one test run per mutation (see [`crate::switch`]).
+    Switch,
 }
 
 /// `harness lock` subcommands.
@@ -150,6 +233,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::BaseCheck(args) => ci_answer(crate::cibase::run(&args)),
         Command::LaneAudit(args) => ci_answer(crate::audit::run(&args)),
         Command::Show { catalog, id } => show(&catalog, &id),
+        Command::Mutants(args) => run_mutants(&state, &args),
         Command::List { catalog } => list(&catalog),
         Command::Battery {
             catalogs,
@@ -158,7 +242,9 @@ pub fn run(cli: Cli) -> i32 {
             ttl,
             owner,
             reports,
-        } => run_battery(&state, &catalogs, only, wait, ttl, owner, reports),
+            mode,
+        } => run_battery(&state, &catalogs, only, wait, ttl, owner, reports, mode),
+        Command::Gate(args) => run_gate(&state, &args),
         Command::Lock {
             command:
                 LockCommand::Run {
@@ -335,6 +421,7 @@ fn command_line() -> Vec<String> {
     std::env::args().collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_battery(
     state: &Path,
     catalogs: &[PathBuf],
@@ -343,30 +430,11 @@ fn run_battery(
     ttl: Option<u64>,
     owner: Option<String>,
     reports: Option<PathBuf>,
+    mode: Mode,
 ) -> i32 {
-    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
-    let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
-        eprintln!(
-            "harness: waiting for the host lock held by {}",
-            h.describe()
-        )
-    }) {
-        Ok(h) => h,
-        Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
-        Err(e) => {
-            eprintln!("harness: {e}");
-            return EXIT_REFUSED;
-        }
-    };
-    let lock_note = match &hold {
-        Hold::Own { .. } => "own".to_string(),
-        Hold::Ancestor(r) => {
-            eprintln!(
-                "harness: running under the host lock held by ancestor {}",
-                r.describe()
-            );
-            format!("ancestor pid {}", r.holder.pid)
-        }
+    let (hold, lock_note) = match take_lock(state, wait, ttl, owner) {
+        Ok(x) => x,
+        Err(code) => return code,
     };
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
@@ -378,7 +446,10 @@ fn run_battery(
     for path in catalogs {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
-        let res = battery::run(path, &opts, &progress);
+        let res = match mode {
+            Mode::Rebuild => battery::run(path, &opts, &progress),
+            Mode::Switch => crate::switch::run(path, &opts, &progress),
+        };
         progress.finish();
         let c = match res {
             Ok(r) => {
@@ -407,6 +478,69 @@ fn run_battery(
     }
     drop(hold);
     code
+}
+
+/// Takes the host lock for a battery or gate (running under an ancestor's hold); on
+/// failure, the exit code to return.
+fn take_lock(
+    state: &Path,
+    wait: bool,
+    ttl: Option<u64>,
+    owner: Option<String>,
+) -> Result<(Hold, String), i32> {
+    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
+    let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
+        eprintln!(
+            "harness: waiting for the host lock held by {}",
+            h.describe()
+        )
+    }) {
+        Ok(h) => h,
+        Err(lock::LockError::Interrupted(_)) => return Err(interrupt::EXIT_INTERRUPTED),
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return Err(EXIT_REFUSED);
+        }
+    };
+    let lock_note = match &hold {
+        Hold::Own { .. } => "own".to_string(),
+        Hold::Ancestor(r) => {
+            eprintln!(
+                "harness: running under the host lock held by ancestor {}",
+                r.describe()
+            );
+            format!("ancestor pid {}", r.holder.pid)
+        }
+    };
+    Ok((hold, lock_note))
+}
+
+fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
+    let (hold, lock_note) = match take_lock(state, args.wait, args.ttl, args.owner.clone()) {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let progress = Progress::auto();
+    let res = crate::gate::run(args, state, &lock_note, &progress);
+    progress.finish();
+    drop(hold);
+    match res {
+        Ok(out) => {
+            print!("{}", crate::gate::summary(&out.report));
+            for w in &out.written {
+                println!("report: {}", w.display());
+            }
+            out.report.exit_code
+        }
+        Err(crate::gate::GateError::Catalog(e)) => {
+            report_catalog_error(&e);
+            EXIT_REFUSED
+        }
+        Err(e) => {
+            eprintln!("harness: gate: {e}");
+            EXIT_REFUSED
+        }
+    }
 }
 
 /// The more severe of two exit codes (130 > 2 > 1 > 0).
@@ -492,5 +626,158 @@ fn lock_status(state: &Path) -> i32 {
             eprintln!("harness: {e}");
             EXIT_REFUSED
         }
+    }
+}
+
+fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
+    use crate::mutants;
+    if args.via_harness {
+        return run_mutants_via_harness(state, args);
+    }
+    let named = match mutants::named_sites(&args.catalog) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let out_dir = match &args.import {
+        Some(d) => d.clone(),
+        None => {
+            let record = LockRecord::for_current(&default_owner(), command_line(), None);
+            let hold = match lock::acquire(state, record, Nesting::RunUnder, args.wait, &mut |h| {
+                eprintln!(
+                    "harness: waiting for the host lock held by {}",
+                    h.describe()
+                )
+            }) {
+                Ok(h) => h,
+                Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
+                Err(e) => {
+                    eprintln!("harness: {e}");
+                    return EXIT_REFUSED;
+                }
+            };
+            let opts = mutants::ToolOptions {
+                workspace: args.workspace.clone(),
+                output: args
+                    .workspace
+                    .join("target")
+                    .join("harness")
+                    .join("cargo-mutants"),
+                packages: args.package.clone(),
+                files: args.files.clone(),
+                in_diff: args.in_diff.clone(),
+                test_targets: args.test_target.clone(),
+                timeout: None,
+            };
+            let res = mutants::run_tool(&opts);
+            drop(hold);
+            match res {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("harness: {e}");
+                    return EXIT_REFUSED;
+                }
+            }
+        }
+    };
+    let report = match mutants::import(&out_dir, &named) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    print!("{}", mutants::markdown(&report));
+    let dir = args
+        .reports
+        .clone()
+        .unwrap_or_else(|| args.workspace.join("reports"))
+        .join("mutants");
+    match mutants::write_reports(&dir, &report) {
+        Ok(paths) => {
+            for p in paths {
+                println!("report: {}", p.display());
+            }
+        }
+        Err(e) => {
+            eprintln!("harness: {}: cannot write reports: {e}", dir.display());
+            return EXIT_REFUSED;
+        }
+    }
+    if report.unguarded.is_empty() {
+        EXIT_ALL_MET
+    } else {
+        crate::EXIT_WEAK
+    }
+}
+
+fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
+    use crate::mutants;
+    let base = match Catalog::load(&args.catalog[0]) {
+        Ok(c) => c,
+        Err(e) => {
+            report_catalog_error(&e);
+            return EXIT_REFUSED;
+        }
+    };
+    let out = base
+        .root
+        .join("target")
+        .join("harness")
+        .join("cargo-mutants");
+    let opts = mutants::ToolOptions {
+        workspace: base.root.clone(),
+        output: out.clone(),
+        packages: args.package.clone(),
+        files: args.files.clone(),
+        in_diff: args.in_diff.clone(),
+        test_targets: Vec::new(),
+        timeout: None,
+    };
+    let listed = match mutants::list_tool(&opts) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let (spec, skipped) = mutants::generated_catalog(&base, &listed);
+    for s in &skipped {
+        eprintln!("harness: generated mutant left out: {s}");
+    }
+    let name = spec.name.clone().unwrap_or_default();
+    let path = out.join(format!("{name}.toml"));
+    let text = match toml::to_string(&spec) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("harness: cannot write the generated catalog: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
+        eprintln!("harness: {}: {e}", path.display());
+        return EXIT_REFUSED;
+    }
+    eprintln!(
+        "harness: {} generated mutants as catalog {}",
+        spec.mutations.len(),
+        path.display()
+    );
+    let code = run_battery(
+        state,
+        std::slice::from_ref(&path),
+        None,
+        args.wait,
+        None,
+        None,
+        args.reports.clone(),
+        args.mode,
+    );
+    if code == EXIT_REFUSED || code == interrupt::EXIT_INTERRUPTED {
+        code
+    } else {
+        EXIT_ALL_MET
     }
 }

@@ -23,6 +23,8 @@ use std::cell::RefCell;
 const MIN_TASK_ROWS: usize = 32;
 /// Tasks per thread for large matrices (load balance against rayon overhead).
 const TASKS_PER_THREAD: usize = 2;
+/// Largest transposed-output scratch (f32 elements) kept between [`matmul`] calls.
+const RETAIN_OUT_T: usize = 1 << 18;
 /// Activation rows sharing one pass over a weight row in [`matmul`].
 const GROUP: usize = 4;
 
@@ -359,6 +361,112 @@ pub fn matvec(cpu: &Cpu, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Several matrix-vector products sharing one input (decode), in one parallel pass:
+/// `ys[m][r] = Σ_c ws[m][r, c] · x[c]`, e.g. the Q, K and V projections of a block, or
+/// its FFN gate and up projections.
+///
+/// Shapes: every `ws[m]` has `x.len()` columns and `ys[m]` has `ws[m].rows()` elements.
+/// The activation is quantized once for all the matrices (when they pair with the same
+/// Q8 type) and the rows of every matrix are split among one set of tasks, so the pool is
+/// dispatched once instead of once per matrix. Each output equals [`matvec`]'s bit for bit
+/// (same row kernels on the same quantized activation). Panics on a shape disagreement or
+/// when `ws` and `ys` differ in length (caller shape bugs).
+pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [f32]]) {
+    assert_eq!(
+        ws.len(),
+        ys.len(),
+        "matvec_multi: {} matrices but {} outputs",
+        ws.len(),
+        ys.len()
+    );
+    for (m, (w, y)) in ws.iter().zip(ys.iter()).enumerate() {
+        assert_eq!(
+            x.len(),
+            w.cols,
+            "matvec_multi: x has {} elements, W[{m}] has {} cols",
+            x.len(),
+            w.cols
+        );
+        assert_eq!(
+            y.len(),
+            w.rows,
+            "matvec_multi: y[{m}] has {} elements, W[{m}] has {} rows",
+            y.len(),
+            w.rows
+        );
+    }
+    let kerns: Vec<RowKernels> = ws.iter().map(|w| kernels(w.ty, cpu.isa)).collect();
+    let act_ty = match kerns.first() {
+        Some(RowKernels::Quant { act, .. }) => Some(*act),
+        _ => None,
+    };
+    let fusable = kerns.iter().all(|k| match k {
+        RowKernels::Quant { act, .. } => Some(*act) == act_ty,
+        RowKernels::Float { .. } => act_ty.is_none(),
+    });
+    if !fusable {
+        for (w, y) in ws.iter().zip(ys.iter_mut()) {
+            matvec(cpu, w, x, y);
+        }
+        return;
+    }
+    let total: usize = ws.iter().map(|w| w.rows).sum();
+    let per_task = total
+        .div_ceil(cpu.threads * TASKS_PER_THREAD)
+        .max(MIN_TASK_ROWS);
+    // (matrix, first row, output rows) per task.
+    let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::new();
+    for (m, y) in ys.iter_mut().enumerate() {
+        for (c, chunk) in y.chunks_mut(per_task).enumerate() {
+            tasks.push((m, c * per_task, chunk));
+        }
+    }
+    let run = |a: &[Q8Row<'_>; 1], m: usize, r0: usize, out: &mut [f32]| {
+        let w = ws[m];
+        match kerns[m] {
+            RowKernels::Quant { one, .. } => {
+                for (k, v) in out.iter_mut().enumerate() {
+                    // SAFETY: `kernels` returned a path this CPU supports (Cpu::new checks).
+                    *v = unsafe { one(w.row_data(r0 + k), a) }[0];
+                }
+            }
+            RowKernels::Float { one, .. } => {
+                let xa = [x];
+                for (k, v) in out.iter_mut().enumerate() {
+                    // SAFETY: as above.
+                    *v = unsafe { one(w.row_data(r0 + k), &xa) }[0];
+                }
+            }
+        }
+    };
+    with_scratch(|s| {
+        let q8;
+        let a: [Q8Row<'_>; 1] = match act_ty {
+            Some(ty) => {
+                s.act.quantize(ty, x, 1, x.len());
+                q8 = &s.act;
+                [q8.row(0)]
+            }
+            None => [Q8Row {
+                qs: &[],
+                d: &[],
+                s: &[],
+            }],
+        };
+        if cpu.threads == 1 || tasks.len() <= 1 {
+            for (m, r0, out) in tasks {
+                run(&a, m, r0, out);
+            }
+        } else {
+            cpu.pool.install(|| {
+                tasks
+                    .into_par_iter()
+                    .for_each(|(m, r0, out)| run(&a, m, r0, out));
+            });
+        }
+    });
+}
+
 /// Matrix-matrix product (prefill): `Y = X · Wᵀ`, i.e. `Y[i, r] = Σ_c X[i, c] · W[r, c]`.
 ///
 /// Shapes: `x` is `[n, cols]` row-major, `y` is `[n, rows]` row-major (f32). Every
@@ -441,6 +549,11 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
             for (i, v) in col.iter().enumerate() {
                 y[i * w.rows + r] = *v;
             }
+        }
+        // A prefill-sized buffer is not kept between calls: it would stay resident for the
+        // life of the thread (memory bound: weights + KV cache + little else).
+        if out_t.capacity() > RETAIN_OUT_T {
+            *out_t = Vec::new();
         }
     });
 }

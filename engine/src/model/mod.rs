@@ -18,8 +18,9 @@ pub use weights::{LayerWeights, MatrixRef, Weights};
 
 use crate::gguf::{GgmlType, GgufError, GgufFile};
 use crate::kernels::activation::swiglu;
+use crate::kernels::attention::KvSource;
 use crate::kernels::attention::gqa_attention;
-use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec};
+use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{Rope, RopeStyle};
 use crate::kv::{KvCache, KvConfig, KvDtype, KvError, SeqId};
@@ -231,9 +232,19 @@ impl Model {
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
                 rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
             }
-            self.project(&lw.wq, &xn, n, &mut q);
-            self.project(&lw.wk, &xn, n, &mut k);
-            self.project(&lw.wv, &xn, n, &mut v);
+            if n == 1 {
+                let ws = [&lw.wq, &lw.wk, &lw.wv].map(|m| self.weights.matrix(m));
+                matvec_multi(
+                    &self.cpu,
+                    &[&ws[0], &ws[1], &ws[2]],
+                    &xn,
+                    &mut [&mut q, &mut k, &mut v],
+                );
+            } else {
+                self.project(&lw.wq, &xn, n, &mut q);
+                self.project(&lw.wk, &xn, n, &mut k);
+                self.project(&lw.wv, &xn, n, &mut v);
+            }
             for i in 0..n {
                 let pos = p0 + i;
                 self.rope
@@ -251,18 +262,34 @@ impl Model {
             let layer_kv = kv.layer(seq, l);
             let n_heads = cfg.n_heads;
             if n == 1 {
-                let mut scratch = Vec::new();
-                gqa_attention(
-                    &q,
-                    &layer_kv,
-                    0,
-                    p0 + 1,
-                    n_heads,
-                    scale,
-                    None,
-                    &mut att,
-                    &mut scratch,
-                );
+                // Decode: one task per KV head and its group of query heads.
+                let group = n_heads / cfg.n_kv_heads;
+                let d = cfg.head_dim;
+                let one_head = |(j, (out, qr)): (usize, (&mut [f32], &[f32])),
+                                scratch: &mut Vec<f32>| {
+                    let view = OneKvHead {
+                        inner: &layer_kv,
+                        head: j,
+                    };
+                    gqa_attention(qr, &view, 0, p0 + 1, group, scale, None, out, scratch);
+                };
+                if self.cpu.threads() == 1 {
+                    let mut scratch = Vec::new();
+                    for t in att
+                        .chunks_mut(group * d)
+                        .zip(q.chunks(group * d))
+                        .enumerate()
+                    {
+                        one_head(t, &mut scratch);
+                    }
+                } else {
+                    self.cpu.pool().install(|| {
+                        att.par_chunks_mut(group * d)
+                            .zip(q.par_chunks(group * d))
+                            .enumerate()
+                            .for_each_init(Vec::new, |scratch, t| one_head(t, scratch));
+                    });
+                }
             } else {
                 self.cpu.pool().install(|| {
                     att.par_chunks_mut(qw)
@@ -289,8 +316,13 @@ impl Model {
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
                 rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
             }
-            self.project(&lw.w_gate, &xn, n, &mut gate);
-            self.project(&lw.w_up, &xn, n, &mut up);
+            if n == 1 {
+                let ws = [&lw.w_gate, &lw.w_up].map(|m| self.weights.matrix(m));
+                matvec_multi(&self.cpu, &[&ws[0], &ws[1]], &xn, &mut [&mut gate, &mut up]);
+            } else {
+                self.project(&lw.w_gate, &xn, n, &mut gate);
+                self.project(&lw.w_up, &xn, n, &mut up);
+            }
             for ((g, u), a) in gate
                 .chunks_exact(f)
                 .zip(up.chunks_exact(f))
@@ -357,5 +389,31 @@ impl Model {
 fn add_in_place(x: &mut [f32], y: &[f32]) {
     for (a, b) in x.iter_mut().zip(y) {
         *a += b;
+    }
+}
+
+/// One KV head of a layer's cache seen as a single-head [`KvSource`], so the query heads
+/// of one GQA group can be attended to in their own task. Reads go to the same rows with
+/// the same primitives, so results equal attention over the whole layer bit for bit.
+struct OneKvHead<'a, K: KvSource> {
+    inner: &'a K,
+    head: usize,
+}
+
+impl<K: KvSource> KvSource for OneKvHead<'_, K> {
+    fn n_kv_heads(&self) -> usize {
+        1
+    }
+    fn head_dim(&self) -> usize {
+        self.inner.head_dim()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn dot_key(&self, pos: usize, _kv_head: usize, q: &[f32]) -> f32 {
+        self.inner.dot_key(pos, self.head, q)
+    }
+    fn add_value(&self, pos: usize, _kv_head: usize, w: f32, out: &mut [f32]) {
+        self.inner.add_value(pos, self.head, w, out)
     }
 }

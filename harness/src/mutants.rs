@@ -1,0 +1,812 @@
+//! cargo-mutants as a second opinion: run the pinned tool, import its `outcomes.json`,
+//! group generated mutants by function and flag functions no named battery guards.
+//!
+//! Source format: `mutants.out/outcomes.json` written by cargo-mutants
+//! [`CARGO_MUTANTS_VERSION`] (its `LabOutcome`: `outcomes[]` of `{scenario, summary,
+//! log_path, diff_path, phase_results[]}`, where `scenario` is `"Baseline"` or
+//! `{"Mutant": {name, package, file, function: {function_name, return_type, span}, span,
+//! replacement, genre}}`, `summary` one of `Success`, `CaughtMutant`, `MissedMutant`,
+//! `Unviable`, `Failure`, `Timeout`, and each phase result `{phase, duration (seconds),
+//! process_status, argv}`). Spans are 1-based lines and 1-based char columns.
+//!
+//! Join with named batteries: a named mutation guards the generated-mutant function whose
+//! span (same file, relative to the workspace root) holds the first occurrence of its
+//! `find` text. A function with a missed (or timed-out) generated mutant and no named
+//! mutation is UNGUARDED.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::Catalog;
+
+/// The cargo-mutants version `harness mutants` drives (installed by
+/// `scripts/install-cargo-mutants`).
+pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
+/// Schema tag of `mutants.json`.
+pub const MUTANTS_SCHEMA: &str = "harness-mutants/1";
+
+/// Errors reading cargo-mutants output or running it.
+#[derive(Debug, thiserror::Error)]
+pub enum MutantsError {
+    /// A file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// `outcomes.json` is not what cargo-mutants writes.
+    #[error("{path}: not a cargo-mutants outcomes file: {message}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// serde's message (names the field, line and column).
+        message: String,
+    },
+    /// cargo-mutants is missing or at another version.
+    #[error("cargo-mutants {want} is required ({found}); run scripts/install-cargo-mutants")]
+    Tool {
+        /// The pinned version.
+        want: &'static str,
+        /// What was found.
+        found: String,
+    },
+    /// cargo-mutants failed without writing outcomes.
+    #[error("`{command}` failed ({status}) and wrote no {outcomes}: {stderr}")]
+    Run {
+        /// Command line.
+        command: String,
+        /// Exit status.
+        status: String,
+        /// The outcomes path looked for.
+        outcomes: PathBuf,
+        /// Last lines of its error output.
+        stderr: String,
+    },
+    /// A catalog could not be loaded.
+    #[error(transparent)]
+    Catalog(#[from] crate::catalog::CatalogError),
+}
+
+/// A 1-based (line, char column) position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub struct LineColumn {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column in chars.
+    pub column: usize,
+}
+
+/// A source span.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub struct SourceSpan {
+    /// First position.
+    pub start: LineColumn,
+    /// Position just past the end.
+    pub end: LineColumn,
+}
+
+/// The function a generated mutant lies in.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct FunctionInfo {
+    /// cargo-mutants' name (`add`, `Type::method`, `<impl Trait for T>::f`).
+    pub function_name: String,
+    /// Return type as written (`-> i64`), empty for none.
+    pub return_type: String,
+    /// Span of the whole function.
+    pub span: SourceSpan,
+}
+
+/// One generated mutant as cargo-mutants describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+pub struct MutantInfo {
+    /// Human name (`src/lib.rs:9:7: replace + with - in add`).
+    pub name: String,
+    /// Package name.
+    pub package: String,
+    /// File, relative to the tree root, with slashes.
+    pub file: String,
+    /// Enclosing function, if any.
+    pub function: Option<FunctionInfo>,
+    /// The replaced span.
+    pub span: SourceSpan,
+    /// The replacement text.
+    pub replacement: String,
+    /// Kind of mutation (`FnValue`, `BinaryOperator`, ...).
+    pub genre: String,
+}
+
+/// The scenario of one outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub enum Scenario {
+    /// The unmutated baseline.
+    Baseline,
+    /// A generated mutant.
+    Mutant(Box<MutantInfo>),
+}
+
+/// One phase (check, build, test) of a scenario.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PhaseResult {
+    /// `Check`, `Build` or `Test`.
+    pub phase: String,
+    /// Seconds.
+    pub duration: f64,
+    /// cargo-mutants' `Exit` (`"Success"`, `{"Failure": 101}`, `"Timeout"`, ...).
+    pub process_status: serde_json::Value,
+}
+
+/// One scenario outcome.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ScenarioOutcome {
+    /// What ran.
+    pub scenario: Scenario,
+    /// `Success`, `CaughtMutant`, `MissedMutant`, `Unviable`, `Failure` or `Timeout`.
+    pub summary: String,
+    /// Diff file relative to the output directory (mutants only).
+    pub diff_path: Option<String>,
+    /// Phases run.
+    pub phase_results: Vec<PhaseResult>,
+}
+
+/// `outcomes.json` as written by cargo-mutants.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Outcomes {
+    /// Every scenario, baseline first.
+    pub outcomes: Vec<ScenarioOutcome>,
+    /// Mutants generated.
+    pub total_mutants: usize,
+    /// Missed.
+    pub missed: usize,
+    /// Caught.
+    pub caught: usize,
+    /// Timed out.
+    pub timeout: usize,
+    /// Unviable.
+    pub unviable: usize,
+    /// Tool version.
+    pub cargo_mutants_version: String,
+}
+
+/// What happened to a generated mutant, in the harness's words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// A test failed (cargo-mutants: caught).
+    Caught,
+    /// Every test passed (cargo-mutants: missed).
+    Missed,
+    /// The tests ran over the timeout.
+    Timeout,
+    /// It did not compile.
+    Unviable,
+}
+
+/// One generated mutant in the harness report.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct GeneratedMutant {
+    /// cargo-mutants' name.
+    pub name: String,
+    /// Package.
+    pub package: String,
+    /// File relative to the tree root.
+    pub file: String,
+    /// Enclosing function name (`(no function)` outside one).
+    pub function: String,
+    /// 1-based line of the replaced span.
+    pub line: usize,
+    /// Replacement text.
+    pub replacement: String,
+    /// Genre.
+    pub genre: String,
+    /// Status.
+    pub status: Status,
+    /// Unified diff (missed mutants only).
+    pub diff: Option<String>,
+    /// Seconds per phase (`check`, `build`, `test`).
+    pub phase_seconds: BTreeMap<String, f64>,
+}
+
+/// Generated mutants of one function.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FunctionGroup {
+    /// File relative to the tree root.
+    pub file: String,
+    /// Function name.
+    pub function: String,
+    /// First line of the function (0 outside a function).
+    pub line: usize,
+    /// Last line of the function.
+    pub end_line: usize,
+    /// Counts per status.
+    pub caught: usize,
+    /// Missed.
+    pub missed: usize,
+    /// Timed out.
+    pub timeout: usize,
+    /// Unviable.
+    pub unviable: usize,
+    /// Named mutations (`catalog:id`) lying in this function.
+    pub named: Vec<String>,
+    /// A missed or timed-out generated mutant and no named mutation.
+    pub unguarded: bool,
+}
+
+/// The harness's report of a cargo-mutants run (`mutants.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MutantsReport {
+    /// [`MUTANTS_SCHEMA`].
+    pub schema: String,
+    /// cargo-mutants version that produced the outcomes.
+    pub cargo_mutants_version: String,
+    /// Totals.
+    pub caught: usize,
+    /// Missed.
+    pub missed: usize,
+    /// Timed out.
+    pub timeout: usize,
+    /// Unviable.
+    pub unviable: usize,
+    /// Baseline seconds per phase.
+    pub baseline_seconds: BTreeMap<String, f64>,
+    /// Sum over mutants of each phase's seconds (cargo-mutants' own durations).
+    pub mutant_seconds: BTreeMap<String, f64>,
+    /// Every mutant, in cargo-mutants' order.
+    pub mutants: Vec<GeneratedMutant>,
+    /// Grouped by function, in file and line order.
+    pub functions: Vec<FunctionGroup>,
+    /// `file: function` of every UNGUARDED function.
+    pub unguarded: Vec<String>,
+}
+
+fn read(path: &Path) -> Result<String, MutantsError> {
+    std::fs::read_to_string(path).map_err(|source| MutantsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Parses `outcomes.json` text (`path` names it in errors).
+///
+/// Errors: [`MutantsError::Format`] with serde's message.
+pub fn parse_outcomes(path: &Path, text: &str) -> Result<Outcomes, MutantsError> {
+    serde_json::from_str(text).map_err(|e| MutantsError::Format {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+fn status_of(summary: &str) -> Option<Status> {
+    match summary {
+        "CaughtMutant" => Some(Status::Caught),
+        "MissedMutant" => Some(Status::Missed),
+        "Timeout" => Some(Status::Timeout),
+        "Unviable" => Some(Status::Unviable),
+        _ => None,
+    }
+}
+
+/// A named mutation located in a file: (file relative to the workspace root with slashes,
+/// 1-based line of its first occurrence, `catalog:id`).
+pub type NamedSite = (String, usize, String);
+
+/// Where the named mutations of `catalogs` lie (see [`NamedSite`]), for the join.
+///
+/// Errors: a catalog that does not load or has drifted.
+pub fn named_sites(catalogs: &[PathBuf]) -> Result<Vec<NamedSite>, MutantsError> {
+    let mut out = Vec::new();
+    for path in catalogs {
+        let c = Catalog::load(path)?;
+        for pm in c.prepare()? {
+            let m = &c.spec.mutations[pm.index];
+            out.push((
+                pm.rel_path.to_string_lossy().replace('\\', "/"),
+                pm.first_at.0,
+                format!("{}:{}", c.name, m.id),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Imports `out_dir/outcomes.json` (and the missed mutants' diffs under `out_dir`) and joins
+/// it with the named mutation sites.
+///
+/// Errors: unreadable or malformed outcomes; a missing diff file of a missed mutant.
+pub fn import(out_dir: &Path, named: &[NamedSite]) -> Result<MutantsReport, MutantsError> {
+    let path = out_dir.join("outcomes.json");
+    let o = parse_outcomes(&path, &read(&path)?)?;
+    let mut report = MutantsReport {
+        schema: MUTANTS_SCHEMA.into(),
+        cargo_mutants_version: o.cargo_mutants_version.clone(),
+        caught: 0,
+        missed: 0,
+        timeout: 0,
+        unviable: 0,
+        baseline_seconds: BTreeMap::new(),
+        mutant_seconds: BTreeMap::new(),
+        mutants: Vec::new(),
+        functions: Vec::new(),
+        unguarded: Vec::new(),
+    };
+    let mut groups: BTreeMap<(String, usize, String), FunctionGroup> = BTreeMap::new();
+    for so in &o.outcomes {
+        let phases: BTreeMap<String, f64> = so
+            .phase_results
+            .iter()
+            .map(|p| (p.phase.to_lowercase(), p.duration))
+            .collect();
+        let m = match &so.scenario {
+            Scenario::Baseline => {
+                report.baseline_seconds = phases;
+                continue;
+            }
+            Scenario::Mutant(m) => m,
+        };
+        let Some(status) = status_of(&so.summary) else {
+            return Err(MutantsError::Format {
+                path: path.clone(),
+                message: format!("mutant {:?} has summary {:?}", m.name, so.summary),
+            });
+        };
+        for (k, v) in &phases {
+            *report.mutant_seconds.entry(k.clone()).or_default() += v;
+        }
+        let diff = match (&so.diff_path, status) {
+            (Some(d), Status::Missed) => Some(read(&out_dir.join(d))?),
+            _ => None,
+        };
+        match status {
+            Status::Caught => report.caught += 1,
+            Status::Missed => report.missed += 1,
+            Status::Timeout => report.timeout += 1,
+            Status::Unviable => report.unviable += 1,
+        }
+        let (fname, line, end_line) = match &m.function {
+            Some(f) => (f.function_name.clone(), f.span.start.line, f.span.end.line),
+            None => ("(no function)".to_string(), 0, 0),
+        };
+        let g = groups
+            .entry((m.file.clone(), line, fname.clone()))
+            .or_insert_with(|| FunctionGroup {
+                file: m.file.clone(),
+                function: fname.clone(),
+                line,
+                end_line,
+                caught: 0,
+                missed: 0,
+                timeout: 0,
+                unviable: 0,
+                named: Vec::new(),
+                unguarded: false,
+            });
+        match status {
+            Status::Caught => g.caught += 1,
+            Status::Missed => g.missed += 1,
+            Status::Timeout => g.timeout += 1,
+            Status::Unviable => g.unviable += 1,
+        }
+        report.mutants.push(GeneratedMutant {
+            name: m.name.clone(),
+            package: m.package.clone(),
+            file: m.file.clone(),
+            function: fname,
+            line: m.span.start.line,
+            replacement: m.replacement.clone(),
+            genre: m.genre.clone(),
+            status,
+            diff,
+            phase_seconds: phases,
+        });
+    }
+    for g in groups.values_mut() {
+        if g.line > 0 {
+            g.named = named
+                .iter()
+                .filter(|(f, l, _)| *f == g.file && (g.line..=g.end_line).contains(l))
+                .map(|(_, _, id)| id.clone())
+                .collect();
+        }
+        g.unguarded = (g.missed + g.timeout) > 0 && g.named.is_empty();
+        if g.unguarded {
+            report.unguarded.push(format!("{}: {}", g.file, g.function));
+        }
+    }
+    report.functions = groups.into_values().collect();
+    Ok(report)
+}
+
+/// The Markdown rendering: totals, the per-function table, then each missed mutant's diff.
+pub fn markdown(r: &MutantsReport) -> String {
+    let mut s = format!(
+        "## cargo-mutants {} (second opinion)\n\n{} caught, {} missed, {} timeout, {} unviable; {} unguarded function(s)\n\n",
+        r.cargo_mutants_version,
+        r.caught,
+        r.missed,
+        r.timeout,
+        r.unviable,
+        r.unguarded.len()
+    );
+    s.push_str(
+        "| function | file:line | caught | missed | timeout | unviable | named mutations | |\n",
+    );
+    s.push_str("|---|---|---:|---:|---:|---:|---|---|\n");
+    for g in &r.functions {
+        s.push_str(&format!(
+            "| `{}` | {}:{} | {} | {} | {} | {} | {} | {} |\n",
+            g.function.replace('|', "\\|"),
+            g.file,
+            g.line,
+            g.caught,
+            g.missed,
+            g.timeout,
+            g.unviable,
+            if g.named.is_empty() {
+                "-".to_string()
+            } else {
+                g.named.join(", ")
+            },
+            if g.unguarded { "UNGUARDED" } else { "" }
+        ));
+    }
+    let missed: Vec<&GeneratedMutant> = r
+        .mutants
+        .iter()
+        .filter(|m| m.status == Status::Missed)
+        .collect();
+    if !missed.is_empty() {
+        s.push_str("\n### Missed mutants\n");
+        for m in missed {
+            s.push_str(&format!("\n{}\n\n```diff\n", m.name));
+            s.push_str(m.diff.as_deref().unwrap_or("").trim_end());
+            s.push_str("\n```\n");
+        }
+    }
+    s
+}
+
+/// Writes `mutants.json` and `mutants.md` into `dir`; returns their paths.
+pub fn write_reports(dir: &Path, r: &MutantsReport) -> std::io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let json = dir.join("mutants.json");
+    std::fs::write(
+        &json,
+        serde_json::to_string_pretty(r).expect("report serializes") + "\n",
+    )?;
+    let md = dir.join("mutants.md");
+    std::fs::write(&md, markdown(r))?;
+    Ok(vec![json, md])
+}
+
+/// Options of [`run_tool`].
+#[derive(Debug, Clone, Default)]
+pub struct ToolOptions {
+    /// The workspace (`--dir`).
+    pub workspace: PathBuf,
+    /// Where cargo-mutants writes `mutants.out/` (`--output`).
+    pub output: PathBuf,
+    /// `--package`.
+    pub packages: Vec<String>,
+    /// `--file` globs.
+    pub files: Vec<String>,
+    /// `--in-diff`.
+    pub in_diff: Option<PathBuf>,
+    /// Test target passed to `cargo test` (`-- --test T`).
+    pub test_targets: Vec<String>,
+    /// Extra: `--timeout` seconds.
+    pub timeout: Option<f64>,
+}
+
+/// The installed cargo-mutants version, or the error saying how to install the pinned one.
+pub fn check_tool() -> Result<(), MutantsError> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = duct::cmd(cargo, ["mutants", "--version"])
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run();
+    let found = match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(o) => format!(
+            "`cargo mutants --version` failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("cannot run cargo: {e}"),
+    };
+    if found.split_whitespace().nth(1) == Some(CARGO_MUTANTS_VERSION) {
+        Ok(())
+    } else {
+        Err(MutantsError::Tool {
+            want: CARGO_MUTANTS_VERSION,
+            found,
+        })
+    }
+}
+
+/// The cargo-mutants arguments for `opts` (after `cargo`).
+pub fn tool_args(opts: &ToolOptions) -> Vec<String> {
+    let mut a: Vec<String> = vec![
+        "mutants".into(),
+        "--no-shuffle".into(),
+        "--dir".into(),
+        opts.workspace.display().to_string(),
+        "--output".into(),
+        opts.output.display().to_string(),
+    ];
+    for p in &opts.packages {
+        a.push("--package".into());
+        a.push(p.clone());
+    }
+    for f in &opts.files {
+        a.push("--file".into());
+        a.push(f.clone());
+    }
+    if let Some(d) = &opts.in_diff {
+        a.push("--in-diff".into());
+        a.push(d.display().to_string());
+    }
+    if let Some(t) = opts.timeout {
+        a.push("--timeout".into());
+        a.push(format!("{t}"));
+    }
+    if !opts.test_targets.is_empty() {
+        a.push("--".into());
+        for t in &opts.test_targets {
+            a.push("--test".into());
+            a.push(t.clone());
+        }
+    }
+    a
+}
+
+/// Runs cargo-mutants (pinned version checked first); returns `mutants.out` when it wrote
+/// outcomes (exit 0 all caught, 2 missed, 3 timeouts are all results).
+///
+/// Errors: [`MutantsError::Tool`], [`MutantsError::Run`].
+pub fn run_tool(opts: &ToolOptions) -> Result<PathBuf, MutantsError> {
+    check_tool()?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let args = tool_args(opts);
+    let out_dir = opts.output.join("mutants.out");
+    let outcomes = out_dir.join("outcomes.json");
+    let _ = std::fs::remove_file(&outcomes);
+    let res = duct::cmd(&cargo, &args)
+        .dir(&opts.workspace)
+        .stderr_capture()
+        .unchecked()
+        .run();
+    let command = format!("cargo {}", args.join(" "));
+    match res {
+        Ok(o) if outcomes.is_file() && matches!(o.status.code(), Some(0 | 2 | 3)) => Ok(out_dir),
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            let lines: Vec<&str> = err.lines().collect();
+            Err(MutantsError::Run {
+                command,
+                status: o.status.to_string(),
+                outcomes,
+                stderr: lines[lines.len().saturating_sub(20)..].join("\n"),
+            })
+        }
+        Err(e) => Err(MutantsError::Run {
+            command,
+            status: e.to_string(),
+            outcomes,
+            stderr: String::new(),
+        }),
+    }
+}
+
+/// Byte offset of a 1-based (line, char column) position in `text`, if it exists.
+pub fn byte_offset(text: &str, at: LineColumn) -> Option<usize> {
+    if at.line == 0 || at.column == 0 {
+        return None;
+    }
+    let mut line_start = 0;
+    for _ in 1..at.line {
+        line_start += text[line_start..].find('\n')? + 1;
+    }
+    let line_end = text[line_start..]
+        .find('\n')
+        .map_or(text.len(), |i| line_start + i);
+    let line = &text[line_start..line_end];
+    let col = at.column - 1;
+    if col == line.chars().count() {
+        return Some(line_end);
+    }
+    line.char_indices().nth(col).map(|(i, _)| line_start + i)
+}
+
+/// A generated mutant as a catalog mutation: the smallest run of whole lines around its span
+/// that occurs exactly once in the file is the `find` text, and the same lines with the span
+/// replaced are the `replace` text. Generated mutants carry no expected killers: they get
+/// role `gap` (the verdicts and the kill matrix are the information, not the expectation).
+///
+/// Errors: the span does not fit the file, or no window of lines is unique.
+pub fn to_catalog_mutation(
+    text: &str,
+    m: &MutantInfo,
+    id: &str,
+) -> Result<crate::catalog::Mutation, String> {
+    let bad = || format!("{}: span {:?} does not fit {}", m.name, m.span, m.file);
+    let s = byte_offset(text, m.span.start).ok_or_else(bad)?;
+    let e = byte_offset(text, m.span.end).ok_or_else(bad)?;
+    if e < s {
+        return Err(bad());
+    }
+    let mut lo = text[..s].rfind('\n').map_or(0, |i| i + 1);
+    let mut hi = text[e..].find('\n').map_or(text.len(), |i| e + i);
+    loop {
+        if text.matches(&text[lo..hi]).count() == 1 {
+            break;
+        }
+        if lo == 0 && hi == text.len() {
+            return Err(format!(
+                "{}: no unique window of lines in {}",
+                m.name, m.file
+            ));
+        }
+        lo = text[..lo.saturating_sub(1)]
+            .rfind('\n')
+            .map_or(0, |i| i + 1);
+        hi = text[(hi + 1).min(text.len())..]
+            .find('\n')
+            .map_or(text.len(), |i| hi + 1 + i);
+    }
+    let replace = format!("{}{}{}", &text[lo..s], m.replacement, &text[e..hi]);
+    Ok(crate::catalog::Mutation {
+        id: id.to_string(),
+        title: m.name.clone(),
+        role: crate::catalog::Role::Gap,
+        file: PathBuf::from(&m.file),
+        find: text[lo..hi].to_string(),
+        occurrences: 1,
+        replace,
+        killed_by: Vec::new(),
+        expect_message: None,
+        rationale: format!("generated by cargo-mutants ({})", m.genre),
+    })
+}
+
+/// `cargo mutants --list --json` with `opts`' filters: the generated mutants.
+///
+/// Errors: [`MutantsError::Tool`], [`MutantsError::Run`], [`MutantsError::Format`].
+pub fn list_tool(opts: &ToolOptions) -> Result<Vec<MutantInfo>, MutantsError> {
+    check_tool()?;
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut args = tool_args(&ToolOptions {
+        test_targets: Vec::new(),
+        ..opts.clone()
+    });
+    args.push("--list".into());
+    args.push("--json".into());
+    let command = format!("cargo {}", args.join(" "));
+    let out = duct::cmd(&cargo, &args)
+        .dir(&opts.workspace)
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()
+        .map_err(|e| MutantsError::Run {
+            command: command.clone(),
+            status: e.to_string(),
+            outcomes: PathBuf::from("(--list)"),
+            stderr: String::new(),
+        })?;
+    if !out.status.success() {
+        return Err(MutantsError::Run {
+            command,
+            status: out.status.to_string(),
+            outcomes: PathBuf::from("(--list)"),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| MutantsError::Format {
+        path: PathBuf::from("cargo mutants --list --json"),
+        message: e.to_string(),
+    })
+}
+
+/// The catalog the harness runs generated mutants from: `base`'s workspace, package, test
+/// targets and test list, with one mutation per generated mutant (`gen-1`, ...). Returns
+/// the spec and the mutants that could not be expressed (with why).
+pub fn generated_catalog(
+    base: &Catalog,
+    mutants: &[MutantInfo],
+) -> (crate::catalog::CatalogSpec, Vec<String>) {
+    let mut spec = base.spec.clone();
+    spec.name = Some(format!("{}-generated", base.name));
+    spec.workspace = base.root.clone();
+    spec.target_dir = Some(base.target_dir.clone());
+    spec.mutations = Vec::new();
+    let mut skipped = Vec::new();
+    let mut texts: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for (n, m) in mutants.iter().enumerate() {
+        let text = texts
+            .entry(m.file.clone())
+            .or_insert_with(|| std::fs::read_to_string(base.root.join(&m.file)).ok());
+        let Some(text) = text else {
+            skipped.push(format!("{}: cannot read {}", m.name, m.file));
+            continue;
+        };
+        match to_catalog_mutation(text, m, &format!("gen-{}", n + 1)) {
+            Ok(mu) => spec.mutations.push(mu),
+            Err(e) => skipped.push(e),
+        }
+    }
+    (spec, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lc(line: usize, column: usize) -> LineColumn {
+        LineColumn { line, column }
+    }
+
+    #[test]
+    fn byte_offsets_count_chars_from_one() {
+        let t = "ab\néx = 1;\n";
+        assert_eq!(byte_offset(t, lc(1, 1)), Some(0));
+        assert_eq!(byte_offset(t, lc(2, 2)), Some(5));
+        assert_eq!(byte_offset(t, lc(2, 8)), Some(11));
+        assert_eq!(byte_offset(t, lc(2, 9)), None);
+        assert_eq!(byte_offset(t, lc(4, 1)), None);
+    }
+
+    #[test]
+    fn generated_mutant_becomes_a_unique_window_of_lines() {
+        let text = "fn f() -> i64 {\n    1 + 2\n}\nfn g() -> i64 {\n    1 + 2\n}\n";
+        let m = MutantInfo {
+            name: "replace + with - in g".into(),
+            package: "p".into(),
+            file: "src/lib.rs".into(),
+            function: None,
+            span: SourceSpan {
+                start: lc(5, 7),
+                end: lc(5, 8),
+            },
+            replacement: "-".into(),
+            genre: "BinaryOperator".into(),
+        };
+        let mu = to_catalog_mutation(text, &m, "gen-1").unwrap();
+        assert_eq!(text.matches(&mu.find).count(), 1);
+        let mutated = text.replace(&mu.find, &mu.replace);
+        assert_eq!(
+            mutated,
+            "fn f() -> i64 {\n    1 + 2\n}\nfn g() -> i64 {\n    1 - 2\n}\n"
+        );
+    }
+
+    #[test]
+    fn tool_args_pass_filters_and_test_targets() {
+        let a = tool_args(&ToolOptions {
+            workspace: "/ws".into(),
+            output: "/out".into(),
+            packages: vec!["p".into()],
+            files: vec!["src/*.rs".into()],
+            in_diff: Some("d.diff".into()),
+            test_targets: vec!["contract".into()],
+            timeout: None,
+        });
+        let s = a.join(" ");
+        assert!(
+            s.contains("--package p --file src/*.rs --in-diff d.diff"),
+            "{s}"
+        );
+        assert!(s.ends_with("-- --test contract"), "{s}");
+    }
+
+    #[test]
+    fn unknown_summary_is_a_format_error_naming_the_file() {
+        let text = r#"{"outcomes":[{"scenario":{"Mutant":{"name":"n","package":"p","file":"f.rs","function":null,"span":{"start":{"line":1,"column":1},"end":{"line":1,"column":2}},"replacement":"x","genre":"FnValue"}},"summary":"Weird","diff_path":null,"phase_results":[]}],"total_mutants":1,"missed":0,"caught":0,"timeout":0,"unviable":0,"cargo_mutants_version":"27.1.0"}"#;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("outcomes.json"), text).unwrap();
+        let e = import(dir.path(), &[]).unwrap_err().to_string();
+        assert!(e.contains("outcomes.json") && e.contains("Weird"), "{e}");
+    }
+}

@@ -1,0 +1,221 @@
+//! `harness battery --mode switch` on a private copy of the sample workspace: the same
+//! verdicts, killers and kill matrix as rebuild mode, the fallback for mutations outside a
+//! function body, and the user's tree untouched during and after the run.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use common::Sandbox;
+
+/// Per mutation: (verdict, expectation, sorted failing tests).
+fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<String>)> {
+    r["mutations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            let mut killers: Vec<String> = m["failed_tests"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].as_str().unwrap().to_string())
+                .collect();
+            killers.sort();
+            (
+                m["id"].as_str().unwrap().to_string(),
+                (
+                    m["verdict"].as_str().unwrap().to_string(),
+                    m["expectation"].as_str().unwrap().to_string(),
+                    killers,
+                ),
+            )
+        })
+        .collect()
+}
+
+fn plan(sb: &Sandbox, name: &str) -> BTreeMap<String, serde_json::Value> {
+    let p = sb.ws.join(format!("reports/{name}/switch.json"));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    assert_eq!(v["schema"], "harness-switch/1");
+    v["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["id"].as_str().unwrap().to_string(), e.clone()))
+        .collect()
+}
+
+#[test]
+fn switch_mode_equals_rebuild_mode_and_never_touches_the_tree() {
+    let sb = Sandbox::new();
+    let before = sb.tree();
+
+    let rebuild = sb.battery(&[]);
+    rebuild.expect_code(1);
+    let r1 = sb.report_json();
+    assert_eq!(r1["status"], "complete");
+
+    // Switch mode, watching the user's tree while it runs.
+    let (mut child, _rx) = sb.spawn(&["battery", sb.catalog.to_str().unwrap(), "--mode", "switch"]);
+    let start = Instant::now();
+    let mut looks = 0;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "switch run did not finish"
+        );
+        assert_eq!(
+            sb.tree(),
+            before,
+            "the user's tree changed during the switch run"
+        );
+        looks += 1;
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(looks > 5, "the tree was looked at only {looks} times");
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(
+        sb.tree(),
+        before,
+        "the user's tree changed after the switch run"
+    );
+    let r2 = sb.report_json();
+    assert_eq!(r2["status"], "complete");
+
+    // The same verdicts, expectations, killers, kill matrix and UNFALSIFIED tests.
+    let (v1, v2) = (verdicts(&r1), verdicts(&r2));
+    assert_eq!(v1.len(), 6);
+    assert_eq!(v1, v2);
+    assert_eq!(r1["kill_matrix"], r2["kill_matrix"]);
+    assert_eq!(r1["unfalsified"], r2["unfalsified"]);
+    assert_eq!(r1["summary"], r2["summary"]);
+    // Rebuild mode's own answers, so that equality is not equality of two empty reports.
+    assert_eq!(v2["add-subtracts"].0, "KILLED");
+    assert_eq!(v2["countdown-hangs"].0, "TIMEOUT");
+    assert_eq!(v2["add-does-not-compile"].0, "UNVIABLE");
+    assert_eq!(v2["even-negative-odd"].0, "SURVIVED");
+    let err = r2["mutations"][4]["compiler_error"].as_str().unwrap();
+    assert!(err.contains("mismatched types"), "{err}");
+
+    // Every viable mutation went behind the switch; the one that does not compile was
+    // left out by its own compile check.
+    let p = plan(&sb, "sample");
+    for id in [
+        "add-subtracts",
+        "max-takes-min",
+        "clamp-upper-inverted",
+        "even-negative-odd",
+        "countdown-hangs",
+    ] {
+        assert_eq!(p[id]["mode"], "switched", "{id}: {}", p[id]);
+    }
+    assert_eq!(p["add-does-not-compile"]["mode"], "unviable");
+    assert_eq!(p["add-subtracts"]["function"], "add");
+    assert_eq!(p["clamp-upper-inverted"]["function"], "clamp");
+    // Switch-mode mutants cost no build of their own.
+    for m in r2["mutations"].as_array().unwrap() {
+        assert_eq!(m["build_seconds"].as_f64().unwrap(), 0.0, "{}", m["id"]);
+    }
+    // The forced-fail control reached switched code in the tests that call it.
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/sample/switch.json")).unwrap(),
+    )
+    .unwrap();
+    let failed: Vec<&str> = sw["forced_fail_failed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(failed.contains(&"contract::adds_two_numbers"), "{failed:?}");
+    assert!(failed.contains(&"contract::clamp_bounds"), "{failed:?}");
+    // The scratch copy is back to the original sources after the run.
+    let scratch = sb.ws.join("target/harness/sample/switch/tree/src/lib.rs");
+    assert_eq!(
+        std::fs::read(scratch).unwrap(),
+        before[std::path::Path::new("src/lib.rs")]
+    );
+}
+
+#[test]
+fn a_mutation_outside_a_function_body_falls_back_to_rebuild_mode() {
+    let sb = Sandbox::new();
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    let catalog = format!(
+        "{}{}",
+        header.replace("name = \"sample\"", "name = \"fallback\""),
+        r#"
+[[mutation]]
+id = "add-subtracts"
+title = "add subtracts instead"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "a - b"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Inside a body: switched."
+
+[[mutation]]
+id = "add-signature-and-body"
+title = "a find text spanning the signature and the body"
+role = "defect"
+file = "src/lib.rs"
+find = "b: i64) -> i64 {\n    a + b"
+replace = "b: i64) -> i64 {\n    a * b"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Not inside one body: falls back to a rebuild."
+
+[[mutation]]
+id = "doc-comment"
+title = "a doc comment outside every function"
+role = "gap"
+file = "src/lib.rs"
+find = "/// Sum of two integers."
+replace = "/// Sum of two integers, mutated."
+rationale = "Outside any function body: falls back and survives."
+"#
+    );
+    sb.write("mutations/fallback.toml", &catalog);
+    let before = sb.tree();
+    let run = sb.run(&[
+        "battery",
+        sb.ws.join("mutations/fallback.toml").to_str().unwrap(),
+        "--mode",
+        "switch",
+    ]);
+    run.expect_code(1);
+    assert_eq!(sb.tree(), before);
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/fallback/battery.json")).unwrap(),
+    )
+    .unwrap();
+    let v = verdicts(&r);
+    let kill = vec!["contract::adds_two_numbers".to_string()];
+    assert_eq!(
+        v["add-subtracts"],
+        ("KILLED".into(), "MET".into(), kill.clone())
+    );
+    assert_eq!(
+        v["add-signature-and-body"],
+        ("KILLED".into(), "MET".into(), kill)
+    );
+    assert_eq!(v["doc-comment"], ("SURVIVED".into(), "MET".into(), vec![]));
+    let p = plan(&sb, "fallback");
+    assert_eq!(p["add-subtracts"]["mode"], "switched");
+    for id in ["add-signature-and-body", "doc-comment"] {
+        assert_eq!(p[id]["mode"], "rebuild", "{id}");
+        let why = p[id]["reason"].as_str().unwrap();
+        assert!(why.contains("outside any function body"), "{id}: {why}");
+    }
+    // The fallback mutations paid a build; the switched one did not.
+    let m = r["mutations"].as_array().unwrap();
+    assert_eq!(m[0]["build_seconds"].as_f64().unwrap(), 0.0);
+    assert!(m[1]["build_seconds"].as_f64().unwrap() > 0.0);
+    run.stderr_has("add-signature-and-body: rebuild mode (");
+}
