@@ -1,6 +1,6 @@
 //! BF16 tensors: little-endian bfloat16 (`half::bf16`), the top 16 bits of an f32, one element per "block".
 
-use super::{BlockQuant, Q8Row, QK};
+use super::{BlockQuant, Q8Row};
 use crate::gguf::GgmlType;
 use half::bf16;
 
@@ -37,39 +37,10 @@ impl BlockQuant for BF16 {
     /// Weights widened to f32 and multiplied with the f32 activation (more precise than
     /// ggml, which rounds the activation to bf16 first).
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
-        assert_eq!(
-            row.len(),
-            x.len() * 2,
-            "BF16: row/activation length mismatch"
-        );
-        let mut acc = [0.0f32; 8];
-        let n8 = x.len() / 8 * 8;
-        for i in (0..n8).step_by(8) {
-            for (k, a) in acc.iter_mut().enumerate() {
-                *a += at(row, i + k) * x[i + k];
-            }
-        }
-        let mut tail = 0.0;
-        for (i, xi) in x.iter().enumerate().skip(n8) {
-            tail += at(row, i) * xi;
-        }
-        acc.iter().sum::<f32>() + tail
+        super::float_row_dot_f32("BF16", 2, at, row, x)
     }
 
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32 {
-        assert_eq!(
-            row.len(),
-            act.qs.len() * 2,
-            "BF16: row/activation length mismatch"
-        );
-        let mut sum = 0.0f32;
-        for (b, q) in act.qs.chunks_exact(QK).enumerate() {
-            let mut s = 0.0f32;
-            for (j, &qj) in q.iter().enumerate() {
-                s += at(row, b * QK + j) * qj as f32;
-            }
-            sum += s * act.d[b];
-        }
-        sum
+        super::float_row_dot_q8("BF16", 2, at, row, act)
     }
 }

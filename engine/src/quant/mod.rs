@@ -386,3 +386,59 @@ pub fn dot_q8(ty: GgmlType, row: &[u8], act: Q8Row<'_>) -> Result<f32, QuantErro
     check_len(ty, "activation", act.qs.len(), row.len())?;
     Ok(with_block_type!(ty, T => T::dot_q8(row, act), _ => unreachable!("checked above")))
 }
+
+/// Dot product of a row of plain float elements (F32, F16, BF16; `width` bytes each,
+/// read by `at`) with an f32 activation: eight partial sums so the loop vectorises,
+/// then the tail. `name` is the type's name for the length-mismatch panic.
+#[inline(always)]
+pub(crate) fn float_row_dot_f32(
+    name: &str,
+    width: usize,
+    at: impl Fn(&[u8], usize) -> f32,
+    row: &[u8],
+    x: &[f32],
+) -> f32 {
+    assert_eq!(
+        row.len(),
+        x.len() * width,
+        "{name}: row/activation length mismatch"
+    );
+    let mut acc = [0.0f32; 8];
+    let n8 = x.len() / 8 * 8;
+    for i in (0..n8).step_by(8) {
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a += at(row, i + k) * x[i + k];
+        }
+    }
+    let mut tail = 0.0;
+    for (i, xi) in x.iter().enumerate().skip(n8) {
+        tail += at(row, i) * xi;
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// Dot product of a row of plain float elements with an activation quantized to Q8 blocks
+/// (`QK` int8 values and one scale per block).
+#[inline(always)]
+pub(crate) fn float_row_dot_q8(
+    name: &str,
+    width: usize,
+    at: impl Fn(&[u8], usize) -> f32,
+    row: &[u8],
+    act: Q8Row<'_>,
+) -> f32 {
+    assert_eq!(
+        row.len(),
+        act.qs.len() * width,
+        "{name}: row/activation length mismatch"
+    );
+    let mut sum = 0.0f32;
+    for (b, q) in act.qs.chunks_exact(QK).enumerate() {
+        let mut s = 0.0f32;
+        for (j, &qj) in q.iter().enumerate() {
+            s += at(row, b * QK + j) * qj as f32;
+        }
+        sum += s * act.d[b];
+    }
+    sum
+}
