@@ -536,6 +536,37 @@ impl PagedKv<'_> {
     }
 }
 
+impl PagedKv<'_> {
+    /// Split positions `lo..lo + n` into runs inside one page: `f(first index, page,
+    /// element offset of the run's first row for `kind` and `kv_head`, run length)`.
+    fn page_runs(
+        &self,
+        lo: usize,
+        n: usize,
+        kv_head: usize,
+        kind: usize,
+        mut f: impl FnMut(usize, usize, usize, usize),
+    ) {
+        if n == 0 {
+            return;
+        }
+        assert!(
+            lo + n <= self.len,
+            "PagedKv: positions {lo}..{} past length {}",
+            lo + n,
+            self.len
+        );
+        let pt = self.cfg.page_tokens;
+        let mut i = 0;
+        while i < n {
+            let (page, off) = self.start(lo + i, kv_head, kind);
+            let run = (pt - (lo + i) % pt).min(n - i);
+            f(i, page, off, run);
+            i += run;
+        }
+    }
+}
+
 impl KvSource for PagedKv<'_> {
     fn n_kv_heads(&self) -> usize {
         self.cfg.n_kv_heads
@@ -578,6 +609,34 @@ impl KvSource for PagedKv<'_> {
                     let b = &mut buf[..vc.len()];
                     vc.convert_to_f32_slice(b);
                     self.ops.axpy(w, b, oc);
+                }
+            }
+        }
+    }
+    fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
+        let (d, row) = (self.cfg.head_dim, self.row);
+        match self.pages {
+            Pages::F32(p) => self.page_runs(lo, out.len(), kv_head, 0, |i, page, off, run| {
+                let rows = &p[page][off..off + (run - 1) * row + d];
+                self.ops.dot_rows(q, rows, row, &mut out[i..i + run]);
+            }),
+            Pages::F16(_) => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = self.dot_key(lo + i, kv_head, q);
+                }
+            }
+        }
+    }
+    fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
+        let (d, row) = (self.cfg.head_dim, self.row);
+        match self.pages {
+            Pages::F32(p) => self.page_runs(lo, w.len(), kv_head, 1, |i, page, off, run| {
+                let rows = &p[page][off..off + (run - 1) * row + d];
+                self.ops.axpy_rows(&w[i..i + run], rows, row, out);
+            }),
+            Pages::F16(_) => {
+                for (i, &wi) in w.iter().enumerate() {
+                    self.add_value(lo + i, kv_head, wi, out);
                 }
             }
         }

@@ -23,6 +23,23 @@ pub trait KvSource {
     fn dot_key(&self, pos: usize, kv_head: usize, q: &[f32]) -> f32;
     /// `out += w * V[pos, kv_head]`, with `out` of length `head_dim`.
     fn add_value(&self, pos: usize, kv_head: usize, w: f32, out: &mut [f32]);
+
+    /// Scores of a run of positions: `out[i] = q · K[lo + i, kv_head]` for
+    /// `i < out.len()`. Bit-identical to [`KvSource::dot_key`] per position; sources
+    /// override it to read whole runs of rows in one SIMD call.
+    fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = self.dot_key(lo + i, kv_head, q);
+        }
+    }
+
+    /// `out += Σ_i w[i] * V[lo + i, kv_head]`, accumulated in position order;
+    /// bit-identical to [`KvSource::add_value`] per position.
+    fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
+        for (i, &wi) in w.iter().enumerate() {
+            self.add_value(lo + i, kv_head, wi, out);
+        }
+    }
 }
 
 /// Keys and values held in two contiguous f32 slices, each `[len, n_kv_heads, head_dim]`.
@@ -95,6 +112,24 @@ impl KvSource for ContiguousKv<'_> {
     fn add_value(&self, pos: usize, kv_head: usize, w: f32, out: &mut [f32]) {
         self.ops.axpy(w, &self.v[self.row(pos, kv_head)], out)
     }
+    fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
+        if out.is_empty() {
+            return;
+        }
+        let first = self.row(lo, kv_head).start;
+        let last = self.row(lo + out.len() - 1, kv_head).end;
+        let stride = self.n_kv_heads * self.head_dim;
+        self.ops.dot_rows(q, &self.k[first..last], stride, out)
+    }
+    fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
+        if w.is_empty() {
+            return;
+        }
+        let first = self.row(lo, kv_head).start;
+        let last = self.row(lo + w.len() - 1, kv_head).end;
+        let stride = self.n_kv_heads * self.head_dim;
+        self.ops.axpy_rows(w, &self.v[first..last], stride, out)
+    }
 }
 
 /// Grouped-query attention of one query row over the KV positions `[lo, hi)`.
@@ -162,9 +197,10 @@ pub fn gqa_attention(
             continue;
         }
         let kvh = h / group;
+        kv.dot_keys(lo, kvh, qh, scores);
         let mut max = f32::NEG_INFINITY;
-        for (i, s) in scores.iter_mut().enumerate() {
-            let mut x = kv.dot_key(lo + i, kvh, qh) * scale;
+        for s in scores.iter_mut() {
+            let mut x = *s * scale;
             if let Some(c) = softcap {
                 x = c * (x / c).tanh();
             }
@@ -177,8 +213,9 @@ pub fn gqa_attention(
             sum += *s;
         }
         let inv = 1.0 / sum;
-        for (i, &e) in scores.iter().enumerate() {
-            kv.add_value(lo + i, kvh, e * inv, oh);
+        for s in scores.iter_mut() {
+            *s *= inv;
         }
+        kv.add_values(lo, kvh, scores, oh);
     }
 }

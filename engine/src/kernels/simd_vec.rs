@@ -93,6 +93,76 @@ impl VecOps {
     }
 }
 
+impl VecOps {
+    /// Dot products of `q` with `n` rows spaced `stride` elements apart:
+    /// `out[i] = dot(q, rows[i * stride .. i * stride + q.len()])`.
+    ///
+    /// Each product is computed exactly as [`VecOps::dot`] computes it (same summation
+    /// order), so the results are bit-identical to `n` calls of `dot`; the loop over rows
+    /// runs inside one SIMD function instead of paying a call and a dispatch per row (the
+    /// key rows of one attention head in a KV page).
+    ///
+    /// # Panics
+    /// If `rows` is shorter than `(out.len() - 1) * stride + q.len()`.
+    pub fn dot_rows(self, q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let (n, d) = (out.len(), q.len());
+        if n == 0 {
+            return;
+        }
+        assert!(
+            rows.len() >= (n - 1) * stride + d,
+            "dot_rows: {n} rows of {d} at stride {stride} need {} elements, got {}",
+            (n - 1) * stride + d,
+            rows.len()
+        );
+        match self.isa {
+            // SAFETY: `VecOps` is only constructed for paths `Isa::supported` confirmed; the
+            // lengths were checked above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::dot_rows_avx2(q, rows, stride, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::dot_rows_avx512(q, rows, stride, out) },
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = dot_portable(q, &rows[i * stride..i * stride + d]);
+                }
+            }
+        }
+    }
+
+    /// `out += Σ_i w[i] * rows[i * stride .. i * stride + out.len()]`, accumulated in row
+    /// order with the same per-element operation as [`VecOps::axpy`], so the result is
+    /// bit-identical to `w.len()` calls of `axpy`; the accumulators stay in registers
+    /// across rows (the value rows of one attention head in a KV page).
+    ///
+    /// # Panics
+    /// If `rows` is shorter than `(w.len() - 1) * stride + out.len()`.
+    pub fn axpy_rows(self, w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let (n, d) = (w.len(), out.len());
+        if n == 0 {
+            return;
+        }
+        assert!(
+            rows.len() >= (n - 1) * stride + d,
+            "axpy_rows: {n} rows of {d} at stride {stride} need {} elements, got {}",
+            (n - 1) * stride + d,
+            rows.len()
+        );
+        match self.isa {
+            // SAFETY: as in `dot_rows`.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::axpy_rows_avx2(w, rows, stride, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::axpy_rows_avx512(w, rows, stride, out) },
+            _ => {
+                for (i, &wi) in w.iter().enumerate() {
+                    axpy_portable(wi, &rows[i * stride..i * stride + d], out);
+                }
+            }
+        }
+    }
+}
+
 impl Default for VecOps {
     /// Same as [`VecOps::best`].
     fn default() -> Self {
@@ -131,8 +201,67 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// # Safety
+    /// The CPU must support AVX2 and FMA; `rows` must hold `out.len()` rows of `q.len()`
+    /// at `stride`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn dot_rows_avx2(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let d = q.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: the caller checked the extent of `rows`.
+            *o = unsafe { dot_avx2(q, rows.get_unchecked(i * stride..i * stride + d)) };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA; `rows` must hold `w.len()` rows of `out.len()`
+    /// at `stride`.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn axpy_rows_avx2(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let d = out.len();
+        let mut c = 0;
+        // SAFETY: every access covers columns `c..c + 8 <= d` of rows inside the extent the
+        // caller checked.
+        unsafe {
+            let pr = rows.as_ptr();
+            while c + 32 <= d {
+                let po = out.as_mut_ptr().add(c);
+                let mut acc = [
+                    _mm256_loadu_ps(po),
+                    _mm256_loadu_ps(po.add(8)),
+                    _mm256_loadu_ps(po.add(16)),
+                    _mm256_loadu_ps(po.add(24)),
+                ];
+                for (i, &wi) in w.iter().enumerate() {
+                    let vw = _mm256_set1_ps(wi);
+                    let r = pr.add(i * stride + c);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(vw, _mm256_loadu_ps(r.add(8 * j)), *a);
+                    }
+                }
+                for (j, a) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(po.add(8 * j), *a);
+                }
+                c += 32;
+            }
+        }
+        if c < d {
+            for (i, &wi) in w.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe {
+                    axpy_avx2(
+                        wi,
+                        rows.get_unchecked(i * stride + c..i * stride + d),
+                        &mut out[c..],
+                    )
+                };
+            }
+        }
+    }
+
+    /// # Safety
     /// The CPU must support AVX2 and FMA; `a` and `b` must have equal lengths.
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     pub(super) unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len();
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
@@ -174,6 +303,7 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX2 and FMA; `x` and `out` must have equal lengths.
     #[target_feature(enable = "avx2,fma")]
+    #[inline]
     pub(super) unsafe fn axpy_avx2(w: f32, x: &[f32], out: &mut [f32]) {
         let n = x.len();
         let (px, po) = (x.as_ptr(), out.as_mut_ptr());
@@ -194,8 +324,67 @@ mod x86 {
     }
 
     /// # Safety
+    /// The CPU must support AVX-512F; `rows` must hold `out.len()` rows of `q.len()` at
+    /// `stride`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn dot_rows_avx512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let d = q.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: the caller checked the extent of `rows`.
+            *o = unsafe { dot_avx512(q, rows.get_unchecked(i * stride..i * stride + d)) };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F; `rows` must hold `w.len()` rows of `out.len()` at
+    /// `stride`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn axpy_rows_avx512(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        let d = out.len();
+        let mut c = 0;
+        // SAFETY: every access covers columns `c..c + 16 <= d` of rows inside the extent the
+        // caller checked.
+        unsafe {
+            let pr = rows.as_ptr();
+            while c + 64 <= d {
+                let po = out.as_mut_ptr().add(c);
+                let mut acc = [
+                    _mm512_loadu_ps(po),
+                    _mm512_loadu_ps(po.add(16)),
+                    _mm512_loadu_ps(po.add(32)),
+                    _mm512_loadu_ps(po.add(48)),
+                ];
+                for (i, &wi) in w.iter().enumerate() {
+                    let vw = _mm512_set1_ps(wi);
+                    let r = pr.add(i * stride + c);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(vw, _mm512_loadu_ps(r.add(16 * j)), *a);
+                    }
+                }
+                for (j, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(po.add(16 * j), *a);
+                }
+                c += 64;
+            }
+        }
+        if c < d {
+            for (i, &wi) in w.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe {
+                    axpy_avx512(
+                        wi,
+                        rows.get_unchecked(i * stride + c..i * stride + d),
+                        &mut out[c..],
+                    )
+                };
+            }
+        }
+    }
+
+    /// # Safety
     /// The CPU must support AVX-512F; `a` and `b` must have equal lengths.
     #[target_feature(enable = "avx512f")]
+    #[inline]
     pub(super) unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
         let n = a.len();
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
@@ -223,6 +412,7 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX-512F; `x` and `out` must have equal lengths.
     #[target_feature(enable = "avx512f")]
+    #[inline]
     pub(super) unsafe fn axpy_avx512(w: f32, x: &[f32], out: &mut [f32]) {
         let n = x.len();
         let (px, po) = (x.as_ptr(), out.as_mut_ptr());

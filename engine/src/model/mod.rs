@@ -199,6 +199,17 @@ impl Model {
     /// products (prefill). Errors: [`ModelError::ContextOverflow`] past the context length,
     /// [`ModelError::Kv`] when the cache has no room.
     pub fn decoder(&self, x: &mut [f32], kv: &mut KvCache, seq: SeqId) -> Result<(), ModelError> {
+        // The whole pass runs on a pool thread: the kernels' parallel loops then split work
+        // with the other workers by stealing instead of waking them from outside each time.
+        self.cpu.pool().install(|| self.decoder_blocks(x, kv, seq))
+    }
+
+    fn decoder_blocks(
+        &self,
+        x: &mut [f32],
+        kv: &mut KvCache,
+        seq: SeqId,
+    ) -> Result<(), ModelError> {
         let cfg = &self.cfg;
         let h = cfg.hidden;
         assert_eq!(x.len() % h, 0, "x must be [n, hidden]");
@@ -348,7 +359,9 @@ impl Model {
             rms_norm(xr, &self.weights.output_norm, self.cfg.rms_eps, xnr);
         }
         let mut logits = vec![0.0f32; n * self.cfg.vocab];
-        self.project(&self.weights.lm_head, &xn, n, &mut logits);
+        self.cpu
+            .pool()
+            .install(|| self.project(&self.weights.lm_head, &xn, n, &mut logits));
         logits
     }
 
@@ -415,5 +428,11 @@ impl<K: KvSource> KvSource for OneKvHead<'_, K> {
     }
     fn add_value(&self, pos: usize, _kv_head: usize, w: f32, out: &mut [f32]) {
         self.inner.add_value(pos, self.head, w, out)
+    }
+    fn dot_keys(&self, lo: usize, _kv_head: usize, q: &[f32], out: &mut [f32]) {
+        self.inner.dot_keys(lo, self.head, q, out)
+    }
+    fn add_values(&self, lo: usize, _kv_head: usize, w: &[f32], out: &mut [f32]) {
+        self.inner.add_values(lo, self.head, w, out)
     }
 }
