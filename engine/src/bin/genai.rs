@@ -147,11 +147,14 @@ fn main() -> ExitCode {
 /// free (up to 32 MiB), after which prefill's multi-megabyte activation buffers come from
 /// the heap and stay resident once freed; with a fixed threshold they are mapped and
 /// returned to the system on free, keeping resident memory near weights + KV cache.
+/// One malloc arena for every thread: the forward pass runs on the kernel pool's threads,
+/// and a per-thread arena would keep each thread's freed buffers resident separately.
 fn fixed_mmap_threshold() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: mallopt only changes allocator tuning; called before any other thread starts.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+        libc::mallopt(libc::M_ARENA_MAX, 1);
     }
 }
 

@@ -23,7 +23,8 @@ use std::cell::RefCell;
 const MIN_TASK_ROWS: usize = 32;
 /// Tasks per thread for large matrices (load balance against rayon overhead).
 const TASKS_PER_THREAD: usize = 2;
-/// Largest transposed-output scratch (f32 elements) kept between [`matmul`] calls.
+/// Largest transposed-output scratch (f32 elements), and largest quantized activation
+/// (elements), kept between [`matmul`] calls.
 const RETAIN_OUT_T: usize = 1 << 18;
 /// Activation rows sharing one pass over a weight row in [`matmul`].
 const GROUP: usize = 4;
@@ -554,6 +555,9 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
         // life of the thread (memory bound: weights + KV cache + little else).
         if out_t.capacity() > RETAIN_OUT_T {
             *out_t = Vec::new();
+        }
+        if n * cols > RETAIN_OUT_T {
+            *act = Q8Activation::new();
         }
     });
 }
