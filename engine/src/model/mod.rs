@@ -273,33 +273,28 @@ impl Model {
             let layer_kv = kv.layer(seq, l);
             let n_heads = cfg.n_heads;
             if n == 1 {
-                // Decode: one task per KV head and its group of query heads.
+                // Decode: one task per query head (reading its GQA group's KV head), so
+                // the heads spread evenly over the threads.
                 let group = n_heads / cfg.n_kv_heads;
                 let d = cfg.head_dim;
-                let one_head = |(j, (out, qr)): (usize, (&mut [f32], &[f32])),
+                let one_head = |(h, (out, qr)): (usize, (&mut [f32], &[f32])),
                                 scratch: &mut Vec<f32>| {
                     let view = OneKvHead {
                         inner: &layer_kv,
-                        head: j,
+                        head: h / group,
                     };
-                    gqa_attention(qr, &view, 0, p0 + 1, group, scale, None, out, scratch);
+                    gqa_attention(qr, &view, 0, p0 + 1, 1, scale, None, out, scratch);
                 };
                 if self.cpu.threads() == 1 {
                     let mut scratch = Vec::new();
-                    for t in att
-                        .chunks_mut(group * d)
-                        .zip(q.chunks(group * d))
-                        .enumerate()
-                    {
+                    for t in att.chunks_mut(d).zip(q.chunks(d)).enumerate() {
                         one_head(t, &mut scratch);
                     }
                 } else {
-                    self.cpu.pool().install(|| {
-                        att.par_chunks_mut(group * d)
-                            .zip(q.par_chunks(group * d))
-                            .enumerate()
-                            .for_each_init(Vec::new, |scratch, t| one_head(t, scratch));
-                    });
+                    att.par_chunks_mut(d)
+                        .zip(q.par_chunks(d))
+                        .enumerate()
+                        .for_each_init(Vec::new, |scratch, t| one_head(t, scratch));
                 }
             } else {
                 self.cpu.pool().install(|| {
