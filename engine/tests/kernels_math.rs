@@ -75,7 +75,7 @@ proptest! {
     /// residue of the 8/16-lane widths and the 32/64-column register blocks; strides exceed
     /// the row length (other heads between rows) or equal it.
     #[test]
-    fn row_runs_equal_per_row_calls_bit_for_bit(
+    fn row_runs_match_per_row_reference_bit_for_bit(
         (d, n, gap) in (0usize..150, 0usize..20, 0usize..40),
         seed in any::<u64>(),
         w0 in -2.0f32..2.0,
