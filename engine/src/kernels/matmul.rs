@@ -15,8 +15,8 @@ mod avx512;
 
 use crate::gguf::GgmlType;
 use crate::kernels::Isa;
+use crate::kernels::pool::SpinPool;
 use crate::quant::{self, BlockQuant, Q8Activation, Q8Row, QuantError};
-use rayon::prelude::*;
 use std::cell::RefCell;
 
 /// Smallest number of output rows handed to one rayon task.
@@ -33,6 +33,7 @@ const GROUP: usize = 4;
 /// the SIMD path its kernels take.
 pub struct Cpu {
     pool: rayon::ThreadPool,
+    spin: SpinPool,
     threads: usize,
     isa: Isa,
 }
@@ -68,7 +69,13 @@ impl Cpu {
             .thread_name(|i| format!("genai-matmul-{i}"))
             .build()
             .expect("cannot start the matmul thread pool");
-        Cpu { pool, threads, isa }
+        let spin = SpinPool::new(threads, "genai-kernel");
+        Cpu {
+            pool,
+            spin,
+            threads,
+            isa,
+        }
     }
 
     /// Worker thread count.
@@ -81,9 +88,38 @@ impl Cpu {
         self.isa
     }
 
-    /// The rayon pool (other kernels may run their own parallel loops on it).
+    /// The rayon pool (longer parallel loops, e.g. prefill attention, run on it).
     pub fn pool(&self) -> &rayon::ThreadPool {
         &self.pool
+    }
+
+    /// Run `body(i)` for every `i < n` on the spinning kernel pool (see
+    /// [`crate::kernels::pool`]): the short loops of a decode step. Returns when all have
+    /// run; a task's panic is resumed here.
+    pub fn run_tasks(&self, n: usize, body: &(dyn Fn(usize) + Sync)) {
+        self.spin.run(n, body)
+    }
+
+    /// Run `f(first_element / chunk, chunk_slice)` over `out` cut into chunks of `chunk`
+    /// elements (the last may be shorter), on the spinning kernel pool.
+    pub fn for_chunks(
+        &self,
+        out: &mut [f32],
+        chunk: usize,
+        f: &(dyn Fn(usize, &mut [f32]) + Sync),
+    ) {
+        assert!(chunk > 0, "for_chunks: chunk must be positive");
+        let len = out.len();
+        let base = SendPtr(out.as_mut_ptr());
+        self.run_tasks(len.div_ceil(chunk), &|c| {
+            let start = c * chunk;
+            let end = (start + chunk).min(len);
+            // SAFETY: the chunks `[c * chunk, min((c + 1) * chunk, len))` are disjoint and
+            // inside `out`, which stays mutably borrowed until `run_tasks` returns.
+            let part =
+                unsafe { std::slice::from_raw_parts_mut(base.get().add(start), end - start) };
+            f(c, part);
+        });
     }
 
     /// Run `f(first_row, out_chunk)` over `out` split into chunks of whole rows of
@@ -102,11 +138,21 @@ impl Cpu {
             f(0, out);
             return;
         }
-        self.pool.install(|| {
-            out.par_chunks_mut(per_task * row_len)
-                .enumerate()
-                .for_each(|(c, chunk)| f(c * per_task, chunk));
-        });
+        self.for_chunks(out, per_task * row_len, &|c, chunk| f(c * per_task, chunk));
+    }
+}
+
+/// A raw output pointer shared by the tasks of [`Cpu::for_chunks`], each writing its own
+/// disjoint range.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: only used to hand disjoint ranges of one live slice to the pool's tasks.
+unsafe impl Send for SendPtr {}
+// SAFETY: as above.
+unsafe impl Sync for SendPtr {}
+impl SendPtr {
+    fn get(self) -> *mut f32 {
+        self.0
     }
 }
 
@@ -459,10 +505,12 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
                 run(&a, m, r0, out);
             }
         } else {
-            cpu.pool.install(|| {
-                tasks
-                    .into_par_iter()
-                    .for_each(|(m, r0, out)| run(&a, m, r0, out));
+            let tasks: Vec<std::sync::Mutex<(usize, usize, &mut [f32])>> =
+                tasks.into_iter().map(std::sync::Mutex::new).collect();
+            cpu.run_tasks(tasks.len(), &|t| {
+                let mut task = tasks[t].lock().unwrap_or_else(|e| e.into_inner());
+                let (m, r0, ref mut out) = *task;
+                run(&a, m, r0, out);
             });
         }
     });

@@ -6,6 +6,7 @@ pub mod matmul;
 pub mod activation;
 pub mod attention;
 pub mod norm;
+pub mod pool;
 pub mod rope;
 pub mod sample;
 pub mod simd_vec;

@@ -291,10 +291,11 @@ impl Model {
                         one_head(t, &mut scratch);
                     }
                 } else {
-                    att.par_chunks_mut(d)
-                        .zip(q.par_chunks(d))
-                        .enumerate()
-                        .for_each_init(Vec::new, |scratch, t| one_head(t, scratch));
+                    let q = &q;
+                    self.cpu.for_chunks(&mut att, d, &|h, out| {
+                        let mut scratch = Vec::new();
+                        one_head((h, (out, &q[h * d..(h + 1) * d])), &mut scratch);
+                    });
                 }
             } else {
                 self.cpu.pool().install(|| {
