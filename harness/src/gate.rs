@@ -133,6 +133,9 @@ pub struct TestRun {
     pub log: String,
     /// Lines in the log.
     pub log_lines: usize,
+    /// The `CARGO_TARGET_DIR` the command ran with: the first catalog's target directory
+    /// (the build the battery then uses), whatever the caller's environment said.
+    pub target_dir: String,
 }
 
 impl TestRun {
@@ -249,10 +252,16 @@ fn worst(a: i32, b: i32) -> i32 {
 
 /// Runs `command` with `sh -c` in `root`, its output interleaved into `log` and echoed to
 /// standard error. Ctrl-C/SIGTERM stop its process group.
+///
+/// The command runs with `CARGO_TARGET_DIR=target_dir` (the battery's target directory),
+/// replacing any value inherited from the caller: the log the audit reads must come from
+/// the same build the battery's baseline then reuses, not from a build elsewhere (and a
+/// shared directory such as a CI cache must not mix this workspace's build with another's).
 fn run_test_command(
     command: &str,
     source: String,
     root: &Path,
+    target_dir: &Path,
     log: &Path,
     state: &Path,
 ) -> Result<(TestRun, bool), GateError> {
@@ -270,6 +279,7 @@ fn run_test_command(
     cmd.arg("-c")
         .arg(command)
         .current_dir(root)
+        .env("CARGO_TARGET_DIR", target_dir)
         .stdin(Stdio::null())
         .stdout(writer)
         .stderr(writer2)
@@ -329,6 +339,7 @@ fn run_test_command(
             seconds,
             log: rel(log, root),
             log_lines: lines,
+            target_dir: rel(target_dir, root),
         },
         interrupted,
     ))
@@ -397,12 +408,16 @@ pub fn run(
     })?;
     let log = dir.join("test.log");
     let (command, source) = test_command(args.test_command.as_deref(), &root);
+    // The first battery's build directory (see `run_test_command`).
+    let target_dir = catalogs[0].target_dir.clone();
     progress.line(&format!(
-        "gate: running the test command `{command}` ({source}) in {}; log {}",
+        "gate: running the test command `{command}` ({source}) in {} with CARGO_TARGET_DIR={}; log {}",
         root.display(),
+        target_dir.display(),
         log.display()
     ));
-    let (test_run, interrupted) = run_test_command(&command, source, &root, &log, state)?;
+    let (test_run, interrupted) =
+        run_test_command(&command, source, &root, &target_dir, &log, state)?;
     progress.line(&format!(
         "gate: test command finished in {:.1}s with {}",
         test_run.seconds,

@@ -575,6 +575,9 @@ pub fn run_tool(opts: &ToolOptions) -> Result<PathBuf, MutantsError> {
     let _ = std::fs::remove_file(&outcomes);
     let res = duct::cmd(&cargo, &args)
         .dir(&opts.workspace)
+        // cargo-mutants builds each scratch copy in its own target directory; an inherited
+        // CARGO_TARGET_DIR would make every copy (and the user's tree) share one.
+        .env_remove("CARGO_TARGET_DIR")
         .stderr_capture()
         .unchecked()
         .run();
@@ -686,6 +689,7 @@ pub fn list_tool(opts: &ToolOptions) -> Result<Vec<MutantInfo>, MutantsError> {
     let command = format!("cargo {}", args.join(" "));
     let out = duct::cmd(&cargo, &args)
         .dir(&opts.workspace)
+        .env_remove("CARGO_TARGET_DIR")
         .stdout_capture()
         .stderr_capture()
         .unchecked()

@@ -470,6 +470,9 @@ fn compile_check(c: &Catalog) -> Result<Option<String>, Stop> {
     }
     let mut expr = duct::cmd(&cargo, &args)
         .dir(&c.root)
+        // `--target-dir` above already wins over it; removed so that nothing this cargo
+        // starts (build scripts, nested cargo) sees another directory.
+        .env_remove("CARGO_TARGET_DIR")
         .stdout_capture()
         .stderr_capture()
         .unchecked();

@@ -223,6 +223,48 @@ fn a_fail_fast_test_command_that_stops_early_fails_the_gate() {
 }
 
 #[test]
+fn an_inherited_cargo_target_dir_moves_neither_the_test_build_nor_the_battery() {
+    let sb = Sandbox::new();
+    let cat = sb.catalog.to_str().unwrap();
+    // A caller (a CI cache, a developer's shell) that points every cargo at a shared
+    // directory: the test command's build and the battery's must still be the catalog's.
+    let elsewhere = sb.dir.path().join("elsewhere");
+    let out = sb
+        .cmd()
+        .env("CARGO_TARGET_DIR", &elsewhere)
+        .args([
+            "gate",
+            cat,
+            "--only",
+            MET,
+            "--test-command",
+            "cargo test --no-fail-fast",
+        ])
+        .output()
+        .unwrap();
+    common::Run::from(out)
+        .expect_code(0)
+        .stderr_has("with CARGO_TARGET_DIR=");
+    assert!(
+        !elsewhere.exists(),
+        "a cargo started by the gate built in the inherited CARGO_TARGET_DIR"
+    );
+    let j = gate_json(&sb);
+    assert_eq!(j["test_run"]["target_dir"], "target/harness/sample");
+    // The audited log is the build in the battery's own target directory.
+    let log = std::fs::read_to_string(sb.ws.join("reports/gate/test.log")).unwrap();
+    let running = log
+        .lines()
+        .find(|l| l.contains("Running tests/contract.rs"))
+        .unwrap_or_else(|| panic!("no contract target in the log:\n{log}"));
+    assert!(
+        running.contains("target/harness/sample/debug/deps/contract-"),
+        "{running}"
+    );
+    assert_eq!(j["batteries"][0]["exit_code"], 0);
+}
+
+#[test]
 fn a_bad_catalog_is_exit_2_and_runs_nothing() {
     let sb = Sandbox::new();
     let missing = sb.ws.join("mutations/nope.toml");
