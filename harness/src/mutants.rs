@@ -494,7 +494,9 @@ pub struct ToolOptions {
     pub files: Vec<String>,
     /// `--in-diff`.
     pub in_diff: Option<PathBuf>,
-    /// Test target passed to `cargo test` (`-- --test T`).
+    /// Test targets: cargo-mutants builds and runs only these (`--cargo-arg=--test=T`, which
+    /// it gives to its build and its test invocations alike; arguments after `--` would reach
+    /// the test invocation only, and every mutant would build every test target).
     pub test_targets: Vec<String>,
     /// Extra: `--timeout` seconds.
     pub timeout: Option<f64>,
@@ -552,12 +554,8 @@ pub fn tool_args(opts: &ToolOptions) -> Vec<String> {
         a.push("--timeout".into());
         a.push(format!("{t}"));
     }
-    if !opts.test_targets.is_empty() {
-        a.push("--".into());
-        for t in &opts.test_targets {
-            a.push("--test".into());
-            a.push(t.clone());
-        }
+    for t in &opts.test_targets {
+        a.push(format!("--cargo-arg=--test={t}"));
     }
     a
 }
@@ -821,7 +819,8 @@ mod tests {
             s.contains("--package p --file src/*.rs --in-diff d.diff"),
             "{s}"
         );
-        assert!(s.ends_with("-- --test contract"), "{s}");
+        assert!(s.ends_with("--cargo-arg=--test=contract"), "{s}");
+        assert!(!a.iter().any(|x| x == "--"), "{s}");
     }
 
     #[test]
