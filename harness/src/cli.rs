@@ -147,7 +147,7 @@ pub struct MutantsArgs {
     /// Mutate only code changed by this diff.
     #[arg(long, value_name = "FILE")]
     pub in_diff: Option<PathBuf>,
-    /// Run only this test target (`cargo test --test T`; repeatable).
+    /// Build and run only this test target (cargo-mutants `--cargo-arg=--test=T`; repeatable).
     #[arg(long, value_name = "T")]
     pub test_target: Vec<String>,
     /// Named batteries to join with (repeatable): their mutations guard functions.

@@ -494,7 +494,9 @@ pub struct ToolOptions {
     pub files: Vec<String>,
     /// `--in-diff`.
     pub in_diff: Option<PathBuf>,
-    /// Test target passed to `cargo test` (`-- --test T`).
+    /// Test targets: cargo-mutants builds and runs only these (`--cargo-arg=--test=T`, which
+    /// it gives to its build and its test invocations alike; arguments after `--` would reach
+    /// the test invocation only, and every mutant would build every test target).
     pub test_targets: Vec<String>,
     /// Extra: `--timeout` seconds.
     pub timeout: Option<f64>,
@@ -552,12 +554,8 @@ pub fn tool_args(opts: &ToolOptions) -> Vec<String> {
         a.push("--timeout".into());
         a.push(format!("{t}"));
     }
-    if !opts.test_targets.is_empty() {
-        a.push("--".into());
-        for t in &opts.test_targets {
-            a.push("--test".into());
-            a.push(t.clone());
-        }
+    for t in &opts.test_targets {
+        a.push(format!("--cargo-arg=--test={t}"));
     }
     a
 }
@@ -625,12 +623,17 @@ pub fn byte_offset(text: &str, at: LineColumn) -> Option<usize> {
 
 /// A generated mutant as a catalog mutation: the smallest run of whole lines around its span
 /// that occurs exactly once in the file is the `find` text, and the same lines with the span
-/// replaced are the `replace` text. Generated mutants carry no expected killers: they get
-/// role `gap` (the verdicts and the kill matrix are the information, not the expectation).
+/// replaced are the `replace` text. The run grows inside the body of the innermost function
+/// of `bodies` (see [`crate::switch::function_bodies`]) that holds the span, first by whole
+/// lines, clipped at the braces, so that switch mode can compile it behind its switch; only
+/// when no run inside the body is unique does it grow past the body. Generated mutants carry
+/// no expected killers: they get role `gap` (the verdicts and the kill matrix are the
+/// information, not the expectation).
 ///
 /// Errors: the span does not fit the file, or no window of lines is unique.
 pub fn to_catalog_mutation(
     text: &str,
+    bodies: &[crate::switch::FnBody],
     m: &MutantInfo,
     id: &str,
 ) -> Result<crate::catalog::Mutation, String> {
@@ -640,24 +643,38 @@ pub fn to_catalog_mutation(
     if e < s {
         return Err(bad());
     }
-    let mut lo = text[..s].rfind('\n').map_or(0, |i| i + 1);
-    let mut hi = text[e..].find('\n').map_or(text.len(), |i| e + i);
+    let line_start = |at: usize| text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = |at: usize| text[at..].find('\n').map_or(text.len(), |i| at + i);
+    // The innermost body holding the span, as the bytes between its braces.
+    let inner = bodies
+        .iter()
+        .filter(|b| b.body.start < s && e < b.body.end)
+        .min_by_key(|b| b.body.len())
+        .map(|b| (b.body.start + 1, b.body.end - 1));
+    let (mut min_lo, mut max_hi) = inner.unwrap_or((0, text.len()));
+    let mut lo = line_start(s).max(min_lo);
+    let mut hi = line_end(e).min(max_hi);
     loop {
         if text.matches(&text[lo..hi]).count() == 1 {
             break;
         }
-        if lo == 0 && hi == text.len() {
-            return Err(format!(
-                "{}: no unique window of lines in {}",
-                m.name, m.file
-            ));
+        let (up, down) = (lo > min_lo, hi < max_hi);
+        if !up && !down {
+            if (min_lo, max_hi) == (0, text.len()) {
+                return Err(format!(
+                    "{}: no unique window of lines in {}",
+                    m.name, m.file
+                ));
+            }
+            (min_lo, max_hi) = (0, text.len());
+            continue;
         }
-        lo = text[..lo.saturating_sub(1)]
-            .rfind('\n')
-            .map_or(0, |i| i + 1);
-        hi = text[(hi + 1).min(text.len())..]
-            .find('\n')
-            .map_or(text.len(), |i| hi + 1 + i);
+        if up {
+            lo = line_start(lo.saturating_sub(1)).max(min_lo);
+        }
+        if down {
+            hi = line_end((hi + 1).min(text.len())).min(max_hi);
+        }
     }
     let replace = format!("{}{}{}", &text[lo..s], m.replacement, &text[e..hi]);
     Ok(crate::catalog::Mutation {
@@ -727,16 +744,20 @@ pub fn generated_catalog(
     spec.target_dir = Some(base.target_dir.clone());
     spec.mutations = Vec::new();
     let mut skipped = Vec::new();
-    let mut texts: BTreeMap<String, Option<String>> = BTreeMap::new();
+    type Parsed = Option<(String, Vec<crate::switch::FnBody>)>;
+    let mut texts: BTreeMap<String, Parsed> = BTreeMap::new();
     for (n, m) in mutants.iter().enumerate() {
-        let text = texts
-            .entry(m.file.clone())
-            .or_insert_with(|| std::fs::read_to_string(base.root.join(&m.file)).ok());
-        let Some(text) = text else {
+        let parsed = texts.entry(m.file.clone()).or_insert_with(|| {
+            let text = std::fs::read_to_string(base.root.join(&m.file)).ok()?;
+            let bodies =
+                crate::switch::function_bodies(Path::new(&m.file), &text).unwrap_or_default();
+            Some((text, bodies))
+        });
+        let Some((text, bodies)) = parsed else {
             skipped.push(format!("{}: cannot read {}", m.name, m.file));
             continue;
         };
-        match to_catalog_mutation(text, m, &format!("gen-{}", n + 1)) {
+        match to_catalog_mutation(text, bodies, m, &format!("gen-{}", n + 1)) {
             Ok(mu) => spec.mutations.push(mu),
             Err(e) => skipped.push(e),
         }
@@ -777,7 +798,7 @@ mod tests {
             replacement: "-".into(),
             genre: "BinaryOperator".into(),
         };
-        let mu = to_catalog_mutation(text, &m, "gen-1").unwrap();
+        let mu = to_catalog_mutation(text, &[], &m, "gen-1").unwrap();
         assert_eq!(text.matches(&mu.find).count(), 1);
         let mutated = text.replace(&mu.find, &mu.replace);
         assert_eq!(
@@ -802,7 +823,8 @@ mod tests {
             s.contains("--package p --file src/*.rs --in-diff d.diff"),
             "{s}"
         );
-        assert!(s.ends_with("-- --test contract"), "{s}");
+        assert!(s.ends_with("--cargo-arg=--test=contract"), "{s}");
+        assert!(!a.iter().any(|x| x == "--"), "{s}");
     }
 
     #[test]
@@ -812,5 +834,56 @@ mod tests {
         std::fs::write(dir.path().join("outcomes.json"), text).unwrap();
         let e = import(dir.path(), &[]).unwrap_err().to_string();
         assert!(e.contains("outcomes.json") && e.contains("Weird"), "{e}");
+    }
+
+    #[test]
+    fn the_window_grows_inside_the_function_body_first() {
+        // `x + 1` occurs twice; the lines around it inside `g` make it unique without
+        // reaching g's signature, so the mutation can go behind the switch.
+        let text = "fn f(x: i64) -> i64 {\n    x + 1\n}\nfn g(x: i64) -> i64 {\n    let y = 2;\n    x + 1\n}\n";
+        let bodies = crate::switch::function_bodies(Path::new("src/lib.rs"), text).unwrap();
+        let m = MutantInfo {
+            name: "replace + with - in g".into(),
+            package: "p".into(),
+            file: "src/lib.rs".into(),
+            function: None,
+            span: SourceSpan {
+                start: lc(6, 7),
+                end: lc(6, 8),
+            },
+            replacement: "-".into(),
+            genre: "BinaryOperator".into(),
+        };
+        let mu = to_catalog_mutation(text, &bodies, &m, "gen-1").unwrap();
+        assert_eq!(mu.find, "    let y = 2;\n    x + 1\n");
+        assert_eq!(mu.replace, "    let y = 2;\n    x - 1\n");
+        assert_eq!(
+            crate::switch::place(text, &mu.find, &bodies),
+            crate::switch::Placement::InBody { index: 1 }
+        );
+        // Without the body the window grows both ways and takes in the closing brace: such a
+        // mutation could not be switched.
+        let wide = to_catalog_mutation(text, &[], &m, "gen-1").unwrap();
+        assert_eq!(wide.find, "    let y = 2;\n    x + 1\n}");
+        assert!(matches!(
+            crate::switch::place(text, &wide.find, &bodies),
+            crate::switch::Placement::Outside { .. }
+        ));
+        // A one-line function: the window is clipped at the braces.
+        let one = "fn a() -> i64 { 1 + 2 }\nfn b() -> i64 { 1 + 2 }\n";
+        let bodies = crate::switch::function_bodies(Path::new("src/lib.rs"), one).unwrap();
+        let m = MutantInfo {
+            span: SourceSpan {
+                start: lc(2, 19),
+                end: lc(2, 20),
+            },
+            ..m
+        };
+        let mu = to_catalog_mutation(one, &bodies, &m, "gen-1").unwrap();
+        assert_eq!(one.matches(&mu.find).count(), 1);
+        assert_eq!(
+            one.replace(&mu.find, &mu.replace),
+            "fn a() -> i64 { 1 + 2 }\nfn b() -> i64 { 1 - 2 }\n"
+        );
     }
 }

@@ -20,19 +20,26 @@
 //! Function bodies are found by parsing the file with `syn` (spans from `proc-macro2`'s
 //! `span-locations`). A mutation is switched when every occurrence of its `find` text lies
 //! inside the body of one `fn` (free, inherent, trait-impl or trait default method) that is
-//! not `const` and does not return `impl Trait`; otherwise (an item, a signature, a macro
-//! body, occurrences in several functions, a function nested in another switched one) it
-//! falls back to rebuild mode, in the same scratch copy, and the plan says why.
+//! not `const` or `async` and does not return `impl Trait`; otherwise (an item, a signature, a
+//! macro body, occurrences in several functions, a function nested in another switched one)
+//! it falls back to rebuild mode, in the same scratch copy, and the plan says why.
 //!
-//! Run order: fingerprint the user's tree; sync the scratch copy (`<target_dir>/switch/tree`,
-//! build products in `<target_dir>/switch/target`); check each switched mutation compiles on
-//! its own (`cargo check --profile test`; the ones that do not are UNVIABLE and left out);
-//! write the switched files and build once (the package must be rebuilt, else STALE-BUILD);
-//! list tests (FILTER-DRIFT); the control run with no mutant selected, twice (BASELINE-RED,
-//! FLAKY); the forced-fail control (every switched function panics) must fail at least one
-//! listed test (else SWITCH-UNREACHED); one test run per switched mutant; then the fallback
-//! mutations one rebuild each; finally the user's tree must still have its fingerprint
-//! (TREE-DIRTY). The user's tree is only read.
+//! Run order: fingerprint the user's tree; sync the scratch copy (`<target_dir>/switch/tree`)
+//! and seed its target directory (`<target_dir>/switch/target`) with the user's build
+//! products of every package that is not a workspace member ([`crate::scratch`] says why
+//! the members are never shared); write the switched files and build once. When that build
+//! fails, rustc's JSON diagnostics name the byte spans of each error: an error inside a
+//! mutated body is that mutation's own (each mutated body is a verbatim copy of the body the
+//! mutated file would hold), so it is UNVIABLE, its error is reported at its place in the
+//! mutated file, and the build is repeated without it; an error no mutated body holds sends
+//! every remaining switched mutation through a compile check on its own
+//! (`cargo check --profile test`) before one last build. The successful build must have
+//! rebuilt the package (else STALE-BUILD). Then: list tests (FILTER-DRIFT); the control run
+//! with no mutant selected, twice (BASELINE-RED, FLAKY); the forced-fail control (every
+//! switched function panics) must fail at least one listed test (else SWITCH-UNREACHED); one
+//! test run per switched mutant; then the fallback mutations one rebuild each; finally the
+//! user's tree must still have its fingerprint (TREE-DIRTY). The user's tree is only read,
+//! and the user's target directory only read from.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
@@ -46,12 +53,14 @@ use syn::visit::Visit;
 use crate::battery::{BatteryError, Options, RunResult, derive_timeout, failure_summary};
 use crate::cargo::{CargoCmd, CargoError, Outcome, PackageMeta, TestRun, parse_build_messages};
 use crate::catalog::{Catalog, CatalogError, PreparedMutation};
+use crate::diagnostics::{self, CompilerError, Relocation};
 use crate::progress::Progress;
 use crate::report::{
     Baseline, BatteryReport, CatalogInfo, FailedTest, MutationReport, RefusalInfo, Status, Summary,
 };
+use crate::scratch::{self, SeedStats, list_tree, sync_tree};
 use crate::verdict::{self, Expectation, KillMatrix, Observation};
-use crate::workspace::{self, TreeScan};
+use crate::workspace;
 use crate::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK};
 
 /// The environment variable that selects the mutant in a switched build: a mutation id,
@@ -60,7 +69,7 @@ pub const SWITCH_ENV: &str = "HARNESS_MUTANT";
 /// The switch value of the forced-fail control: every switched function panics.
 pub const FORCED_FAIL: &str = "__harness_forced_fail__";
 /// Schema tag of `switch.json`.
-pub const SWITCH_SCHEMA: &str = "harness-switch/1";
+pub const SWITCH_SCHEMA: &str = "harness-switch/2";
 
 /// A function body found in a source file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +109,12 @@ impl Collector {
         };
         let unswitchable = if sig.constness.is_some() {
             Some("a const fn cannot read the switch at run time".to_string())
+        } else if sig.asyncness.is_some() {
+            Some(
+                "an async fn's future holds every body side by side: its type and auto traits \
+                 (Send) would differ from those of each mutant on its own"
+                    .to_string(),
+            )
         } else if returns_impl_trait(&sig.output) {
             Some("returns `impl Trait`: mutated bodies may have distinct types".to_string())
         } else {
@@ -274,41 +289,66 @@ pub struct SwitchedFn {
     pub mutants: Vec<(String, String)>,
 }
 
+/// A switched source file and where each mutated body sits in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchedFile {
+    /// The switched source.
+    pub text: String,
+    /// Per mutant, in the order of the [`SwitchedFn`]s and their mutants: (mutation id, byte
+    /// range in `text` of its mutated body, byte offset in the original text of the body it
+    /// replaces). The mutated body is byte for byte the body the mutated file holds at that
+    /// offset, so a compiler error inside the range is an error of that mutation alone.
+    pub arms: Vec<(String, Range<usize>, usize)>,
+}
+
 /// The switched source: each function's body replaced by the switch over its original and
 /// mutated bodies (see the module docs). Bodies must not overlap.
 pub fn switched_source(text: &str, fns: &[SwitchedFn]) -> String {
+    switched_file(text, fns).text
+}
+
+/// [`switched_source`], with the place of every mutated body ([`SwitchedFile::arms`]).
+pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
     let mut order: Vec<&SwitchedFn> = fns.iter().collect();
-    order.sort_by_key(|f| std::cmp::Reverse(f.body.start));
-    let mut out = text.to_string();
+    order.sort_by_key(|f| f.body.start);
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut arms = Vec::new();
+    let mut at = 0;
     for f in order {
+        out.push_str(&text[at..f.body.start]);
+        at = f.body.end;
         let original = &text[f.body.clone()];
-        let mut s = String::from("{\n#[allow(unreachable_code, unused, clippy::all)]\n");
-        s.push_str(
+        out.push_str("{\n#[allow(unreachable_code, unused, clippy::all)]\n");
+        out.push_str(
             "static __HARNESS_SWITCH: ::std::sync::OnceLock<usize> = ::std::sync::OnceLock::new();\n",
         );
-        s.push_str(&format!(
+        out.push_str(&format!(
             "match *__HARNESS_SWITCH.get_or_init(|| match ::std::env::var({SWITCH_ENV:?}).as_deref() {{\n"
         ));
         for (k, (id, _)) in f.mutants.iter().enumerate() {
-            s.push_str(&format!(
+            out.push_str(&format!(
                 "::std::result::Result::Ok({id:?}) => {},\n",
                 k + 1
             ));
         }
-        s.push_str(&format!(
+        out.push_str(&format!(
             "::std::result::Result::Ok({FORCED_FAIL:?}) => usize::MAX,\n_ => 0,\n}}) {{\n"
         ));
-        for (k, (_, body)) in f.mutants.iter().enumerate() {
-            s.push_str(&format!("{} => {body}\n", k + 1));
+        for (k, (id, body)) in f.mutants.iter().enumerate() {
+            out.push_str(&format!("{} => ", k + 1));
+            let start = out.len();
+            out.push_str(body);
+            arms.push((id.clone(), start..out.len(), f.body.start));
+            out.push('\n');
         }
-        s.push_str(&format!(
+        out.push_str(&format!(
             "usize::MAX => ::std::panic!(\"harness forced-fail control: reached switched function {}\"),\n",
             f.name.escape_default()
         ));
-        s.push_str(&format!("_ => {original}\n}}\n}}"));
-        out.replace_range(f.body.clone(), &s);
+        out.push_str(&format!("_ => {original}\n}}\n}}"));
     }
-    out
+    out.push_str(&text[at..]);
+    SwitchedFile { text: out, arms }
 }
 
 /// How one mutation runs in switch mode.
@@ -316,11 +356,11 @@ pub fn switched_source(text: &str, fns: &[SwitchedFn]) -> String {
 pub struct PlanEntry {
     /// Mutation id.
     pub id: String,
-    /// `switched`, `rebuild` (fallback) or `unviable` (failed its own compile check).
+    /// `switched`, `rebuild` (fallback) or `unviable` (does not compile).
     pub mode: String,
     /// The function whose body holds it (switched and unviable ones).
     pub function: Option<String>,
-    /// Why it falls back to rebuild mode.
+    /// Why it falls back to rebuild mode, or how it was found UNVIABLE.
     pub reason: Option<String>,
 }
 
@@ -335,10 +375,25 @@ pub struct SwitchInfo {
     pub plan: Vec<PlanEntry>,
     /// Seconds spent syncing the scratch copy.
     pub sync_seconds: f64,
-    /// Seconds of the per-mutation compile checks, all together.
+    /// Seconds spent seeding the scratch target directory with the user's dependency build
+    /// products.
+    pub seed_seconds: f64,
+    /// What the seeding linked, copied and left out.
+    pub seed: SeedStats,
+    /// Packages whose artifacts cargo reported fresh in the successful switched build
+    /// (dependencies reused, not rebuilt), sorted, without duplicates.
+    pub fresh_packages: Vec<String>,
+    /// Switched builds run: 1 when every switched mutation compiles; one more per round of
+    /// mutations found UNVIABLE (and one more after compile checks on their own).
+    pub switched_builds: usize,
+    /// Seconds of the switched builds that failed and of any compile checks of mutations on
+    /// their own, all together (0 when the first switched build succeeds).
     pub check_seconds: f64,
-    /// Seconds of the one switched build.
+    /// Seconds of the successful switched build.
     pub switched_build_seconds: f64,
+    /// Why every switched mutation was compile-checked on its own before the switched build
+    /// (a lint level that makes unused code an error; see [`crate::lints`]), if it was.
+    pub checked_alone_because: Option<String>,
     /// Listed tests that failed under the forced-fail control (they reach switched code).
     pub forced_fail_failed: Vec<String>,
     /// Listed tests that passed under the forced-fail control (they reach no switched code).
@@ -376,84 +431,23 @@ fn io_fault(path: &Path, op: &str, e: std::io::Error) -> Stop {
     refuse("HARNESS-FAULT", format!("{}: {op}: {e}", path.display()))
 }
 
-/// Makes `scratch` hold exactly the files of `scan` (taken of `root`): covered files are
-/// compared by content hash, ignored ones by length and modification time; unchanged files
-/// are not rewritten (so the scratch build stays incremental); files the scan does not have
-/// are removed.
-pub fn sync_tree(root: &Path, scan: &TreeScan, scratch: &Path) -> Result<(), std::io::Error> {
-    std::fs::create_dir_all(scratch)?;
-    for (rel, sha) in &scan.files {
-        let src = root.join(rel);
-        let dst = scratch.join(rel);
-        let same = match sha {
-            Some(sha) => std::fs::read(&dst)
-                .map(|b| &workspace::sha256_hex(&b) == sha)
-                .unwrap_or(false),
-            None => match (std::fs::metadata(&src), std::fs::metadata(&dst)) {
-                (Ok(s), Ok(d)) => {
-                    s.len() == d.len()
-                        && matches!((s.modified(), d.modified()), (Ok(a), Ok(b)) if b >= a)
-                }
-                _ => false,
-            },
-        };
-        if !same {
-            if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            let _ = std::fs::remove_file(&dst);
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    let have = list_tree(scratch)?;
-    for rel in have.files.keys() {
-        if !scan.files.contains_key(rel) {
-            std::fs::remove_file(scratch.join(rel))?;
-        }
-    }
-    Ok(())
-}
-
-/// Lists every file and directory under `dir` without hashing (paths only).
-pub fn list_tree(dir: &Path) -> Result<TreeScan, std::io::Error> {
-    let mut out = TreeScan::default();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            let p = e.path();
-            let rel = p.strip_prefix(dir).unwrap_or(&p).to_path_buf();
-            if e.file_type()?.is_dir() {
-                out.dirs.insert(rel);
-                stack.push(p);
-            } else {
-                out.files.insert(rel, None);
-            }
-        }
-    }
-    Ok(out)
-}
-
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Stop> {
     std::fs::write(path, bytes).map_err(|e| io_fault(path, "write", e))
 }
 
-/// `cargo check --profile test` of the catalog's package and targets in `c`'s workspace:
-/// `Ok(None)` when it compiles, `Ok(Some(first error))` when not.
-fn compile_check(c: &Catalog) -> Result<Option<String>, Stop> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut args: Vec<String> = vec![
-        "check".into(),
-        "--profile".into(),
-        "test".into(),
-        "--message-format=json".into(),
+/// `cargo HEAD... --manifest-path M -p P --target-dir T [--lib] [--test X]... [features]`:
+/// the package and targets of catalog `c`, as [`CargoCmd`] passes them to `cargo test`
+/// (the same targets and features, so the test runs find the build fresh).
+fn cargo_args(c: &Catalog, head: &[&str]) -> Vec<String> {
+    let mut args: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+    args.extend([
         "--manifest-path".into(),
         c.root.join("Cargo.toml").display().to_string(),
         "-p".into(),
         c.spec.package.clone(),
         "--target-dir".into(),
         c.target_dir.display().to_string(),
-    ];
+    ]);
     if c.spec.lib_tests {
         args.push("--lib".into());
     }
@@ -468,33 +462,13 @@ fn compile_check(c: &Catalog) -> Result<Option<String>, Stop> {
     if c.spec.no_default_features {
         args.push("--no-default-features".into());
     }
-    let mut expr = duct::cmd(&cargo, &args)
-        .dir(&c.root)
-        // `--target-dir` above already wins over it; removed so that nothing this cargo
-        // starts (build scripts, nested cargo) sees another directory.
-        .env_remove("CARGO_TARGET_DIR")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked();
-    for (k, v) in &c.spec.env {
-        expr = expr.env(k, v);
-    }
-    let out = expr.run().map_err(|e| {
-        refuse(
-            "HARNESS-FAULT",
-            format!("cannot run cargo {}: {e}", args.join(" ")),
-        )
-    })?;
-    if crate::interrupt::requested() {
-        return Err(Stop::Interrupted);
-    }
-    if out.status.success() {
-        return Ok(None);
-    }
-    let (_, first) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
-    Ok(Some(first.unwrap_or_else(|| {
-        String::from_utf8_lossy(&out.stderr).trim().to_string()
-    })))
+    args
+}
+
+/// A build of the switched scratch copy, with rustc's errors located.
+struct SwitchedBuild {
+    build: crate::cargo::Build,
+    errors: Vec<CompilerError>,
 }
 
 struct Ran {
@@ -514,6 +488,90 @@ struct Ctx<'a> {
     baseline: Option<Baseline>,
     results: BTreeMap<usize, Ran>,
     info: SwitchInfo,
+    /// Original bytes of every scratch file that has held switched code.
+    originals: BTreeMap<PathBuf, Vec<u8>>,
+}
+
+/// Where the mutated bodies sit in one switched file: (mutation index, byte range in the
+/// switched text, byte offset of the body in the original and mutated file, mutated file).
+struct Layout {
+    text: String,
+    arms: Vec<(usize, Range<usize>, usize, String)>,
+}
+
+/// Takes mutation `i` out of the switched set.
+fn remove_switched(switched: &mut BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>, i: usize) {
+    for fns in switched.values_mut() {
+        for idxs in fns.values_mut() {
+            idxs.retain(|&j| j != i);
+        }
+        fns.retain(|_, v| !v.is_empty());
+    }
+    switched.retain(|_, v| !v.is_empty());
+}
+
+/// The package name in a cargo package id (`registry+https://...#serde@1.0.0` → `serde`,
+/// `path+file:///ws/engine#0.1.0` → `engine`).
+fn package_name(id: &str) -> String {
+    match id.rsplit_once('#') {
+        Some((url, frag)) => match frag.split_once('@') {
+            Some((name, _)) => name.to_string(),
+            None => url.rsplit('/').next().unwrap_or(url).to_string(),
+        },
+        None => id.split_whitespace().next().unwrap_or(id).to_string(),
+    }
+}
+
+/// Which switched mutation each compiler error lies in. An error belongs to a mutation when
+/// one of its sites (a primary span, or a macro call site it was expanded from) lies inside
+/// that mutation's body in a switched file; its rendered text is moved to the mutation's
+/// place in the mutated file. Returns (mutation index → its errors) and the errors that lie
+/// in no mutated body.
+fn blame<'e>(
+    errors: &'e [CompilerError],
+    root: &Path,
+    layouts: &BTreeMap<PathBuf, Layout>,
+) -> (BTreeMap<usize, Vec<String>>, Vec<&'e CompilerError>) {
+    let mut blamed: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut stray = Vec::new();
+    for e in errors {
+        let mut hit = false;
+        for site in &e.sites {
+            let path = Path::new(&site.file);
+            let rel = if path.is_absolute() {
+                path.strip_prefix(root).ok()
+            } else {
+                Some(path)
+            };
+            let Some(layout) = rel.and_then(|r| layouts.get(r)) else {
+                continue;
+            };
+            for (i, range, body_start, mutated) in &layout.arms {
+                if range.start <= site.bytes.start && site.bytes.end <= range.end {
+                    hit = true;
+                    let r = Relocation {
+                        file: &site.file,
+                        compiled: &layout.text,
+                        from: range.clone(),
+                        shown: mutated,
+                        to: *body_start,
+                    };
+                    let text = diagnostics::relocate(&e.rendered, &r);
+                    let list = blamed.entry(*i).or_default();
+                    if !list.contains(&text) {
+                        list.push(text);
+                    }
+                }
+            }
+            if hit {
+                break;
+            }
+        }
+        if !hit {
+            stray.push(e);
+        }
+    }
+    (blamed, stray)
 }
 
 /// Runs the battery in `catalog_path` in switch mode (the caller holds the host lock) and
@@ -575,11 +633,17 @@ pub fn run(
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
         baseline: None,
         results: BTreeMap::new(),
+        originals: BTreeMap::new(),
         info: SwitchInfo {
             schema: SWITCH_SCHEMA.into(),
             scratch: switch_dir.join("tree"),
             plan: Vec::new(),
             sync_seconds: 0.0,
+            seed_seconds: 0.0,
+            seed: SeedStats::default(),
+            fresh_packages: Vec::new(),
+            switched_builds: 0,
+            checked_alone_because: None,
             check_seconds: 0.0,
             switched_build_seconds: 0.0,
             forced_fail_failed: Vec::new(),
@@ -767,6 +831,106 @@ impl Ctx<'_> {
         CargoCmd::new(&c).with_state_dir(&self.state)
     }
 
+    /// Runs cargo with `args` in the scratch copy, in its own process group (recorded in the
+    /// state directory while it runs, killed on interruption), with the catalog's
+    /// environment. Returns its output and wall seconds.
+    fn run_cargo(&self, args: &[String]) -> Result<(std::process::Output, f64), Stop> {
+        use std::os::unix::process::CommandExt;
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let command = format!("cargo {}", args.join(" "));
+        let fault =
+            |e: std::io::Error| refuse("HARNESS-FAULT", format!("cannot run {command}: {e}"));
+        let mut expr = duct::cmd(&cargo, args)
+            .dir(&self.scratch.root)
+            .env("CARGO_TERM_COLOR", "never")
+            .env_remove("CARGO_TARGET_DIR")
+            .stdout_capture()
+            .stderr_capture()
+            .stdin_null()
+            .unchecked()
+            .before_spawn(|c| {
+                c.process_group(0);
+                Ok(())
+            });
+        for (k, v) in &self.scratch.spec.env {
+            expr = expr.env(k, v);
+        }
+        let start = Instant::now();
+        let handle = expr.start().map_err(fault)?;
+        let pid = handle.pids().first().copied();
+        let record = pid.and_then(|pid| crate::process::record_child(&self.state, pid).ok());
+        let waited = loop {
+            match handle.try_wait() {
+                Ok(Some(_)) => break Ok(()),
+                Ok(None) => {}
+                Err(e) => break Err(fault(e)),
+            }
+            if crate::interrupt::requested() {
+                if let Some(pid) = pid {
+                    crate::process::kill_group(pid);
+                }
+                let _ = handle.wait();
+                break Err(Stop::Interrupted);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        };
+        if let Some(r) = record {
+            let _ = std::fs::remove_file(r);
+        }
+        waited?;
+        let out = handle.into_output().map_err(fault)?;
+        Ok((out, start.elapsed().as_secs_f64()))
+    }
+
+    /// `cargo check --profile test` of the catalog's package and targets in the scratch copy:
+    /// `Ok(None)` when it compiles, `Ok(Some(first error))` when not.
+    fn compile_check(&self) -> Result<Option<String>, Stop> {
+        let args = cargo_args(
+            &self.scratch,
+            &["check", "--profile", "test", "--message-format=json"],
+        );
+        let (out, _) = self.run_cargo(&args)?;
+        if out.status.success() {
+            return Ok(None);
+        }
+        let (_, first) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
+        Ok(Some(first.unwrap_or_else(|| {
+            String::from_utf8_lossy(&out.stderr).trim().to_string()
+        })))
+    }
+
+    /// Builds the test targets of the scratch copy (`cargo test --no-run`, the arguments
+    /// the test runs use) and locates rustc's errors.
+    fn switched_build(&self) -> Result<SwitchedBuild, Stop> {
+        let mut args = cargo_args(&self.scratch, &["test"]);
+        args.push("--no-run".into());
+        args.push("--message-format=json".into());
+        let (out, seconds) = self.run_cargo(&args)?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (artifacts, first_error) = parse_build_messages(&stdout);
+        let success = out.status.success();
+        let first_error = (!success).then(|| {
+            first_error.unwrap_or_else(|| {
+                let err = String::from_utf8_lossy(&out.stderr);
+                let lines: Vec<&str> = err.lines().collect();
+                lines[lines.len().saturating_sub(20)..].join("\n")
+            })
+        });
+        Ok(SwitchedBuild {
+            build: crate::cargo::Build {
+                success,
+                artifacts,
+                first_error,
+                seconds,
+            },
+            errors: if success {
+                Vec::new()
+            } else {
+                diagnostics::compiler_errors(&stdout)
+            },
+        })
+    }
+
     /// Runs the listed tests in the scratch copy with the switch set to `mutant`, then
     /// removes what the run created in the scratch tree.
     fn run_tests(
@@ -863,90 +1027,106 @@ impl Ctx<'_> {
             plan.insert(pm.index, entry);
         }
 
-        // Each switched mutation must compile on its own.
+        // Seed the scratch target directory with the user's dependency build products.
+        p.phase("seeding the scratch target directory");
         let t = Instant::now();
+        let (from, to) = (
+            c.target_dir.join("debug"),
+            self.scratch.target_dir.join("debug"),
+        );
+        self.info.seed = scratch::seed_dependencies(&from, &to, &scratch::Members::of(&packages))
+            .map_err(|e| {
+            refuse(
+                "HARNESS-FAULT",
+                format!("seeding {} from {}: {e}", to.display(), from.display()),
+            )
+        })?;
+        self.info.seed_seconds = t.elapsed().as_secs_f64();
+
+        // The switched build. Errors inside a mutated body make that mutation UNVIABLE and
+        // the build is repeated without it; an error outside every mutated body sends the
+        // remaining switched mutations through compile checks on their own, once.
         let by_index: BTreeMap<usize, &PreparedMutation> =
             selected.iter().map(|pm| (pm.index, *pm)).collect();
-        for (file, fns) in switched.iter_mut() {
-            for idxs in fns.values_mut() {
-                let mut keep = Vec::new();
-                for &i in idxs.iter() {
-                    let pm = by_index[&i];
-                    let m = &c.spec.mutations[i];
-                    p.phase(&format!("{}: compile check", m.id));
-                    let dst = sroot.join(file);
-                    write_file(&dst, &pm.mutated)?;
-                    let res = compile_check(&self.scratch);
-                    write_file(&dst, &pm.original)?;
-                    match res? {
-                        None => keep.push(i),
-                        Some(err) => {
-                            p.line(&format!(
-                                "{}: UNVIABLE (does not compile on its own): {}",
-                                m.id,
-                                failure_summary(&err)
-                            ));
-                            if let Some(e) = plan.get_mut(&i) {
-                                e.mode = "unviable".into();
-                            }
-                            self.results.insert(
-                                i,
-                                Ran {
-                                    run: None,
-                                    compiler_error: Some(err),
-                                    build_seconds: 0.0,
-                                    created: Vec::new(),
-                                },
-                            );
-                        }
-                    }
-                }
-                *idxs = keep;
-            }
-            fns.retain(|_, v| !v.is_empty());
-        }
-        switched.retain(|_, v| !v.is_empty());
-        self.info.check_seconds = t.elapsed().as_secs_f64();
-        self.info.plan = plan.values().cloned().collect();
-
-        // The switched build.
         for (file, fns) in &switched {
-            let pm0 = by_index[&fns.values().next().expect("non-empty")[0]];
-            let text = String::from_utf8_lossy(&pm0.original).into_owned();
-            let fb = &bodies[file];
-            let list: Vec<SwitchedFn> = fns
-                .iter()
-                .map(|(&bi, idxs)| {
-                    let b = &fb[bi];
-                    let body = &text[b.body.clone()];
-                    SwitchedFn {
-                        name: b.name.clone(),
-                        body: b.body.clone(),
-                        mutants: idxs
-                            .iter()
-                            .map(|&i| {
-                                let m = &c.spec.mutations[i];
-                                (m.id.clone(), body.replace(&m.find, &m.replace))
-                            })
-                            .collect(),
-                    }
-                })
-                .collect();
-            write_file(&sroot.join(file), switched_source(&text, &list).as_bytes())?;
+            let i = fns.values().flatten().next().expect("non-empty");
+            self.originals
+                .insert(file.clone(), by_index[i].original.clone());
         }
-        p.phase("switched build");
-        let build = self.cargo(None).build()?;
-        self.info.switched_build_seconds = build.seconds;
-        if !build.success {
-            self.restore_scratch(&switched, &by_index)?;
-            return Err(refuse(
-                "HARNESS-FAULT",
-                format!(
-                    "the switched scratch copy does not build: {}",
-                    build.first_error.unwrap_or_default()
-                ),
+        // Where a denied usage lint may be in force, a mutation can compile behind the
+        // switch and not on its own (see `crate::lints`): check each on its own first.
+        let mut checked_alone = false;
+        let owners: BTreeSet<PathBuf> = switched
+            .keys()
+            .map(|f| {
+                owning_package(&packages, &sroot.join(f))
+                    .map_or_else(|| sroot.clone(), |o| o.dir.clone())
+            })
+            .collect();
+        if let Some(why) = owners
+            .iter()
+            .find_map(|dir| crate::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env))
+        {
+            p.line(&format!(
+                "a lint level that makes unused code an error may be in force ({why}): checking each switched mutation on its own"
             ));
+            self.info.checked_alone_because = Some(why);
+            self.check_alone(&mut switched, &mut plan, &by_index)?;
+            checked_alone = true;
         }
+        let build = loop {
+            let layouts = self.write_switched(&switched, &bodies, &by_index)?;
+            self.info.switched_builds += 1;
+            let n: usize = switched
+                .values()
+                .flat_map(|f| f.values())
+                .map(Vec::len)
+                .sum();
+            p.phase(&format!("switched build ({n} switched mutations)"));
+            let SwitchedBuild { build, errors } = self.switched_build()?;
+            if build.success {
+                break build;
+            }
+            self.info.check_seconds += build.seconds;
+            let (blamed, stray) = blame(&errors, &sroot, &layouts);
+            if !blamed.is_empty() {
+                for (i, errs) in blamed {
+                    self.mark_unviable(
+                        &mut plan,
+                        i,
+                        "rustc reports an error inside its mutated body in the switched build",
+                        errs.join("\n"),
+                    );
+                    remove_switched(&mut switched, i);
+                }
+                continue;
+            }
+            let first = stray
+                .first()
+                .map(|e| e.rendered.clone())
+                .or(build.first_error.clone())
+                .unwrap_or_default();
+            if checked_alone || switched.is_empty() {
+                self.restore_scratch()?;
+                return Err(refuse(
+                    "HARNESS-FAULT",
+                    format!("the switched scratch copy does not build: {first}"),
+                ));
+            }
+            p.line(&format!(
+                "the switched build fails outside every mutated body ({}): checking each switched mutation on its own",
+                failure_summary(&first)
+            ));
+            self.check_alone(&mut switched, &mut plan, &by_index)?;
+            checked_alone = true;
+        };
+        self.info.switched_build_seconds = build.seconds;
+        self.info.plan = plan.values().cloned().collect();
+        let mut fresh: BTreeSet<String> = BTreeSet::new();
+        for a in build.artifacts.iter().filter(|a| a.fresh) {
+            fresh.insert(package_name(&a.package_id));
+        }
+        self.info.fresh_packages = fresh.into_iter().collect();
         let rebuilt = |b: &crate::cargo::Build, file: &Path| {
             let owner = owning_package(&packages, file);
             b.artifacts
@@ -1097,7 +1277,7 @@ impl Ctx<'_> {
             p.advance();
         }
         self.info.overhead_seconds_median = median(overheads);
-        self.restore_scratch(&switched, &by_index)?;
+        self.restore_scratch()?;
 
         // Fallback: rebuild mode in the scratch copy.
         for pm in &selected {
@@ -1199,16 +1379,137 @@ impl Ctx<'_> {
         ));
     }
 
-    /// Writes the original bytes back over every switched file of the scratch copy.
-    fn restore_scratch(
-        &self,
-        switched: &BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>,
+    /// Records mutation `i` as UNVIABLE with compiler error `err`, found `how`.
+    fn mark_unviable(
+        &mut self,
+        plan: &mut BTreeMap<usize, PlanEntry>,
+        i: usize,
+        how: &str,
+        err: String,
+    ) {
+        self.progress.line(&format!(
+            "{}: UNVIABLE ({how}): {}",
+            self.user.spec.mutations[i].id,
+            failure_summary(&err)
+        ));
+        if let Some(e) = plan.get_mut(&i) {
+            e.mode = "unviable".into();
+            e.reason = Some(how.to_string());
+        }
+        self.results.insert(
+            i,
+            Ran {
+                run: None,
+                compiler_error: Some(err),
+                build_seconds: 0.0,
+                created: Vec::new(),
+            },
+        );
+    }
+
+    /// Compile-checks every switched mutation on its own in the (restored) scratch copy;
+    /// those that do not compile are UNVIABLE and leave the switched set.
+    fn check_alone(
+        &mut self,
+        switched: &mut BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>,
+        plan: &mut BTreeMap<usize, PlanEntry>,
         by_index: &BTreeMap<usize, &PreparedMutation>,
     ) -> Result<(), Stop> {
-        for (file, fns) in switched {
-            if let Some(&i) = fns.values().flatten().next() {
-                write_file(&self.scratch.root.join(file), &by_index[&i].original)?;
+        let t = Instant::now();
+        self.restore_scratch()?;
+        let ids: Vec<(PathBuf, usize)> = switched
+            .iter()
+            .flat_map(|(f, fns)| fns.values().flatten().map(move |&i| (f.clone(), i)))
+            .collect();
+        for (file, i) in ids {
+            if crate::interrupt::requested() {
+                return Err(Stop::Interrupted);
             }
+            self.progress.phase(&format!(
+                "{}: compile check",
+                self.user.spec.mutations[i].id
+            ));
+            let dst = self.scratch.root.join(&file);
+            write_file(&dst, &by_index[&i].mutated)?;
+            let res = self.compile_check();
+            write_file(&dst, &by_index[&i].original)?;
+            if let Some(err) = res? {
+                self.mark_unviable(plan, i, "does not compile on its own", err);
+                remove_switched(switched, i);
+            }
+        }
+        self.info.check_seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Writes every file of [`Ctx::originals`] into the scratch copy: the switched source
+    /// for the files that still hold switched mutations, the original for the others.
+    /// Returns where the mutated bodies sit.
+    fn write_switched(
+        &self,
+        switched: &BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>,
+        bodies: &BTreeMap<PathBuf, Vec<FnBody>>,
+        by_index: &BTreeMap<usize, &PreparedMutation>,
+    ) -> Result<BTreeMap<PathBuf, Layout>, Stop> {
+        let mut layouts = BTreeMap::new();
+        for (file, original) in &self.originals {
+            let dst = self.scratch.root.join(file);
+            let Some(fns) = switched.get(file) else {
+                write_file(&dst, original)?;
+                continue;
+            };
+            let text = String::from_utf8_lossy(original).into_owned();
+            let fb = &bodies[file];
+            let list: Vec<SwitchedFn> = fns
+                .iter()
+                .map(|(&bi, idxs)| {
+                    let b = &fb[bi];
+                    let body = &text[b.body.clone()];
+                    SwitchedFn {
+                        name: b.name.clone(),
+                        body: b.body.clone(),
+                        mutants: idxs
+                            .iter()
+                            .map(|&i| {
+                                let m = &self.user.spec.mutations[i];
+                                (m.id.clone(), body.replace(&m.find, &m.replace))
+                            })
+                            .collect(),
+                    }
+                })
+                .collect();
+            let sw = switched_file(&text, &list);
+            write_file(&dst, sw.text.as_bytes())?;
+            let index_of: BTreeMap<&str, usize> = fns
+                .values()
+                .flatten()
+                .map(|&i| (self.user.spec.mutations[i].id.as_str(), i))
+                .collect();
+            let arms = sw
+                .arms
+                .iter()
+                .map(|(id, range, at)| {
+                    let i = index_of[id.as_str()];
+                    let mutated = String::from_utf8_lossy(&by_index[&i].mutated).into_owned();
+                    (i, range.clone(), *at, mutated)
+                })
+                .collect();
+            layouts.insert(
+                file.clone(),
+                Layout {
+                    text: sw.text,
+                    arms,
+                },
+            );
+        }
+        Ok(layouts)
+    }
+
+    /// Writes the original bytes back over every file of the scratch copy that has held
+    /// switched code.
+    fn restore_scratch(&self) -> Result<(), Stop> {
+        for (file, original) in &self.originals {
+            write_file(&self.scratch.root.join(file), original)?;
         }
         Ok(())
     }
@@ -1285,5 +1586,139 @@ mod tests {
         assert!(out.starts_with(&SRC[..b[0].body.start]));
         assert!(out.ends_with(&SRC[b[0].body.end..]));
         syn::parse_file(&out).expect("switched source parses");
+    }
+
+    #[test]
+    fn arms_hold_the_mutated_bodies_verbatim() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        let fns = [
+            SwitchedFn {
+                name: b[0].name.clone(),
+                body: b[0].body.clone(),
+                mutants: vec![
+                    ("m1".into(), "{\n    a - b\n}".into()),
+                    ("m2".into(), "{\n    a * b\n}".into()),
+                ],
+            },
+            SwitchedFn {
+                name: b[3].name.clone(),
+                body: b[3].body.clone(),
+                mutants: vec![("m3".into(), "{ 3 - 4 }".into())],
+            },
+        ];
+        let sw = switched_file(SRC, &fns);
+        assert_eq!(sw.text, switched_source(SRC, &fns));
+        let got: Vec<(&str, &str, usize)> = sw
+            .arms
+            .iter()
+            .map(|(id, r, at)| (id.as_str(), &sw.text[r.clone()], *at))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("m1", "{\n    a - b\n}", b[0].body.start),
+                ("m2", "{\n    a * b\n}", b[0].body.start),
+                ("m3", "{ 3 - 4 }", b[3].body.start),
+            ]
+        );
+        syn::parse_file(&sw.text).expect("switched source parses");
+    }
+
+    #[test]
+    fn async_fns_are_not_switched() {
+        let src = "async fn f() -> i64 { 1 + 2 }\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        match place(src, "1 + 2", &b) {
+            Placement::Outside { reason } => assert!(reason.contains("async fn"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
+    fn package_names_from_ids() {
+        assert_eq!(
+            package_name("registry+https://github.com/rust-lang/crates.io-index#serde@1.0.228"),
+            "serde"
+        );
+        assert_eq!(package_name("path+file:///ws/engine#0.1.0"), "engine");
+        assert_eq!(package_name("path+file:///ws/x#my-dep@0.2.0"), "my-dep");
+    }
+
+    fn error_at(file: &str, bytes: Range<usize>, rendered: &str) -> CompilerError {
+        CompilerError {
+            code: None,
+            message: "mismatched types".into(),
+            rendered: rendered.into(),
+            sites: vec![diagnostics::Site {
+                file: file.into(),
+                bytes,
+                line: 1,
+                column: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn errors_are_blamed_on_the_mutated_body_that_holds_them() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        let fns = [SwitchedFn {
+            name: b[0].name.clone(),
+            body: b[0].body.clone(),
+            mutants: vec![
+                ("m1".into(), "{\n    a - b\n}".into()),
+                ("m2".into(), "{\n    a == b\n}".into()),
+            ],
+        }];
+        let sw = switched_file(SRC, &fns);
+        let m2 = SRC.replace("a + b", "a == b");
+        let layout = Layout {
+            arms: vec![
+                (
+                    0,
+                    sw.arms[0].1.clone(),
+                    sw.arms[0].2,
+                    SRC.replace("a + b", "a - b"),
+                ),
+                (1, sw.arms[1].1.clone(), sw.arms[1].2, m2.clone()),
+            ],
+            text: sw.text.clone(),
+        };
+        let layouts: BTreeMap<PathBuf, Layout> = [(PathBuf::from("src/lib.rs"), layout)].into();
+        let in_m2 = sw.text.find("a == b").unwrap();
+        let (line, col) = diagnostics::line_column(&sw.text, in_m2);
+        let rendered =
+            |file: &str| format!("error[E0308]: mismatched types\n --> {file}:{line}:{col}\n");
+        let in_original = sw.text.rfind("a + b").unwrap();
+        let errors = [
+            error_at("src/lib.rs", in_m2..in_m2 + 6, &rendered("src/lib.rs")),
+            error_at("src/lib.rs", in_m2..in_m2 + 6, &rendered("src/lib.rs")),
+            error_at(
+                "/ws/src/lib.rs",
+                in_m2..in_m2 + 6,
+                &rendered("/ws/src/lib.rs"),
+            ),
+            error_at(
+                "src/lib.rs",
+                in_original..in_original + 5,
+                "error: in the original",
+            ),
+            error_at("src/other.rs", in_m2..in_m2 + 6, "error: elsewhere"),
+        ];
+        let (blamed, stray) = blame(&errors, Path::new("/ws"), &layouts);
+        // Both spellings of the path land on m2 (index 1); the repeated error is kept once;
+        // m1 gets nothing.
+        assert_eq!(blamed.keys().copied().collect::<Vec<_>>(), [1]);
+        // The location is moved to the mutated file: where `a == b` is there.
+        let (l, c) = diagnostics::line_column(&m2, m2.find("a == b").unwrap());
+        assert_eq!(
+            blamed[&1],
+            [
+                format!("error[E0308]: mismatched types\n --> src/lib.rs:{l}:{c}\n"),
+                format!("error[E0308]: mismatched types\n --> /ws/src/lib.rs:{l}:{c}\n"),
+            ]
+        );
+        assert_ne!((l, c), (line, col));
+        let stray: Vec<&str> = stray.iter().map(|e| e.rendered.as_str()).collect();
+        assert_eq!(stray, ["error: in the original", "error: elsewhere"]);
     }
 }

@@ -38,7 +38,7 @@ fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<Stri
 fn plan(sb: &Sandbox, name: &str) -> BTreeMap<String, serde_json::Value> {
     let p = sb.ws.join(format!("reports/{name}/switch.json"));
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    assert_eq!(v["schema"], "harness-switch/1");
+    assert_eq!(v["schema"], "harness-switch/2");
     v["plan"]
         .as_array()
         .unwrap()
@@ -114,7 +114,11 @@ fn switch_mode_equals_rebuild_mode_and_never_touches_the_tree() {
     ] {
         assert_eq!(p[id]["mode"], "switched", "{id}: {}", p[id]);
     }
+    // The unviable one was found by the switched build itself: rustc's error lies inside
+    // its mutated body; the switched build was repeated without it, once.
     assert_eq!(p["add-does-not-compile"]["mode"], "unviable");
+    let how = p["add-does-not-compile"]["reason"].as_str().unwrap();
+    assert!(how.contains("switched build"), "{how}");
     assert_eq!(p["add-subtracts"]["function"], "add");
     assert_eq!(p["clamp-upper-inverted"]["function"], "clamp");
     // Switch-mode mutants cost no build of their own.
@@ -126,6 +130,23 @@ fn switch_mode_equals_rebuild_mode_and_never_touches_the_tree() {
         &std::fs::read_to_string(sb.ws.join("reports/sample/switch.json")).unwrap(),
     )
     .unwrap();
+    assert_eq!(sw["switched_builds"], 2, "{sw}");
+    assert_eq!(sw["checked_alone_because"], serde_json::Value::Null);
+    // Its error is shown where the mutated file has it (`a + b` is at line 9, column 5 of
+    // src/lib.rs), as rebuild mode shows it, not where the switched copy had it.
+    let at = |r: &serde_json::Value| {
+        let e = r["mutations"][4]["compiler_error"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        e.lines()
+            .find(|l| l.trim_start().starts_with("-->"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(at(&r2), "--> src/lib.rs:9:5");
+    assert_eq!(at(&r1), at(&r2));
     let failed: Vec<&str> = sw["forced_fail_failed"]
         .as_array()
         .unwrap()
@@ -218,4 +239,207 @@ rationale = "Outside any function body: falls back and survives."
     assert_eq!(m[0]["build_seconds"].as_f64().unwrap(), 0.0);
     assert!(m[1]["build_seconds"].as_f64().unwrap() > 0.0);
     run.stderr_has("add-signature-and-body: rebuild mode (");
+}
+
+/// A sandbox whose sample package depends on `tinydep`, a path dependency outside the
+/// workspace (so not a member: built the same way for the user's tree and the scratch copy).
+fn with_outside_dependency() -> Sandbox {
+    let sb = Sandbox::new();
+    let dep = sb.dir.path().join("vendor/tinydep");
+    std::fs::create_dir_all(dep.join("src")).unwrap();
+    std::fs::write(
+        dep.join("Cargo.toml"),
+        "[package]\nname = \"tinydep\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dep.join("src/lib.rs"),
+        "//! A dependency from outside the workspace.\n\n/// One.\npub fn one() -> i64 {\n    1\n}\n",
+    )
+    .unwrap();
+    sb.edit(
+        "Cargo.toml",
+        "[dependencies]",
+        &format!(
+            "[dependencies]\ntinydep = {{ path = {:?} }}",
+            dep.display().to_string()
+        ),
+    );
+    sb.edit(
+        "src/lib.rs",
+        "    a + b\n",
+        "    a + b + tinydep::one() - 1\n",
+    );
+    // The lock file is part of the tree: write it before the tree is fingerprinted.
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["generate-lockfile", "--offline", "--manifest-path"])
+        .arg(sb.ws.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sb
+}
+
+type Stats = BTreeMap<std::path::PathBuf, (u64, std::time::SystemTime)>;
+
+/// The paths whose length or modification time differ between two stat trees.
+fn changed(a: &Stats, b: &Stats) -> Vec<String> {
+    let mut out: Vec<String> = a
+        .iter()
+        .filter(|(p, s)| b.get(*p) != Some(s))
+        .map(|(p, _)| p.display().to_string())
+        .collect();
+    out.extend(
+        b.keys()
+            .filter(|p| !a.contains_key(*p))
+            .map(|p| format!("{} (created)", p.display())),
+    );
+    out
+}
+
+#[test]
+fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_products() {
+    let sb = with_outside_dependency();
+    let only = ["--only", "add-subtracts", "--only", "clamp-upper-inverted"];
+    // Rebuild mode fills the catalog's target directory (the user's build products); the
+    // user's own `cargo test` then brings them up to date with the original code.
+    sb.battery(&only).expect_code(0);
+    let target = sb.ws.join("target/harness/sample");
+    let users_cargo_test = || {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["test", "--offline", "--test", "contract", "--manifest-path"])
+            .arg(sb.ws.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .args(["--", "--exact", "contract::adds_two_numbers"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    users_cargo_test();
+    let users = harness::scratch::stat_tree(&target.join("debug")).unwrap();
+    assert!(
+        users
+            .keys()
+            .any(|p| p.to_string_lossy().contains("libtinydep-")),
+        "the rebuild run built tinydep"
+    );
+
+    let mut args = only.to_vec();
+    args.extend(["--mode", "switch"]);
+    let run = sb.battery(&args);
+    run.expect_code(0);
+    let r = sb.report_json();
+    let v = verdicts(&r);
+    assert_eq!(v["add-subtracts"].0, "KILLED");
+    assert_eq!(v["clamp-upper-inverted"].0, "KILLED");
+
+    // Not one of the user's build products was written, created or removed.
+    let after = harness::scratch::stat_tree(&target.join("debug")).unwrap();
+    assert_eq!(changed(&users, &after), Vec::<String>::new());
+    // tinydep was seeded from them and found fresh: reused, not rebuilt; the member was
+    // built by the scratch copy itself.
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/sample/switch.json")).unwrap(),
+    )
+    .unwrap();
+    let fresh: Vec<&str> = sw["fresh_packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(fresh, ["tinydep"], "{sw}");
+    assert!(sw["seed"]["linked"].as_u64().unwrap() >= 1, "{sw}");
+    assert!(sw["seed"]["members_skipped"].as_u64().unwrap() >= 1, "{sw}");
+    let names: Vec<String> = std::fs::read_dir(target.join("switch/target/debug/deps"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("libsample-")),
+        "the scratch copy built its own sample: {names:?}"
+    );
+
+    // The user's own cargo finds its build of the original code fresh (rewrites nothing)
+    // and green.
+    users_cargo_test();
+    let again = harness::scratch::stat_tree(&target.join("debug")).unwrap();
+    assert_eq!(changed(&users, &again), Vec::<String>::new());
+}
+
+#[test]
+fn under_a_denied_unused_lint_each_mutation_is_checked_on_its_own() {
+    // `b` unused is an error here: `a + 0` does not compile on its own, although it would
+    // compile behind the switch (where the original body still uses `b`).
+    let sb = Sandbox::new();
+    sb.edit(
+        "src/lib.rs",
+        "mod crlf;",
+        "#![deny(unused_variables)]\n\nmod crlf;",
+    );
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    sb.write(
+        "mutations/lints.toml",
+        &format!(
+            "{}{}",
+            header.replace("name = \"sample\"", "name = \"lints\""),
+            r#"
+[[mutation]]
+id = "add-subtracts"
+title = "add subtracts instead"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "a - b"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Compiles either way."
+
+[[mutation]]
+id = "add-drops-b"
+title = "add ignores b"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "a + 0"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Leaves b unused: UNVIABLE under deny(unused_variables)."
+"#
+        ),
+    );
+    let catalog = sb.ws.join("mutations/lints.toml");
+    let catalog = catalog.to_str().unwrap();
+    let reports = |name: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(sb.ws.join(format!("reports/lints/{name}"))).unwrap(),
+        )
+        .unwrap()
+    };
+    sb.run(&["battery", catalog]).expect_code(1);
+    let r1 = reports("battery.json");
+    let run = sb.run(&["battery", catalog, "--mode", "switch"]);
+    run.expect_code(1);
+    run.stderr_has("checking each switched mutation on its own");
+    let r2 = reports("battery.json");
+    let (v1, v2) = (verdicts(&r1), verdicts(&r2));
+    assert_eq!(v1["add-drops-b"].0, "UNVIABLE");
+    assert_eq!(v1, v2);
+    assert_eq!(v2["add-subtracts"].0, "KILLED");
+    assert_eq!(r1["kill_matrix"], r2["kill_matrix"]);
+    let sw = reports("switch.json");
+    let why = sw["checked_alone_because"].as_str().unwrap();
+    assert!(why.ends_with("src/lib.rs:3"), "{why}");
+    let p = plan(&sb, "lints");
+    assert_eq!(p["add-subtracts"]["mode"], "switched");
+    assert_eq!(p["add-drops-b"]["mode"], "unviable");
+    assert_eq!(p["add-drops-b"]["reason"], "does not compile on its own");
 }
