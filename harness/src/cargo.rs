@@ -243,6 +243,15 @@ impl CargoCmd {
         s
     }
 
+    /// Runs `cargo ARGS` (no timeout) with this invocation's directory, environment and
+    /// state directory, in its own process group killed on interruption. Returns its
+    /// output and wall seconds; a failing exit status is the caller's to read.
+    pub fn run_args(&self, args: &[String]) -> Result<(Output, f64), CargoError> {
+        let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+        let (out, _, seconds) = self.exec(&args, None)?;
+        Ok((out, seconds))
+    }
+
     /// Runs cargo with `args` in its own process group, killing the group at `timeout` or
     /// on interruption. Returns (output, timed_out, seconds).
     fn exec(

@@ -835,51 +835,7 @@ impl Ctx<'_> {
     /// state directory while it runs, killed on interruption), with the catalog's
     /// environment. Returns its output and wall seconds.
     fn run_cargo(&self, args: &[String]) -> Result<(std::process::Output, f64), Stop> {
-        use std::os::unix::process::CommandExt;
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let command = format!("cargo {}", args.join(" "));
-        let fault =
-            |e: std::io::Error| refuse("HARNESS-FAULT", format!("cannot run {command}: {e}"));
-        let mut expr = duct::cmd(&cargo, args)
-            .dir(&self.scratch.root)
-            .env("CARGO_TERM_COLOR", "never")
-            .env_remove("CARGO_TARGET_DIR")
-            .stdout_capture()
-            .stderr_capture()
-            .stdin_null()
-            .unchecked()
-            .before_spawn(|c| {
-                c.process_group(0);
-                Ok(())
-            });
-        for (k, v) in &self.scratch.spec.env {
-            expr = expr.env(k, v);
-        }
-        let start = Instant::now();
-        let handle = expr.start().map_err(fault)?;
-        let pid = handle.pids().first().copied();
-        let record = pid.and_then(|pid| crate::process::record_child(&self.state, pid).ok());
-        let waited = loop {
-            match handle.try_wait() {
-                Ok(Some(_)) => break Ok(()),
-                Ok(None) => {}
-                Err(e) => break Err(fault(e)),
-            }
-            if crate::interrupt::requested() {
-                if let Some(pid) = pid {
-                    crate::process::kill_group(pid);
-                }
-                let _ = handle.wait();
-                break Err(Stop::Interrupted);
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        };
-        if let Some(r) = record {
-            let _ = std::fs::remove_file(r);
-        }
-        waited?;
-        let out = handle.into_output().map_err(fault)?;
-        Ok((out, start.elapsed().as_secs_f64()))
+        Ok(self.cargo(None).run_args(args)?)
     }
 
     /// `cargo check --profile test` of the catalog's package and targets in the scratch copy:
