@@ -135,7 +135,7 @@ fn raise_exception_is_reported_with_its_message() {
     assert_eq!(t.render(&[Message::user("x")], false).unwrap(), "ok");
     let err = t.render(&[Message::assistant("x")], false).unwrap_err();
     assert!(
-        matches!(err, ChatError::Raised { ref message } if message == "Conversation must start with a user turn"),
+        matches!(err, ChatError::Raised { ref message, line: Some(1) } if message == "Conversation must start with a user turn"),
         "{err:?}"
     );
     assert!(
@@ -189,4 +189,64 @@ fn render_failures_other_than_raise_exception_are_render_errors() {
     let err = t.render(&[Message::user("x")], false).unwrap_err();
     assert!(matches!(err, ChatError::Render(_)), "{err:?}");
     assert!(err.to_string().contains("no_such_filter"), "{err}");
+}
+
+// The five defects of issue 14, each against the behaviour of transformers' renderer.
+
+#[test]
+fn generation_block_renders_its_body() {
+    // transformers' AssistantTracker extension: `{% generation %}` renders its body unchanged.
+    let src = "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}A:{{ m.content }}\n{% endgeneration %}{% else %}U:{{ m.content }}\n{% endif %}{% endfor %}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    let out = t
+        .render(&[Message::user("hi"), Message::assistant("yo")], false)
+        .unwrap();
+    assert_eq!(out, "U:hi\nA:yo\n");
+}
+
+#[test]
+fn strftime_now_is_a_defined_function() {
+    let src = "{% if strftime_now is defined %}{{ strftime_now('%Y') | length }}{% else %}fallback{% endif %}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    assert_eq!(t.render(&[], false).unwrap(), "4");
+}
+
+#[test]
+fn dict_literals_keep_their_key_order_through_tojson() {
+    // Python dicts keep insertion order; json.dumps writes them in that order.
+    let t = ChatTemplate::new("{{ {'b': 1, 'a': {'z': 2, 'y': 3}} | tojson }}", "", "").unwrap();
+    assert_eq!(
+        t.render(&[], false).unwrap(),
+        r#"{"b": 1, "a": {"z": 2, "y": 3}}"#
+    );
+}
+
+#[test]
+fn tojson_accepts_ensure_ascii() {
+    let t = ChatTemplate::new(
+        "{{ 'é€😀' | tojson(ensure_ascii=False) }} {{ 'é€😀' | tojson(ensure_ascii=True) }}",
+        "",
+        "",
+    )
+    .unwrap();
+    assert_eq!(
+        t.render(&[], false).unwrap(),
+        r#""é€😀" "\u00e9\u20ac\ud83d\ude00""#
+    );
+}
+
+#[test]
+fn a_template_error_is_described_once() {
+    // Printed as the binary prints errors (anyhow's `{:#}`: the message and its causes).
+    let t = ChatTemplate::new("{{ messages | no_such_filter }}", "", "").unwrap();
+    let err = t.render(&[Message::user("x")], false).unwrap_err();
+    let printed = format!("{:#}", anyhow::Error::new(err));
+    assert_eq!(printed.matches("no_such_filter").count(), 1, "{printed}");
+    let err = ChatTemplate::new("{% for %}", "", "").unwrap_err();
+    let printed = format!("{:#}", anyhow::Error::new(err));
+    assert_eq!(
+        printed.matches("tokenizer.chat_template:1").count(),
+        1,
+        "{printed}"
+    );
 }
