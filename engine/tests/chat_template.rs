@@ -250,3 +250,27 @@ fn a_template_error_is_described_once() {
         "{printed}"
     );
 }
+
+#[test]
+fn environment_prints_values_and_defines_variables_as_transformers_does() {
+    use engine::chat::{ChatRequest, SpecialTokens};
+    // Expected text printed by transformers 5.24.0's `render_jinja_template` (Jinja2 3.1.6) for
+    // this source, one user turn, add_generation_prompt=True, bos_token="<s>",
+    // eos_token="<override>" (a template argument overriding the model's eos).
+    let src = "{{ [1, 'a', none, true, 1e-5, {'k': \"it's\"}] }}|{{ [1, none]|string }}|{{ [1, true, 'x']|join('-') }}|{{ tools is none }}|{{ documents is none }}|{{ bos_token }}|{{ eos_token }}|{{ unk_token is defined }}|{{ add_generation_prompt }}|{{ {'b': 1, 'a': [1.5, 'é']}|tojson(indent=2, sort_keys=true) }}|{{ {'b': 1}|tojson(separators=(',', ':')) }}|{{ 'a b  c '.rsplit(none, 1) }}|{{ 'x=y=z'.partition('=')[2] }}";
+    let t = ChatTemplate::with_special_tokens(
+        src,
+        SpecialTokens {
+            bos_token: Some("<s>".into()),
+            eos_token: Some("</s>".into()),
+            ..SpecialTokens::default()
+        },
+    )
+    .unwrap();
+    let mut req = ChatRequest::new(&[Message::user("hi")], true);
+    req.kwargs.push(("eos_token".into(), "<override>".into()));
+    assert_eq!(
+        t.render_request(&req).unwrap(),
+        "[1, 'a', None, True, 1e-05, {'k': \"it's\"}]|[1, None]|1-True-x|True|True|<s>|<override>|False|True|{\n  \"a\": [\n    1.5,\n    \"é\"\n  ],\n  \"b\": 1\n}|{\"b\":1}|['a b', 'c']|y=z"
+    );
+}
