@@ -274,3 +274,18 @@ fn environment_prints_values_and_defines_variables_as_transformers_does() {
         "[1, 'a', None, True, 1e-05, {'k': \"it's\"}]|[1, None]|1-True-x|True|True|<s>|<override>|False|True|{\n  \"a\": [\n    1.5,\n    \"é\"\n  ],\n  \"b\": 1\n}|{\"b\":1}|['a b', 'c']|y=z"
     );
 }
+
+#[test]
+fn whitespace_modifiers_and_the_trailing_newline_follow_jinja2() {
+    // Expected texts printed by transformers 5.24.0's `render_jinja_template` (Jinja2 3.1.6).
+    for (src, want) in [
+        (
+            "a\n  {%+ if true %}x{% endif +%}\n  {%- if true -%} y {%- endif %}\n{{ 'z' }}\n",
+            "a\n  xyz",
+        ),
+        ("{{ 'z' }}\n\n", "z\n"),
+    ] {
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        assert_eq!(t.render(&[], false).unwrap(), want, "{src:?}");
+    }
+}
