@@ -6,7 +6,7 @@
 //! - [`kernels`]: CPU decode kernels (GEMV/GEMM, RMSNorm, RoPE, SwiGLU, softmax, attention, sampling).
 //! - [`kv`]: the paged KV cache.
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
-//! - [`chat`]: the model's Jinja chat template.
+//! - [`chat`]: the model's Jinja chat template, rendered as transformers renders it.
 //! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
 //! - [`generate`]: the generation loop (sampling, stop conditions, cancellation, streaming).
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).

@@ -135,7 +135,7 @@ fn raise_exception_is_reported_with_its_message() {
     assert_eq!(t.render(&[Message::user("x")], false).unwrap(), "ok");
     let err = t.render(&[Message::assistant("x")], false).unwrap_err();
     assert!(
-        matches!(err, ChatError::Raised { ref message } if message == "Conversation must start with a user turn"),
+        matches!(err, ChatError::Raised { ref message, line: Some(1) } if message == "Conversation must start with a user turn"),
         "{err:?}"
     );
     assert!(
@@ -189,4 +189,103 @@ fn render_failures_other_than_raise_exception_are_render_errors() {
     let err = t.render(&[Message::user("x")], false).unwrap_err();
     assert!(matches!(err, ChatError::Render(_)), "{err:?}");
     assert!(err.to_string().contains("no_such_filter"), "{err}");
+}
+
+// The five defects of issue 14, each against the behaviour of transformers' renderer.
+
+#[test]
+fn generation_block_renders_its_body() {
+    // transformers' AssistantTracker extension: `{% generation %}` renders its body unchanged.
+    let src = "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}A:{{ m.content }}\n{% endgeneration %}{% else %}U:{{ m.content }}\n{% endif %}{% endfor %}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    let out = t
+        .render(&[Message::user("hi"), Message::assistant("yo")], false)
+        .unwrap();
+    assert_eq!(out, "U:hi\nA:yo\n");
+}
+
+#[test]
+fn strftime_now_is_a_defined_function() {
+    let src = "{% if strftime_now is defined %}{{ strftime_now('%Y') | length }}{% else %}fallback{% endif %}";
+    let t = ChatTemplate::new(src, "", "").unwrap();
+    assert_eq!(t.render(&[], false).unwrap(), "4");
+}
+
+#[test]
+fn dict_literals_keep_their_key_order_through_tojson() {
+    // Python dicts keep insertion order; json.dumps writes them in that order.
+    let t = ChatTemplate::new("{{ {'b': 1, 'a': {'z': 2, 'y': 3}} | tojson }}", "", "").unwrap();
+    assert_eq!(
+        t.render(&[], false).unwrap(),
+        r#"{"b": 1, "a": {"z": 2, "y": 3}}"#
+    );
+}
+
+#[test]
+fn tojson_accepts_ensure_ascii() {
+    let t = ChatTemplate::new(
+        "{{ 'é€😀' | tojson(ensure_ascii=False) }} {{ 'é€😀' | tojson(ensure_ascii=True) }}",
+        "",
+        "",
+    )
+    .unwrap();
+    assert_eq!(
+        t.render(&[], false).unwrap(),
+        r#""é€😀" "\u00e9\u20ac\ud83d\ude00""#
+    );
+}
+
+#[test]
+fn a_template_error_is_described_once() {
+    // Printed as the binary prints errors (anyhow's `{:#}`: the message and its causes).
+    let t = ChatTemplate::new("{{ messages | no_such_filter }}", "", "").unwrap();
+    let err = t.render(&[Message::user("x")], false).unwrap_err();
+    let printed = format!("{:#}", anyhow::Error::new(err));
+    assert_eq!(printed.matches("no_such_filter").count(), 1, "{printed}");
+    let err = ChatTemplate::new("{% for %}", "", "").unwrap_err();
+    let printed = format!("{:#}", anyhow::Error::new(err));
+    assert_eq!(
+        printed.matches("tokenizer.chat_template:1").count(),
+        1,
+        "{printed}"
+    );
+}
+
+#[test]
+fn environment_prints_values_and_defines_variables_as_transformers_does() {
+    use engine::chat::{ChatRequest, SpecialTokens};
+    // Expected text printed by transformers 5.24.0's `render_jinja_template` (Jinja2 3.1.6) for
+    // this source, one user turn, add_generation_prompt=True, bos_token="<s>",
+    // eos_token="<override>" (a template argument overriding the model's eos).
+    let src = "{{ [1, 'a', none, true, 1e-5, {'k': \"it's\"}] }}|{{ [1, none]|string }}|{{ [1, true, 'x']|join('-') }}|{{ tools is none }}|{{ documents is none }}|{{ bos_token }}|{{ eos_token }}|{{ unk_token is defined }}|{{ add_generation_prompt }}|{{ {'b': 1, 'a': [1.5, 'é']}|tojson(indent=2, sort_keys=true) }}|{{ {'b': 1}|tojson(separators=(',', ':')) }}|{{ 'a b  c '.rsplit(none, 1) }}|{{ 'x=y=z'.partition('=')[2] }}";
+    let t = ChatTemplate::with_special_tokens(
+        src,
+        SpecialTokens {
+            bos_token: Some("<s>".into()),
+            eos_token: Some("</s>".into()),
+            ..SpecialTokens::default()
+        },
+    )
+    .unwrap();
+    let mut req = ChatRequest::new(&[Message::user("hi")], true);
+    req.kwargs.push(("eos_token".into(), "<override>".into()));
+    assert_eq!(
+        t.render_request(&req).unwrap(),
+        "[1, 'a', None, True, 1e-05, {'k': \"it's\"}]|[1, None]|1-True-x|True|True|<s>|<override>|False|True|{\n  \"a\": [\n    1.5,\n    \"é\"\n  ],\n  \"b\": 1\n}|{\"b\":1}|['a b', 'c']|y=z"
+    );
+}
+
+#[test]
+fn whitespace_modifiers_and_the_trailing_newline_follow_jinja2() {
+    // Expected texts printed by transformers 5.24.0's `render_jinja_template` (Jinja2 3.1.6).
+    for (src, want) in [
+        (
+            "a\n  {%+ if true %}x{% endif +%}\n  {%- if true -%} y {%- endif %}\n{{ 'z' }}\n",
+            "a\n  xyz",
+        ),
+        ("{{ 'z' }}\n\n", "z\n"),
+    ] {
+        let t = ChatTemplate::new(src, "", "").unwrap();
+        assert_eq!(t.render(&[], false).unwrap(), want, "{src:?}");
+    }
 }

@@ -1,4 +1,4 @@
-//! `genai`: command-line front end of the engine (generate, chat, tokenize, info, bench).
+//! `genai`: command-line front end of the engine (generate, chat, template, tokenize, info, bench).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
-use engine::chat::{ChatTemplate, Message, Role};
+use engine::chat::{ChatDate, ChatTemplate, Message, Role, TemplateFiles};
 use engine::generate::{Flow, GenerateOptions, Generation, generate};
 use engine::gguf::GgufFile;
 use engine::kernels::Isa;
@@ -98,6 +98,11 @@ enum Command {
         #[command(flatten)]
         sample: SampleArgs,
     },
+    /// Chat templates: render a conversation with a model's template.
+    Template {
+        #[command(subcommand)]
+        command: TemplateCommand,
+    },
     /// Print the token ids of TEXT (special tokens recognised).
     Tokenize {
         /// The text.
@@ -130,6 +135,38 @@ enum Command {
         #[command(flatten)]
         model: ModelArgs,
     },
+}
+
+#[derive(Subcommand)]
+enum TemplateCommand {
+    /// Print the prompt the chat template renders for a conversation, byte for byte, to stdout.
+    Render(TemplateRenderArgs),
+}
+
+#[derive(Args)]
+struct TemplateRenderArgs {
+    /// GGUF model whose template and special tokens are used [default: the SmolLM2 file
+    /// fetched by scripts/fetch-model].
+    #[arg(long, short)]
+    model: Option<PathBuf>,
+    /// A Jinja template file used instead of the model's (special tokens still from the model).
+    #[arg(long)]
+    template: Option<PathBuf>,
+    /// The conversation: a JSON array of messages ({"role": ..., "content": ...}, tool_calls, ...).
+    #[arg(long)]
+    messages: PathBuf,
+    /// Tool schemas: a JSON array, visible to the template as `tools`.
+    #[arg(long)]
+    tools: Option<PathBuf>,
+    /// Do not append the opening of an assistant turn.
+    #[arg(long)]
+    no_generation_prompt: bool,
+    /// Extra template arguments as a JSON object, e.g. '{"enable_thinking": false}'.
+    #[arg(long)]
+    kwargs: Option<String>,
+    /// The date `strftime_now` reports (YYYY-MM-DD, at midnight) [default: now].
+    #[arg(long)]
+    date: Option<ChatDate>,
 }
 
 fn main() -> ExitCode {
@@ -241,20 +278,7 @@ fn load_tokenizer(file: &GgufFile, path: &Path) -> Result<Tokenizer> {
 }
 
 fn chat_template(l: &Loaded) -> Result<ChatTemplate> {
-    let vocab = GgufVocab::from_metadata(l.file.metadata())?;
-    let src = vocab
-        .chat_template
-        .as_deref()
-        .context("the model has no tokenizer.chat_template")?;
-    let piece = |id: Option<u32>| -> String {
-        id.and_then(|i| l.tokenizer.token_to_piece(i).ok())
-            .unwrap_or_default()
-    };
-    Ok(ChatTemplate::new(
-        src,
-        &piece(l.tokenizer.bos()),
-        &piece(l.tokenizer.eos()),
-    )?)
+    Ok(ChatTemplate::from_gguf(l.file.metadata(), None)?)
 }
 
 fn options(s: &SampleArgs) -> GenerateOptions {
@@ -385,6 +409,23 @@ fn run(cli: Cli) -> Result<()> {
                     content: g.text,
                 });
             }
+        }
+        Command::Template {
+            command: TemplateCommand::Render(a),
+        } => {
+            let files = TemplateFiles {
+                model: resolve_model(&a.model)?,
+                template: a.template,
+                messages: a.messages,
+                tools: a.tools,
+                add_generation_prompt: !a.no_generation_prompt,
+                kwargs: a.kwargs,
+                date: a.date,
+            };
+            let prompt = files.render()?;
+            let mut out = std::io::stdout().lock();
+            out.write_all(prompt.as_bytes())?;
+            out.flush()?;
         }
         Command::Tokenize { text, model } => {
             let l = load(&model)?;
