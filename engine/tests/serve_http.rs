@@ -170,18 +170,33 @@ mod admission {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_never_fits_is_400_with_byte_arithmetic_and_levers() {
         let s = Server::start(config(64)).await;
+        // A prompt of 100 tokens cannot fit 64 tokens' worth of bytes, even with one new token.
         let r = s
-            .post("/v1/completions", completion(&prompt(3, 0), 200, false))
+            .post("/v1/completions", completion(&prompt(100, 0), 10, false))
             .await;
         assert_eq!(r.status(), 400);
         let body: Value = r.json().await.unwrap();
         let msg = body["error"]["message"].as_str().unwrap();
         assert_eq!(body["error"]["type"], "invalid_request_error");
-        // requested (3 + 200) x 256 bytes, limit 64 x 256 bytes
-        for needle in ["51968", "16384", "larger KV budget", "fewer new tokens"] {
+        // requested (100 + 10) x 256 bytes, minimum (100 + 1) x 256, limit 64 x 256
+        for needle in [
+            "28160",
+            "25856",
+            "16384",
+            "larger KV budget",
+            "fewer new tokens",
+        ] {
             assert!(msg.contains(needle), "{needle:?} missing from {msg:?}");
         }
-        assert_eq!(s.metric("genai_kv_reserved_bytes").await, 0.0);
+        // One that fits only in part is clamped, not refused.
+        let r = s
+            .post("/v1/completions", completion(&prompt(3, 0), 200, false))
+            .await;
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["choices"][0]["finish_reason"], "length");
+        assert_eq!(s.metric("genai_clamps_total").await, 1.0);
+        s.wait_metric("genai_kv_reserved_bytes", 0.0, 5).await;
         s.stop().await;
     }
 
