@@ -1052,7 +1052,7 @@ impl Engine {
         specs: impl ExactSizeIterator<Item = SeqSpec>,
         on_token: &mut dyn FnMut(usize, Piece<'_>) -> Flow,
         events: &mut EventLog,
-    ) -> Result<Vec<Result<(Completion, (f64, f64)), ModelError>>, ModelError> {
+    ) -> Result<Vec<RowOutcome>, ModelError> {
         let specs: Vec<SeqSpec> = specs.collect();
         let positions: usize = specs
             .iter()
@@ -1090,12 +1090,15 @@ impl Engine {
     }
 }
 
+/// One row of a decode-core run: its completion and (prefill, decode) seconds.
+type RowOutcome = Result<(Completion, (f64, f64)), ModelError>;
+
 /// State the row sinks of one [`Engine::decode_core`] run share.
 struct RowShared<'a> {
     on_token: &'a mut dyn FnMut(usize, Piece<'_>) -> Flow,
     events: &'a mut EventLog,
     names: &'a [String; 3],
-    done: Vec<Option<Result<(Completion, (f64, f64)), ModelError>>>,
+    done: Vec<Option<RowOutcome>>,
     has_tokenizer: bool,
 }
 

@@ -345,7 +345,7 @@ mod admission {
         let n = body["usage"]["completion_tokens"].as_u64().unwrap();
         assert_eq!(body["usage"]["prompt_tokens"], 4);
         assert_eq!(body["usage"]["total_tokens"].as_u64().unwrap(), 4 + n);
-        assert!(n >= 1 && n <= 8);
+        assert!((1..=8).contains(&n));
         let mut st = s
             .post("/v1/completions", completion(&prompt(4, 0), 8, true))
             .await;
