@@ -8,16 +8,17 @@
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
 //! - [`chat`]: the model's Jinja chat template, rendered as transformers renders it.
 //! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
-//! - [`generate`]: the generation loop (sampling, stop conditions, cancellation, streaming).
+//! - [`batch`]: the decode loop: continuous batching (chunked prefill, one batched decode step, sampling, stops, streaming).
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 //! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
 //! - [`runtime`]: the `Engine` and its single request funnel (validate, encode, count, admit, run, complete).
+//! - [`server`]: `genai serve`, the OpenAI-compatible HTTP server on the funnel and the continuous batch.
 //! - [`driver`]: the in-process server loop (worker thread, tickets, FIFO wait for KV budget).
 
+pub mod batch;
 pub mod chat;
 pub mod driver;
-pub mod generate;
 pub mod gguf;
 pub mod kernels;
 pub mod kv;
@@ -25,6 +26,7 @@ pub mod model;
 pub mod quant;
 pub mod runtime;
 pub mod scheduler;
+pub mod server;
 pub mod tiny;
 pub mod tokenizer;
 pub mod workflow;

@@ -35,17 +35,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::generate::Flow;
+use crate::batch::{Batch, Done, Piece, SeqSpec, Sink};
 use crate::gguf::GgufFile;
 use crate::kernels::Isa;
 use crate::kernels::matmul::Cpu;
-use crate::kernels::sample::{Sampler, SamplerConfig};
-use crate::kv::{KvCache, KvDtype};
+use crate::kernels::sample::SamplerConfig;
 use crate::model::{Model, ModelError};
 use crate::scheduler::{
     AdmissionError, BudgetCap, ConfigError, Demand, KvGeometry, ReleaseError, Scheduler, Usage,
 };
-use crate::tokenizer::{GgufVocab, Tokenizer, TokenizerError};
+use crate::tokenizer::{GgufVocab, StreamState, Tokenizer, TokenizerError};
 use crate::workflow::manifest::{Implementation, NativeKind};
 use crate::workflow::{
     self, BoundRequest, Event, EventLog, GgufWeights, Interpreter, LoopExit, ModelBlocks,
@@ -54,7 +53,11 @@ use crate::workflow::{
 };
 
 /// KV element type of the decode core's caches (the interpreter's native blocks use the same).
-const KV_DTYPE: KvDtype = KvDtype::F32;
+use crate::batch::KV_DTYPE;
+
+pub use crate::batch::Finish;
+/// What a per-token callback tells the generation (one enum for both executors).
+pub use crate::workflow::Flow;
 
 /// How an [`Engine`] is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,10 +103,14 @@ pub struct GenerateRequest {
     pub prompt: Prompt,
     /// Upper bound on new tokens per row (the end-of-generation token counts).
     pub max_new_tokens: usize,
-    /// Sampling temperature (0: greedy).
-    pub temperature: f32,
-    /// Sampling seed.
-    pub seed: u64,
+    /// Sampling settings (temperature, top-k, top-p, min-p, seed); the default is greedy.
+    pub sampling: SamplerConfig,
+    /// Stop strings: generation ends when the text contains one, and the text is cut
+    /// before it (decode core only).
+    pub stop: Vec<String>,
+    /// End a row at an end-of-generation token (`false` generates through it, as a
+    /// benchmark does; decode core only).
+    pub stop_at_eog: bool,
     /// A continuing conversation: its earlier turns are the carried prefix.
     pub session_id: Option<String>,
     /// Application tensors by declared input name (packages only).
@@ -118,8 +125,9 @@ impl GenerateRequest {
         GenerateRequest {
             prompt,
             max_new_tokens,
-            temperature: 0.0,
-            seed: 0,
+            sampling: SamplerConfig::default(),
+            stop: Vec::new(),
+            stop_at_eog: true,
             session_id: None,
             inputs: BTreeMap::new(),
             overrides: BTreeMap::new(),
@@ -143,6 +151,18 @@ impl GenerateRequest {
         self
     }
 
+    /// The same request with sampling settings `sampling`.
+    pub fn with_sampling(mut self, sampling: SamplerConfig) -> GenerateRequest {
+        self.sampling = sampling;
+        self
+    }
+
+    /// The same request stopping at any of `stop`.
+    pub fn with_stop(mut self, stop: Vec<String>) -> GenerateRequest {
+        self.stop = stop;
+        self
+    }
+
     /// The same request as a turn of session `id`.
     pub fn with_session(mut self, id: &str) -> GenerateRequest {
         self.session_id = Some(id.to_string());
@@ -158,24 +178,6 @@ pub enum Route {
     DecodeCore,
     /// The declared-workflow interpreter.
     Interpreter,
-}
-
-/// Why one row's generation ended.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case", tag = "kind")]
-pub enum Finish {
-    /// An end-of-generation token (kept in the tokens).
-    EndOfGeneration {
-        /// The token id.
-        token: u32,
-    },
-    /// The requested `max_new_tokens` were generated.
-    MaxTokens,
-    /// The admitted new-token count was generated: the request was clamped to the
-    /// KV budget (see [`GenerateResult::budget_cap`]).
-    BudgetCap,
-    /// The per-token callback asked to stop.
-    Callback,
 }
 
 /// The generated tokens of one row.
@@ -202,6 +204,10 @@ pub struct GenerateResult {
     pub extra_positions: usize,
     /// One completion per token row.
     pub rows: Vec<Completion>,
+    /// Seconds from the start of the run to row 0's first token (prefill).
+    pub prefill_secs: f64,
+    /// Seconds from row 0's first token to its last (decode).
+    pub decode_secs: f64,
     /// Bytes the scheduler reserved for the request (0 without KV geometry).
     pub reserved_bytes: u64,
     /// Set when `max_new_tokens` was clamped to fit the budget.
@@ -275,6 +281,26 @@ pub enum BadRequest {
         started: Route,
         /// This turn's route.
         now: Route,
+    },
+    /// A sampling setting out of range.
+    #[error("sampling setting: {message}")]
+    Sampling {
+        /// The sampler's message, naming the field and value.
+        message: String,
+    },
+    /// A setting the interpreter route cannot honour (it samples with temperature and
+    /// seed only, and has no stop strings).
+    #[error("`{field}` is supported on the decode core only; this request runs on the interpreter")]
+    InterpreterUnsupported {
+        /// The setting.
+        field: &'static str,
+    },
+    /// A request the continuous batch cannot run (it needs the decode core, one token row,
+    /// no session).
+    #[error("this request cannot join the continuous batch: {reason}")]
+    NotBatchable {
+        /// Why.
+        reason: &'static str,
     },
     /// Text prompt but no tokenizer.
     #[error("a text prompt needs a tokenizer, and this model has none; send token ids")]
@@ -388,7 +414,7 @@ fn count(plan: &Plan, rows: &[Vec<u32>], req: &GenerateRequest) -> Demand {
 pub struct Engine {
     core: Option<DecodeCore>,
     package: Option<Package>,
-    tokenizer: Option<Tokenizer>,
+    tokenizer: Option<Arc<Tokenizer>>,
     geometry: Option<KvGeometry>,
     scheduler: Scheduler,
     sessions: Mutex<HashMap<String, SessionState>>,
@@ -435,7 +461,7 @@ impl Engine {
         Engine::assemble(
             Some(DecodeCore { model, names }),
             None,
-            Some(tokenizer),
+            Some(Arc::new(tokenizer)),
             Some(geometry),
             opts,
         )
@@ -530,13 +556,13 @@ impl Engine {
             }),
             _ => None,
         };
-        Engine::assemble(core, Some(package), tokenizer, geometry, opts)
+        Engine::assemble(core, Some(package), tokenizer.map(Arc::new), geometry, opts)
     }
 
     fn assemble(
         core: Option<DecodeCore>,
         package: Option<Package>,
-        tokenizer: Option<Tokenizer>,
+        tokenizer: Option<Arc<Tokenizer>>,
         geometry: Option<KvGeometry>,
         opts: EngineOptions,
     ) -> Result<Engine, EngineError> {
@@ -599,7 +625,70 @@ impl Engine {
 
     /// The tokenizer, if the model has one.
     pub fn tokenizer(&self) -> Option<&Tokenizer> {
-        self.tokenizer.as_ref()
+        self.tokenizer.as_deref()
+    }
+
+    /// The decode core's model, when the engine has one.
+    pub fn model(&self) -> Option<&Arc<Model>> {
+        self.core.as_ref().map(|c| &c.model)
+    }
+
+    /// A continuous batch over the decode core's model whose KV cache holds `max_tokens`
+    /// positions for up to `max_seqs` sequences; `None` without a decode core.
+    ///
+    /// Errors: the KV cache's configuration errors.
+    pub fn batch(
+        &self,
+        max_tokens: usize,
+        max_seqs: usize,
+    ) -> Option<Result<Batch<'static>, ModelError>> {
+        let core = self.core.as_ref()?;
+        Some(Batch::new(
+            core.model.clone(),
+            self.tokenizer.clone(),
+            max_tokens,
+            max_seqs,
+        ))
+    }
+
+    /// Stages 1–3 of the funnel for a request that will join a continuous batch: its
+    /// demand (for the caller to admit) and its sequence (to join once admitted, with
+    /// `max_new_tokens` lowered to the admitted count).
+    ///
+    /// # Errors
+    /// The funnel's errors before admission; [`BadRequest::NotBatchable`] for a request
+    /// that needs the interpreter, has several token rows, or continues a session.
+    pub fn prepare(&self, req: &GenerateRequest) -> Result<(Demand, SeqSpec), EngineError> {
+        let plan = self.validate(req)?;
+        if plan.route != Route::DecodeCore {
+            return Err(BadRequest::NotBatchable {
+                reason: "it runs on the interpreter",
+            }
+            .into());
+        }
+        if plan.session.is_some() {
+            return Err(BadRequest::NotBatchable {
+                reason: "it continues a session",
+            }
+            .into());
+        }
+        let mut rows = self.encode(&req.prompt)?;
+        if rows.len() != 1 {
+            return Err(BadRequest::NotBatchable {
+                reason: "it has several token rows",
+            }
+            .into());
+        }
+        let demand = count(&plan, &rows, req);
+        let spec = SeqSpec {
+            prompt: rows.remove(0),
+            max_new_tokens: req.max_new_tokens,
+            capped: false,
+            sampling: req.sampling,
+            stop: req.stop.clone(),
+            stop_at_eog: req.stop_at_eog,
+        };
+        Ok((demand, spec))
     }
 
     /// Forget a session's carried state. Returns whether it existed.
@@ -619,21 +708,34 @@ impl Engine {
         self.generate_with(req, &mut |_| {}, &mut |_, _| Flow::Continue)
     }
 
+    /// As [`Engine::generate_stream`] with a callback that sees token ids only.
+    ///
+    /// # Errors
+    /// As [`Engine::generate_stream`].
+    pub fn generate_with(
+        &self,
+        req: &GenerateRequest,
+        on_admitted: &mut dyn FnMut(Route),
+        on_token: &mut dyn FnMut(usize, u32) -> Flow,
+    ) -> Result<GenerateResult, EngineError> {
+        self.generate_stream(req, on_admitted, &mut |row, piece| on_token(row, piece.id))
+    }
+
     /// Serve `req` through the funnel. `on_admitted(route)` is called exactly once,
     /// after the scheduler admitted the request and before any component runs, and
-    /// never for a refused request; `on_token(row, id)` is called for every generated
-    /// token and may stop that row.
+    /// never for a refused request; `on_token(row, piece)` is called for every generated
+    /// token with the text it releases, and may stop that row.
     ///
     /// # Errors
     /// Before admission: [`EngineError::BadRequest`], [`EngineError::Request`],
     /// [`EngineError::Tokenizer`], then [`EngineError::Refused`] (nothing ran). After
     /// admission: [`EngineError::DecodeCore`], [`EngineError::Interpreter`] (the
     /// reservation is released either way), [`EngineError::Release`].
-    pub fn generate_with(
+    pub fn generate_stream(
         &self,
         req: &GenerateRequest,
         on_admitted: &mut dyn FnMut(Route),
-        on_token: &mut dyn FnMut(usize, u32) -> Flow,
+        on_token: &mut dyn FnMut(usize, Piece<'_>) -> Flow,
     ) -> Result<GenerateResult, EngineError> {
         // 1. validate
         let mut plan = self.validate(req)?;
@@ -656,7 +758,7 @@ impl Engine {
         let outcome = self.run(&mut plan, req, &rows, max_new_tokens, capped, on_token);
         // 8. complete
         let released = self.scheduler.complete(admission.id);
-        let (completions, events) = outcome?;
+        let (completions, events, (prefill_secs, decode_secs)) = outcome?;
         released.map_err(EngineError::Release)?;
         Ok(GenerateResult {
             route: plan.route,
@@ -664,6 +766,8 @@ impl Engine {
             carried_tokens: plan.carried,
             extra_positions: plan.extra_positions(),
             rows: completions,
+            prefill_secs,
+            decode_secs,
             reserved_bytes: admission.reserved_bytes,
             budget_cap: admission.budget_cap,
             usage,
@@ -684,6 +788,9 @@ impl Engine {
 
     /// Stage 1: the request's shape, its package declarations, its session and route.
     fn validate(&self, req: &GenerateRequest) -> Result<Plan, EngineError> {
+        req.sampling.validate().map_err(|e| BadRequest::Sampling {
+            message: e.to_string(),
+        })?;
         match &req.prompt {
             Prompt::Text(_) if self.tokenizer.is_none() => {
                 return Err(BadRequest::NoTokenizer.into());
@@ -716,8 +823,8 @@ impl Engine {
             Some(p) => Some(p.validate_request(&Request {
                 prompt_tokens: Vec::new(),
                 max_new_tokens: req.max_new_tokens,
-                temperature: req.temperature,
-                seed: req.seed,
+                temperature: req.sampling.temperature,
+                seed: req.sampling.seed,
                 session_id: req.session_id.clone(),
                 inputs: req.inputs.clone(),
                 overrides: req.overrides.clone(),
@@ -736,6 +843,19 @@ impl Engine {
         } else {
             Route::Interpreter
         };
+        if route == Route::Interpreter {
+            let d = SamplerConfig::default();
+            let unsupported = [
+                ("stop", !req.stop.is_empty()),
+                ("stop_at_eog", !req.stop_at_eog),
+                ("top_k", req.sampling.top_k != d.top_k),
+                ("top_p", req.sampling.top_p != d.top_p),
+                ("min_p", req.sampling.min_p != d.min_p),
+            ];
+            if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
+                return Err(BadRequest::InterpreterUnsupported { field }.into());
+            }
+        }
         let session = match &req.session_id {
             None => None,
             Some(id) => {
@@ -790,6 +910,8 @@ impl Engine {
     }
 
     /// Stage 7: run on the plan's executor; on success, the session keeps its tokens.
+    /// Returns the completions, the events, and row 0's prefill and decode seconds.
+    #[allow(clippy::type_complexity)]
     fn run(
         &self,
         plan: &mut Plan,
@@ -797,42 +919,53 @@ impl Engine {
         rows: &[Vec<u32>],
         max_new_tokens: usize,
         capped: bool,
-        on_token: &mut dyn FnMut(usize, u32) -> Flow,
-    ) -> Result<(Vec<Completion>, EventLog), EngineError> {
+        on_token: &mut dyn FnMut(usize, Piece<'_>) -> Flow,
+    ) -> Result<(Vec<Completion>, EventLog, (f64, f64)), EngineError> {
         let mut events = EventLog::default();
         let mut completions = Vec::with_capacity(rows.len());
+        let t0 = std::time::Instant::now();
+        let mut timing = (0.0, 0.0);
         match (plan.route, &self.core, &self.package, &mut plan.bound) {
             (Route::DecodeCore, Some(core), _, _) => {
-                let sampler = SamplerConfig {
-                    temperature: req.temperature,
-                    seed: req.seed,
-                    ..SamplerConfig::default()
-                };
                 let carried = plan
                     .session
                     .as_ref()
                     .map(|(_, s)| s.history.clone())
                     .unwrap_or_default();
-                for (r, row) in rows.iter().enumerate() {
-                    let mut prompt = carried.clone();
-                    prompt.extend_from_slice(row);
-                    let (tokens, finish) = self
-                        .decode_core(
-                            core,
-                            &prompt,
-                            r,
-                            max_new_tokens,
-                            capped,
-                            sampler,
-                            on_token,
-                            &mut events,
-                        )
-                        .map_err(EngineError::DecodeCore)?;
+                let prompts: Vec<Vec<u32>> = rows
+                    .iter()
+                    .map(|row| {
+                        let mut p = carried.clone();
+                        p.extend_from_slice(row);
+                        p
+                    })
+                    .collect();
+                let spec = |prompt: Vec<u32>| SeqSpec {
+                    prompt,
+                    max_new_tokens,
+                    capped,
+                    sampling: req.sampling,
+                    stop: req.stop.clone(),
+                    stop_at_eog: req.stop_at_eog,
+                };
+                let done = self
+                    .decode_core(
+                        core,
+                        prompts.iter().cloned().map(spec),
+                        on_token,
+                        &mut events,
+                    )
+                    .map_err(EngineError::DecodeCore)?;
+                for (prompt, row) in prompts.into_iter().zip(done) {
+                    let row = row.map_err(EngineError::DecodeCore)?;
                     if let Some((_, s)) = &mut plan.session {
                         s.history = prompt;
-                        s.history.extend_from_slice(&tokens);
+                        s.history.extend_from_slice(&row.0.tokens);
                     }
-                    completions.push(self.completion(tokens, finish)?);
+                    if completions.is_empty() {
+                        timing = row.1;
+                    }
+                    completions.push(row.0);
                 }
             }
             (_, _, Some(package), Some(bound)) => {
@@ -845,10 +978,23 @@ impl Engine {
                         Some((_, s)) => &mut s.cells,
                         None => &mut scratch,
                     };
+                    let mut text = StreamState::default();
+                    let mut first = None;
+                    let tok = self.tokenizer.as_deref();
                     let out = interpreter
-                        .run(bound, session, &mut |t| match on_token(r, t) {
-                            Flow::Continue => workflow::Flow::Continue,
-                            Flow::Stop => workflow::Flow::Stop,
+                        .run(bound, session, &mut |t| {
+                            first.get_or_insert_with(std::time::Instant::now);
+                            let piece = tok
+                                .filter(|k| !k.is_eog(t))
+                                .and_then(|k| text.push(k, t).ok().flatten())
+                                .unwrap_or_default();
+                            on_token(
+                                r,
+                                Piece {
+                                    id: t,
+                                    text: &piece,
+                                },
+                            )
                         })
                         .map_err(EngineError::Interpreter)?;
                     let finish = match (out.events.loop_exits().last(), out.tokens.last()) {
@@ -859,8 +1005,30 @@ impl Engine {
                         _ if capped => Finish::BudgetCap,
                         _ => Finish::MaxTokens,
                     };
+                    if r == 0 {
+                        timing = match first {
+                            Some(f) => ((f - t0).as_secs_f64(), f.elapsed().as_secs_f64()),
+                            None => (t0.elapsed().as_secs_f64(), 0.0),
+                        };
+                    }
                     events.events.extend(out.events.events);
-                    completions.push(self.completion(out.tokens, finish)?);
+                    let text = match tok {
+                        Some(t) => {
+                            let shown: Vec<u32> = out
+                                .tokens
+                                .iter()
+                                .copied()
+                                .filter(|&id| !t.is_eog(id))
+                                .collect();
+                            Some(t.decode(&shown)?)
+                        }
+                        None => None,
+                    };
+                    completions.push(Completion {
+                        tokens: out.tokens,
+                        text,
+                        finish,
+                    });
                 }
             }
             _ => unreachable!(
@@ -870,51 +1038,86 @@ impl Engine {
         if let Some((id, state)) = plan.session.take() {
             self.sessions_lock().insert(id, state);
         }
-        Ok((completions, events))
+        Ok((completions, events, timing))
     }
 
-    fn completion(&self, tokens: Vec<u32>, finish: Finish) -> Result<Completion, EngineError> {
-        let text = match &self.tokenizer {
-            Some(t) => {
-                let shown: Vec<u32> = tokens.iter().copied().filter(|&id| !t.is_eog(id)).collect();
-                Some(t.decode(&shown)?)
-            }
-            None => None,
-        };
-        Ok(Completion {
-            tokens,
-            text,
-            finish,
-        })
-    }
-
-    /// The decode core's generation loop for one row: prefill `prompt`, then one token
-    /// per step, each step invoking `token_embedding`, `llama_decoder` and `lm_head`
-    /// (logged as events), until end of generation, the callback, or `max_new_tokens`.
-    #[allow(clippy::too_many_arguments)]
+    /// The decode core: every row runs as one sequence of one continuous [`Batch`] (the
+    /// engine's one decode loop), each generated token logged as the three component
+    /// invocations `token_embedding`, `llama_decoder`, `lm_head` of its step. Returns per
+    /// row its completion and (prefill, decode) seconds, or the model's error.
+    #[allow(clippy::type_complexity)]
     fn decode_core(
         &self,
         core: &DecodeCore,
-        prompt: &[u32],
-        row: usize,
-        max_new_tokens: usize,
-        capped: bool,
-        sampler: SamplerConfig,
-        on_token: &mut dyn FnMut(usize, u32) -> Flow,
+        specs: impl ExactSizeIterator<Item = SeqSpec>,
+        on_token: &mut dyn FnMut(usize, Piece<'_>) -> Flow,
         events: &mut EventLog,
-    ) -> Result<(Vec<u32>, Finish), ModelError> {
-        let model = &core.model;
-        let h = model.config().hidden;
-        let mut kv = KvCache::new(model.kv_config(prompt.len() + max_new_tokens, KV_DTYPE))?;
-        let seq = kv.create_sequence();
-        let mut sampler = Sampler::new(sampler);
-        let mut tokens = Vec::new();
-        let mut pending = prompt.to_vec();
-        let mut log = |step: usize, which: usize| {
-            events.events.push(Event::Invoke {
-                step: format!("decode_core.row[{row}]"),
-                iteration: vec![step],
-                component: core.names[which].clone(),
+    ) -> Result<Vec<RowOutcome>, ModelError> {
+        let specs: Vec<SeqSpec> = specs.collect();
+        let positions: usize = specs
+            .iter()
+            .map(|s| s.prompt.len() + s.max_new_tokens)
+            .sum();
+        let shared = std::cell::RefCell::new(RowShared {
+            on_token,
+            events,
+            names: &core.names,
+            done: (0..specs.len()).map(|_| None).collect(),
+            has_tokenizer: self.tokenizer.is_some(),
+        });
+        let mut batch = Batch::new(
+            core.model.clone(),
+            self.tokenizer.clone(),
+            positions,
+            specs.len(),
+        )?;
+        for (row, spec) in specs.into_iter().enumerate() {
+            let sink = RowSink {
+                row,
+                step: 0,
+                shared: &shared,
+            };
+            batch.join(row as u64, spec, Box::new(sink), None)?;
+        }
+        batch.run_to_end();
+        drop(batch);
+        let shared = shared.into_inner();
+        Ok(shared
+            .done
+            .into_iter()
+            .map(|d| d.expect("every joined row finishes"))
+            .collect())
+    }
+}
+
+/// One row of a decode-core run: its completion and (prefill, decode) seconds.
+type RowOutcome = Result<(Completion, (f64, f64)), ModelError>;
+
+/// State the row sinks of one [`Engine::decode_core`] run share.
+struct RowShared<'a> {
+    on_token: &'a mut dyn FnMut(usize, Piece<'_>) -> Flow,
+    events: &'a mut EventLog,
+    names: &'a [String; 3],
+    done: Vec<Option<RowOutcome>>,
+    has_tokenizer: bool,
+}
+
+/// The sink of one row: forwards tokens to the caller, logs the step's invocations.
+struct RowSink<'s, 'a> {
+    row: usize,
+    step: usize,
+    shared: &'s std::cell::RefCell<RowShared<'a>>,
+}
+
+impl Sink for RowSink<'_, '_> {
+    fn token(&mut self, piece: Piece<'_>) -> Flow {
+        let mut sh = self.shared.borrow_mut();
+        for which in 0..3 {
+            let component = sh.names[which].clone();
+            sh.events.events.push(Event::Invoke {
+                step: format!("decode_core.row[{}]", self.row),
+                iteration: vec![self.step],
+                component,
                 implementation: [
                     "native:token_embedding",
                     "native:llama_decoder",
@@ -922,33 +1125,25 @@ impl Engine {
                 ][which]
                     .to_string(),
             });
+        }
+        self.step += 1;
+        (sh.on_token)(self.row, piece)
+    }
+
+    fn finish(&mut self, done: Done<'_>) {
+        let mut sh = self.shared.borrow_mut();
+        let text = sh.has_tokenizer.then(|| done.text.to_string());
+        let result = match done.finish {
+            Ok(finish) => Ok((
+                Completion {
+                    tokens: done.tokens.to_vec(),
+                    text,
+                    finish,
+                },
+                (done.ttft.unwrap_or(0.0), done.decode_secs),
+            )),
+            Err(message) => Err(ModelError::Step { message }),
         };
-        let finish = loop {
-            if tokens.len() >= max_new_tokens {
-                break if capped {
-                    Finish::BudgetCap
-                } else {
-                    Finish::MaxTokens
-                };
-            }
-            let step = tokens.len();
-            let mut x = model.embed(&pending)?;
-            log(step, 0);
-            model.decoder(&mut x, &mut kv, seq)?;
-            log(step, 1);
-            let logits = model.lm_head(&x[x.len() - h..]);
-            log(step, 2);
-            let next = sampler.sample(&logits);
-            tokens.push(next);
-            let flow = on_token(row, next);
-            if self.tokenizer.as_ref().is_some_and(|t| t.is_eog(next)) {
-                break Finish::EndOfGeneration { token: next };
-            }
-            if flow == Flow::Stop {
-                break Finish::Callback;
-            }
-            pending = vec![next];
-        };
-        Ok((tokens, finish))
+        sh.done[self.row] = Some(result);
     }
 }

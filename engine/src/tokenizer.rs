@@ -657,8 +657,7 @@ impl Tokenizer {
     pub fn stream_decoder(&self) -> StreamDecoder<'_> {
         StreamDecoder {
             tok: self,
-            ids: Vec::new(),
-            prefix: String::new(),
+            state: StreamState::default(),
         }
     }
 
@@ -683,10 +682,7 @@ impl Tokenizer {
 /// re-decodes only the ids since then.
 pub struct StreamDecoder<'a> {
     tok: &'a Tokenizer,
-    /// Ids since the last emission, preceded by one context id once something was emitted.
-    ids: Vec<u32>,
-    /// Decoded text of the context id (already emitted).
-    prefix: String,
+    state: StreamState,
 }
 
 impl StreamDecoder<'_> {
@@ -695,9 +691,34 @@ impl StreamDecoder<'_> {
     /// Errors: [`TokenizerError::IdOutOfRange`] for an id outside the vocabulary (the
     /// decoder's state is left unchanged).
     pub fn push(&mut self, id: u32) -> Result<Option<String>, TokenizerError> {
-        self.tok.check_id(id)?;
+        self.state.push(self.tok, id)
+    }
+
+    /// Flushes what is still held (an unfinished character becomes U+FFFD) and resets the
+    /// decoder. Returns `None` when nothing was pending.
+    pub fn finish(&mut self) -> Result<Option<String>, TokenizerError> {
+        self.state.finish(self.tok)
+    }
+}
+
+/// The state of a [`StreamDecoder`] without the tokenizer borrow, for a holder that
+/// outlives any one borrow (a sequence of a running batch); each call names the tokenizer.
+#[derive(Debug, Clone, Default)]
+pub struct StreamState {
+    /// Ids since the last emission, preceded by one context id once something was emitted.
+    ids: Vec<u32>,
+    /// Decoded text of the context id (already emitted).
+    prefix: String,
+}
+
+impl StreamState {
+    /// As [`StreamDecoder::push`], decoding with `tok`.
+    ///
+    /// Errors: [`TokenizerError::IdOutOfRange`] for an id outside the vocabulary.
+    pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<Option<String>, TokenizerError> {
+        tok.check_id(id)?;
         self.ids.push(id);
-        let text = self.tok.decode(&self.ids)?;
+        let text = tok.decode(&self.ids)?;
         if text.ends_with('\u{FFFD}') {
             return Ok(None);
         }
@@ -711,14 +732,15 @@ impl StreamDecoder<'_> {
         let last = *self.ids.last().expect("an id was just pushed");
         self.ids.clear();
         self.ids.push(last);
-        self.prefix = self.tok.decode(&self.ids)?;
+        self.prefix = tok.decode(&self.ids)?;
         Ok(Some(new))
     }
 
-    /// Flushes what is still held (an unfinished character becomes U+FFFD) and resets the
-    /// decoder. Returns `None` when nothing was pending.
-    pub fn finish(&mut self) -> Result<Option<String>, TokenizerError> {
-        let text = self.tok.decode(&self.ids)?;
+    /// As [`StreamDecoder::finish`], decoding with `tok`.
+    ///
+    /// Errors: the tokenizer's decoding errors.
+    pub fn finish(&mut self, tok: &Tokenizer) -> Result<Option<String>, TokenizerError> {
+        let text = tok.decode(&self.ids)?;
         let rest = text
             .strip_prefix(self.prefix.as_str())
             .unwrap_or(text.as_str())

@@ -8,7 +8,7 @@
 //! the tokens streamed, and the event log of component runs.
 
 mod admission {
-    use engine::generate::Flow;
+    use engine::runtime::Flow;
     use engine::runtime::{
         Engine, EngineError, EngineOptions, Finish, GenerateRequest, GenerateResult, Prompt, Route,
     };

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engine::generate::{FinishReason, Flow, GenerateOptions, generate};
 use engine::gguf::GgufFile;
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
 use engine::kv::{KvCache, KvDtype};
 use engine::model::{Logits, Model};
+use engine::runtime::{Engine, EngineOptions, Finish, Flow, GenerateRequest, Prompt};
 use engine::tokenizer::{GgufVocab, Tokenizer};
 use serde::Deserialize;
 
@@ -172,9 +172,19 @@ fn teacher_forced_decode_steps_agree_with_llamacpp() {
     }
 }
 
+/// The engine's one path (funnel and decode loop) reproduces llama.cpp's greedy answer,
+/// and the streamed pieces add up to the text.
 #[test]
 fn greedy_capital_of_france_is_paris_then_eos() {
-    let (model, tok) = load(2, Isa::best());
+    let engine = Engine::load_gguf(
+        model_path(),
+        EngineOptions {
+            threads: 2,
+            ..EngineOptions::default()
+        },
+    )
+    .expect("model loads");
+    let tok = engine.tokenizer().expect("the GGUF has a vocabulary");
     let r = reference();
     let case = r
         .generate
@@ -183,31 +193,56 @@ fn greedy_capital_of_france_is_paris_then_eos() {
         .unwrap();
     let prompt = tok.encode(&case.prompt).unwrap();
     assert_eq!(prompt, case.prompt_ids);
-    let mut kv = KvCache::new(model.kv_config(64, KvDtype::F32)).unwrap();
-    let seq = kv.create_sequence();
     let mut streamed = String::new();
-    let g = generate(
-        &model,
-        &tok,
-        &mut kv,
-        seq,
-        &prompt,
-        &GenerateOptions {
-            max_new_tokens: 32,
-            ..GenerateOptions::default()
-        },
-        None,
-        &mut |_, piece| {
-            streamed.push_str(piece);
-            Flow::Continue
-        },
-    )
-    .unwrap();
-    assert_eq!(g.text, "The capital of France is Paris.");
+    let g = engine
+        .generate_stream(
+            &GenerateRequest::new(Prompt::Text(case.prompt.clone()), 32),
+            &mut |_| {},
+            &mut |_, piece| {
+                streamed.push_str(piece.text);
+                Flow::Continue
+            },
+        )
+        .unwrap();
+    let row = &g.rows[0];
+    assert_eq!(row.text.as_deref(), Some("The capital of France is Paris."));
     assert_eq!(case.greedy_text, "The capital of France is Paris.");
-    assert_eq!(streamed, g.text);
-    assert_eq!(g.finish, FinishReason::EndOfGeneration { token: 2 });
-    assert_eq!(g.tokens, case.greedy_ids);
+    assert_eq!(Some(streamed.as_str()), row.text.as_deref());
+    assert_eq!(row.finish, Finish::EndOfGeneration { token: 2 });
+    assert_eq!(row.tokens, case.greedy_ids);
+}
+
+/// A stop string ends the generation and is cut from the text, and never streamed.
+#[test]
+fn stop_string_cuts_the_text_before_it() {
+    let engine = Engine::load_gguf(model_path(), EngineOptions::default()).expect("model loads");
+    let r = reference();
+    let case = r
+        .generate
+        .iter()
+        .find(|c| c.prompt.contains("capital of France"))
+        .unwrap();
+    let mut streamed = String::new();
+    let g = engine
+        .generate_stream(
+            &GenerateRequest::new(Prompt::Text(case.prompt.clone()), 32)
+                .with_stop(vec![" Paris".into()]),
+            &mut |_| {},
+            &mut |_, piece| {
+                streamed.push_str(piece.text);
+                Flow::Continue
+            },
+        )
+        .unwrap();
+    let row = &g.rows[0];
+    assert_eq!(row.text.as_deref(), Some("The capital of France is"));
+    assert_eq!(streamed, "The capital of France is");
+    assert_eq!(
+        row.finish,
+        Finish::StopString {
+            stop: " Paris".into()
+        }
+    );
 }
 
 #[test]

@@ -8,7 +8,7 @@
 //! token per byte except where those merges apply, and each special token written in the
 //! text to one token.
 
-use engine::generate::Flow;
+use engine::runtime::Flow;
 use engine::runtime::{
     BadRequest, Engine, EngineError, EngineOptions, GenerateRequest, GenerateResult, Prompt,
 };

@@ -1,4 +1,4 @@
-//! `genai`: command-line front end of the engine (generate, chat, template, tokenize, info, bench).
+//! `genai`: command-line front end of the engine (generate, chat, template, tokenize, info, bench, serve).
 
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -9,15 +9,18 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
-use engine::chat::{ChatDate, ChatTemplate, Message, Role, TemplateFiles};
-use engine::generate::{Flow, GenerateOptions, Generation, generate};
-use engine::gguf::GgufFile;
+use engine::chat::{ChatDate, ChatTemplate, Message, TemplateFiles};
 use engine::kernels::Isa;
-use engine::kernels::matmul::Cpu;
 use engine::kernels::sample::SamplerConfig;
 use engine::kv::{KvCache, KvDtype};
 use engine::model::{Logits, Model};
-use engine::tokenizer::{GgufVocab, Tokenizer};
+use engine::runtime::{Engine, EngineOptions, Flow, GenerateRequest, Prompt};
+use engine::tokenizer::Tokenizer;
+
+#[path = "genai/bench.rs"]
+mod bench;
+#[path = "genai/serve.rs"]
+mod serve;
 
 /// Where `scripts/fetch-model` puts the default model, relative to the workspace root.
 const DEFAULT_MODEL: &str = "fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -34,16 +37,17 @@ struct Cli {
 }
 
 #[derive(Args, Clone)]
-struct ModelArgs {
-    /// GGUF model file [default: the SmolLM2 file fetched by scripts/fetch-model].
+pub(crate) struct ModelArgs {
+    /// A GGUF model file or a package directory (holding package.json) [default: the
+    /// SmolLM2 file fetched by scripts/fetch-model].
     #[arg(long, short)]
-    model: Option<PathBuf>,
+    pub(crate) model: Option<PathBuf>,
     /// Worker threads for the kernels [default: all cores].
     #[arg(long, short)]
-    threads: Option<usize>,
+    pub(crate) threads: Option<usize>,
     /// Force a SIMD path: portable, avx2, avx512, avx512vnni [default: best supported].
     #[arg(long)]
-    isa: Option<String>,
+    pub(crate) isa: Option<String>,
 }
 
 #[derive(Args, Clone)]
@@ -132,9 +136,15 @@ enum Command {
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
+        /// Concurrent streams through the continuous batch, e.g. `1,2,4,8`: aggregate
+        /// decode tok/s and p50/p99 time to first token for each count.
+        #[arg(long, value_delimiter = ',')]
+        concurrency: Vec<usize>,
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// An OpenAI-compatible HTTP server on the engine's admission funnel and continuous batch.
+    Serve(serve::ServeArgs),
 }
 
 #[derive(Subcommand)]
@@ -195,30 +205,46 @@ fn fixed_mmap_threshold() {
     }
 }
 
-struct Loaded {
-    model: Model,
-    tokenizer: Tokenizer,
-    file: Arc<GgufFile>,
+pub(crate) struct Loaded {
+    pub(crate) engine: Engine,
     load_secs: f64,
 }
 
 impl Loaded {
+    /// The decode core's model (every command but generate/chat needs one).
+    fn model(&self) -> Result<&Arc<Model>> {
+        self.engine.model().context(
+            "this package's decoder is not the native llama_decoder block: it has no decode core",
+        )
+    }
+
+    /// The tokenizer (a text prompt needs one).
+    fn tokenizer(&self) -> Result<&Tokenizer> {
+        self.engine
+            .tokenizer()
+            .context("this model has no tokenizer (no tokenizer.json and no GGUF vocabulary)")
+    }
+
     /// Size of the model's GGUF file in bytes (0 when it has no path).
     fn file_bytes(&self) -> u64 {
-        self.file
-            .path()
+        self.engine
+            .model()
+            .and_then(|m| m.weights().file().path().map(Path::to_path_buf))
             .and_then(|p| std::fs::metadata(p).ok())
             .map_or(0, |m| m.len())
     }
 }
 
+/// `--model` as given (it must exist), else the default model.
 fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf> {
-    if let Some(p) = arg {
-        if !p.exists() {
-            bail!("model file {} does not exist", p.display());
-        }
-        return Ok(p.clone());
+    match arg {
+        Some(p) if !p.exists() => bail!("model file {} does not exist", p.display()),
+        Some(p) => Ok(p.clone()),
+        None => default_model(),
     }
+}
+
+pub(crate) fn default_model() -> Result<PathBuf> {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     for base in [Path::new("."), workspace.as_path()] {
         let p = base.join(DEFAULT_MODEL);
@@ -228,119 +254,131 @@ fn resolve_model(arg: &Option<PathBuf>) -> Result<PathBuf> {
     }
     bail!(
         "no model given and the default {DEFAULT_MODEL} is missing: run scripts/fetch-model \
-         (from the workspace root) or pass --model FILE.gguf"
+         (from the workspace root) or pass --model FILE.gguf or --model PACKAGE_DIR"
     )
 }
 
-fn load(args: &ModelArgs) -> Result<Loaded> {
-    let path = resolve_model(&args.model)?;
-    let t0 = Instant::now();
-    let isa = match &args.isa {
-        Some(s) => {
-            let isa = Isa::parse(s).with_context(|| {
-                format!("unknown --isa '{s}' (portable, avx2, avx512, avx512vnni)")
-            })?;
-            if !isa.supported() {
-                bail!("--isa {isa} is not supported by this CPU");
-            }
-            isa
-        }
-        None => Isa::best(),
+/// Load `args.model` into an engine: a GGUF file (by its `GGUF` magic) or a package
+/// directory (holding `package.json`); anything else is an error saying what was expected.
+pub(crate) fn load_engine(args: &ModelArgs, opts: EngineOptions) -> Result<Loaded> {
+    let path = match &args.model {
+        Some(p) => p.clone(),
+        None => default_model()?,
     };
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    let file =
-        Arc::new(GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?);
-    let tokenizer = load_tokenizer(&file, &path)?;
-    let model = Model::from_file(file.clone(), Cpu::new(threads, isa))
-        .with_context(|| format!("loading {}", path.display()))?;
+    apply_isa(args)?;
+    let t0 = Instant::now();
+    let opts = EngineOptions {
+        threads: args.threads.unwrap_or(0),
+        ..opts
+    };
+    let engine = match model_kind(&path)? {
+        ModelKind::Gguf => Engine::load_gguf(&path, opts),
+        ModelKind::Package => Engine::load_package(&path, opts),
+    }
+    .with_context(|| format!("loading {}", path.display()))?;
     Ok(Loaded {
-        model,
-        tokenizer,
-        file,
+        engine,
         load_secs: t0.elapsed().as_secs_f64(),
     })
 }
 
-fn load_tokenizer(file: &GgufFile, path: &Path) -> Result<Tokenizer> {
-    let vocab = GgufVocab::from_metadata(file.metadata())
-        .with_context(|| format!("reading the tokenizer of {}", path.display()))?;
-    let json = path.with_file_name("tokenizer.json");
-    let tok = if json.exists() {
-        Tokenizer::from_tokenizer_json(&json, vocab.bos, vocab.eos)?
-    } else {
-        Tokenizer::from_vocab(&vocab)?
-    };
-    Ok(tok)
+/// `--isa`: checked against this CPU, then handed to the kernels as `GENAI_ISA`.
+pub(crate) fn apply_isa(args: &ModelArgs) -> Result<()> {
+    let Some(s) = &args.isa else { return Ok(()) };
+    let isa = Isa::parse(s)
+        .with_context(|| format!("unknown --isa '{s}' (portable, avx2, avx512, avx512vnni)"))?;
+    if !isa.supported() {
+        bail!("--isa {isa} is not supported by this CPU");
+    }
+    // SAFETY: called on the main thread before the engine (and any other thread that
+    // could read the environment) starts.
+    unsafe { std::env::set_var("GENAI_ISA", isa.name()) };
+    Ok(())
+}
+
+pub(crate) enum ModelKind {
+    Gguf,
+    Package,
+}
+
+pub(crate) fn model_kind(path: &Path) -> Result<ModelKind> {
+    const EXPECTED: &str = "expected a GGUF model file or a package directory holding package.json";
+    let meta = std::fs::metadata(path)
+        .with_context(|| format!("--model {}: cannot read it ({EXPECTED})", path.display()))?;
+    if meta.is_dir() {
+        if path.join("package.json").is_file() {
+            return Ok(ModelKind::Package);
+        }
+        bail!(
+            "--model {}: the directory has no package.json ({EXPECTED})",
+            path.display()
+        );
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+        .is_ok();
+    if !meta.is_file() || !read || &magic != b"GGUF" {
+        bail!(
+            "--model {}: not a GGUF file (its first bytes are not the GGUF magic; {EXPECTED})",
+            path.display()
+        );
+    }
+    Ok(ModelKind::Gguf)
 }
 
 fn chat_template(l: &Loaded) -> Result<ChatTemplate> {
-    Ok(ChatTemplate::from_gguf(l.file.metadata(), None)?)
+    let model = l.model()?;
+    Ok(ChatTemplate::from_gguf(
+        model.weights().file().metadata(),
+        None,
+    )?)
 }
 
-fn options(s: &SampleArgs) -> GenerateOptions {
-    GenerateOptions {
-        max_new_tokens: s.max_new_tokens,
-        sampler: SamplerConfig {
+fn request(text: String, s: &SampleArgs) -> GenerateRequest {
+    GenerateRequest::new(Prompt::Text(text), s.max_new_tokens)
+        .with_sampling(SamplerConfig {
             temperature: s.temperature,
             top_k: s.top_k,
             top_p: s.top_p,
             min_p: s.min_p,
             seed: s.seed,
-        },
-        stop_strings: s.stop.clone(),
-        stop_at_eog: true,
-    }
+        })
+        .with_stop(s.stop.clone())
 }
 
-/// Generate with streaming to stdout; returns the generation.
-fn stream(l: &Loaded, prompt: &[u32], opts: &GenerateOptions) -> Result<Generation> {
-    let cfg = l.model.config();
-    let total = prompt.len() + opts.max_new_tokens;
-    if total > cfg.context_len {
-        bail!(
-            "the prompt ({} tokens) plus --max-new-tokens ({}) is {total} positions, more than \
-             the model's context length of {}",
-            prompt.len(),
-            opts.max_new_tokens,
-            cfg.context_len
-        );
-    }
-    let mut kv = KvCache::new(l.model.kv_config(total, KvDtype::F32))?;
-    let seq = kv.create_sequence();
+/// Run `req` through the engine's funnel, streaming its text to stdout; the stats line
+/// goes to stderr. Returns the generated text.
+fn stream(l: &Loaded, req: &GenerateRequest) -> Result<String> {
     let mut out = std::io::stdout().lock();
-    let g = generate(
-        &l.model,
-        &l.tokenizer,
-        &mut kv,
-        seq,
-        prompt,
-        opts,
-        None,
-        &mut |_, piece| {
-            let _ = out.write_all(piece.as_bytes());
+    let mut printed = 0;
+    let r = l
+        .engine
+        .generate_stream(req, &mut |_| {}, &mut |_, piece| {
+            printed += piece.text.len();
+            let _ = out.write_all(piece.text.as_bytes());
             let _ = out.flush();
             Flow::Continue
-        },
-    )?;
-    writeln!(out)?;
-    Ok(g)
+        })?;
+    let row = &r.rows[0];
+    let text = row.text.clone().unwrap_or_default();
+    // Text held back as a possible stop string is released at the end.
+    writeln!(out, "{}", text.get(printed..).unwrap_or_default())?;
+    let n = row.tokens.len();
+    eprintln!(
+        "[prompt {} tokens, generated {n} tokens, prefill {:.1} tok/s, decode {:.1} tok/s, \
+         load {:.2} s, finish {:?}]",
+        r.prompt_tokens,
+        rate(r.prompt_tokens, r.prefill_secs),
+        rate(n.saturating_sub(1), r.decode_secs),
+        l.load_secs,
+        row.finish
+    );
+    Ok(text)
 }
 
-fn stats(l: &Loaded, g: &Generation) {
-    eprintln!(
-        "[prompt {} tokens, generated {} tokens, prefill {:.1} tok/s, decode {:.1} tok/s, \
-         load {:.2} s, finish {:?}]",
-        g.prompt_tokens,
-        g.tokens.len(),
-        g.prefill_tokens_per_sec(),
-        g.decode_tokens_per_sec(),
-        l.load_secs,
-        g.finish
-    );
+fn rate(n: usize, secs: f64) -> f64 {
+    if secs > 0.0 { n as f64 / secs } else { 0.0 }
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -352,19 +390,13 @@ fn run(cli: Cli) -> Result<()> {
             model,
             sample,
         } => {
-            let l = load(&model)?;
+            let l = load_engine(&model, EngineOptions::default())?;
             let text = if chat {
                 let mut msgs = Vec::new();
                 if let Some(s) = system {
-                    msgs.push(Message {
-                        role: Role::System,
-                        content: s,
-                    });
+                    msgs.push(Message::system(s));
                 }
-                msgs.push(Message {
-                    role: Role::User,
-                    content: prompt,
-                });
+                msgs.push(Message::user(prompt));
                 chat_template(&l)?.render(&msgs, true)?
             } else {
                 if system.is_some() {
@@ -372,23 +404,18 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 prompt
             };
-            let ids = l.tokenizer.encode(&text)?;
-            let g = stream(&l, &ids, &options(&sample))?;
-            stats(&l, &g);
+            stream(&l, &request(text, &sample))?;
         }
         Command::Chat {
             system,
             model,
             sample,
         } => {
-            let l = load(&model)?;
+            let l = load_engine(&model, EngineOptions::default())?;
             let template = chat_template(&l)?;
             let mut msgs = Vec::new();
             if let Some(s) = system {
-                msgs.push(Message {
-                    role: Role::System,
-                    content: s,
-                });
+                msgs.push(Message::system(s));
             }
             let stdin = std::io::stdin();
             loop {
@@ -397,17 +424,9 @@ fn run(cli: Cli) -> Result<()> {
                 if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
                     break;
                 }
-                msgs.push(Message {
-                    role: Role::User,
-                    content: line.trim_end().to_string(),
-                });
-                let ids = l.tokenizer.encode(&template.render(&msgs, true)?)?;
-                let g = stream(&l, &ids, &options(&sample))?;
-                stats(&l, &g);
-                msgs.push(Message {
-                    role: Role::Assistant,
-                    content: g.text,
-                });
+                msgs.push(Message::user(line.trim_end()));
+                let text = stream(&l, &request(template.render(&msgs, true)?, &sample))?;
+                msgs.push(Message::assistant(text));
             }
         }
         Command::Template {
@@ -428,8 +447,8 @@ fn run(cli: Cli) -> Result<()> {
             out.flush()?;
         }
         Command::Tokenize { text, model } => {
-            let l = load(&model)?;
-            let ids = l.tokenizer.encode(&text)?;
+            let l = load_engine(&model, EngineOptions::default())?;
+            let ids = l.tokenizer()?.encode(&text)?;
             println!(
                 "{}",
                 ids.iter()
@@ -439,22 +458,23 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Info { memory, model } => {
-            let l = load(&model)?;
-            let c = l.model.config();
+            let l = load_engine(&model, EngineOptions::default())?;
+            let m = l.model()?;
+            let file = m.weights().file();
+            let c = m.config();
             let size = l.file_bytes();
             println!(
                 "file            {}",
-                l.file
-                    .path()
+                file.path()
                     .map(|p| p.display().to_string())
                     .unwrap_or_default()
             );
-            println!("gguf version    {}", l.file.version());
+            println!("gguf version    {}", file.version());
             println!("architecture    {}", c.architecture);
-            if let Ok(name) = l.file.metadata().get_str("general.name") {
+            if let Ok(name) = file.metadata().get_str("general.name") {
                 println!("name            {name}");
             }
-            println!("tensors         {}", l.file.tensors().len());
+            println!("tensors         {}", file.tensors().len());
             println!("blocks          {}", c.n_layers);
             println!("hidden          {}", c.hidden);
             println!("ffn             {}", c.ffn);
@@ -466,17 +486,17 @@ fn run(cli: Cli) -> Result<()> {
             println!("rms eps         {}", c.rms_eps);
             println!("context         {}", c.context_len);
             println!("vocab           {}", c.vocab);
-            println!("tied embeddings {}", l.model.weights().tied_embeddings);
+            println!("tied embeddings {}", m.weights().tied_embeddings);
             println!(
                 "kernels         {} threads, {}",
-                l.model.cpu().threads(),
-                l.model.cpu().isa()
+                m.cpu().threads(),
+                m.cpu().isa()
             );
             if memory {
                 // One decode step touches every weight page, so the figure counts them all.
-                let mut kv = KvCache::new(l.model.kv_config(1, KvDtype::F32))?;
+                let mut kv = KvCache::new(m.kv_config(1, KvDtype::F32))?;
                 let seq = kv.create_sequence();
-                l.model.forward(&mut kv, seq, &[0], Logits::Last)?;
+                m.forward(&mut kv, seq, &[0], Logits::Last)?;
                 let rss = resident_bytes()?;
                 let kv_bytes = (kv.created_pages() * kv.page_bytes()) as u64;
                 println!("file bytes      {size}");
@@ -492,8 +512,17 @@ fn run(cli: Cli) -> Result<()> {
             gen_tokens,
             runs,
             json,
+            concurrency,
             model,
-        } => bench(&load(&model)?, prompt_tokens, gen_tokens, runs.max(1), json)?,
+        } => {
+            let l = load_engine(&model, EngineOptions::default())?;
+            if concurrency.is_empty() {
+                bench(&l, prompt_tokens, gen_tokens, runs.max(1), json)?
+            } else {
+                bench::concurrent(&l.engine, prompt_tokens, gen_tokens, &concurrency, json)?
+            }
+        }
+        Command::Serve(args) => serve::run(args)?,
     }
     Ok(())
 }
@@ -545,49 +574,33 @@ fn bench(
     runs: usize,
     json: bool,
 ) -> Result<()> {
-    let cfg = l.model.config();
-    if prompt_tokens + gen_tokens > cfg.context_len || prompt_tokens == 0 {
-        bail!(
-            "--prompt-tokens {prompt_tokens} + --gen-tokens {gen_tokens} must be between 1 and \
-             the context length {}",
-            cfg.context_len
-        );
-    }
-    // A deterministic prompt of ordinary text, repeated to the requested length.
-    let base = l.tokenizer.encode(
-        "The quick brown fox jumps over the lazy dog while the committee reviews the annual \
-         budget, and a small robot counts prime numbers in the garden. ",
-    )?;
-    let prompt: Vec<u32> = base.iter().copied().cycle().take(prompt_tokens).collect();
-    let opts = GenerateOptions {
-        max_new_tokens: gen_tokens,
-        stop_at_eog: false,
-        ..GenerateOptions::default()
-    };
+    let model = l.model()?;
+    let prompt = bench::prompt(&l.engine, prompt_tokens, gen_tokens)?;
+    let mut req = GenerateRequest::tokens(prompt.clone(), gen_tokens);
+    req.stop_at_eog = false;
+    let bpt = l
+        .engine
+        .scheduler()
+        .bytes_per_token()
+        .context("the model has no KV geometry")?;
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
-    let (mut rss, mut kv_bytes) = (0u64, 0u64);
+    let mut rss = 0u64;
+    // The KV cache of one sequence, in whole pages of 16 positions.
+    let kv_bytes = (prompt_tokens + gen_tokens).div_ceil(16) as u64 * 16 * bpt;
     for run in 0..=runs {
-        let mut kv = KvCache::new(l.model.kv_config(prompt_tokens + gen_tokens, KvDtype::F32))?;
-        let seq = kv.create_sequence();
-        let g = generate(
-            &l.model,
-            &l.tokenizer,
-            &mut kv,
-            seq,
-            &prompt,
-            &opts,
-            None,
-            &mut |_, _| Flow::Continue,
-        )?;
-        if run == runs {
-            // Resident memory with the last run's KV cache still held.
-            rss = resident_bytes().unwrap_or(0);
-            kv_bytes = (kv.created_pages() * kv.page_bytes()) as u64;
-        }
+        let mut n = 0;
+        let r = l.engine.generate_with(&req, &mut |_| {}, &mut |_, _| {
+            n += 1;
+            if run == runs && n == gen_tokens {
+                // Resident memory with the last run's KV cache still held.
+                rss = resident_bytes().unwrap_or(0);
+            }
+            Flow::Continue
+        })?;
         if run > 0 {
-            prefill.push(g.prefill_tokens_per_sec());
-            decode.push(g.decode_tokens_per_sec());
+            prefill.push(rate(r.prompt_tokens, r.prefill_secs));
+            decode.push(rate(r.tokens().len().saturating_sub(1), r.decode_secs));
         }
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
@@ -597,7 +610,7 @@ fn bench(
             "{}",
             serde_json::json!({
                 "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens, "runs": runs,
-                "threads": l.model.cpu().threads(), "isa": l.model.cpu().isa().name(),
+                "threads": model.cpu().threads(), "isa": model.cpu().isa().name(),
                 "prefill_tokens_per_sec_median": p, "decode_tokens_per_sec_median": d,
                 "prefill_tokens_per_sec": prefill, "decode_tokens_per_sec": decode,
                 "resident_bytes": rss, "kv_bytes": kv_bytes, "file_bytes": file_bytes,
@@ -607,8 +620,8 @@ fn bench(
     } else {
         println!(
             "genai bench: {} threads, {}, prompt {prompt_tokens} tokens, {gen_tokens} new tokens, {runs} runs",
-            l.model.cpu().threads(),
-            l.model.cpu().isa()
+            model.cpu().threads(),
+            model.cpu().isa()
         );
         println!("prefill  median {p:8.1} tok/s   runs {prefill:.1?}");
         println!("decode   median {d:8.1} tok/s   runs {decode:.1?}");

@@ -96,6 +96,12 @@ pub enum ModelError {
     /// The KV cache refused the positions.
     #[error(transparent)]
     Kv(#[from] KvError),
+    /// A pass of a continuous batch failed; every sequence of the pass gets its message.
+    #[error("batched pass failed: {message}")]
+    Step {
+        /// The failure, as the model reported it.
+        message: String,
+    },
     /// An empty token list was given to a pass that needs at least one.
     #[error("no tokens to run")]
     Empty,
@@ -382,6 +388,133 @@ impl Model {
             Logits::All => self.lm_head(&x),
             Logits::Last => self.lm_head(&x[x.len() - h..]),
         })
+    }
+
+    /// One decode step for a batch of sequences: each `(seq, token)` appends one position
+    /// to its own sequence of `kv`; returns `[rows.len(), vocab]` logits row-major.
+    ///
+    /// The weights are read once for the whole batch: every projection is one matrix
+    /// product over the batch's rows ([`matmul`], whose rows equal [`matvec`]'s bit for
+    /// bit), while RoPE and attention run per row on that row's own sequence and position.
+    /// Row `i`'s logits are therefore exactly what [`Model::forward`] gives for that token
+    /// alone. A batch of one is [`Model::forward`] itself.
+    ///
+    /// Errors: [`ModelError::Empty`] for no rows, [`ModelError::TokenOutOfRange`],
+    /// [`ModelError::ContextOverflow`] and [`ModelError::Kv`] for the row at fault
+    /// (checked before any row is written).
+    pub fn decode_batch(
+        &self,
+        kv: &mut KvCache,
+        rows: &[(SeqId, u32)],
+    ) -> Result<Vec<f32>, ModelError> {
+        match rows {
+            [] => Err(ModelError::Empty),
+            [(seq, token)] => self.forward(kv, *seq, &[*token], Logits::Last),
+            _ => {
+                let tokens: Vec<u32> = rows.iter().map(|r| r.1).collect();
+                let mut x = self.embed(&tokens)?;
+                let seqs: Vec<SeqId> = rows.iter().map(|r| r.0).collect();
+                self.cpu
+                    .pool()
+                    .install(|| self.decoder_batch(&mut x, kv, &seqs))?;
+                Ok(self.lm_head(&x))
+            }
+        }
+    }
+
+    /// The blocks over one new position of each of `seqs` (`x`: `[seqs.len(), hidden]`).
+    fn decoder_batch(
+        &self,
+        x: &mut [f32],
+        kv: &mut KvCache,
+        seqs: &[SeqId],
+    ) -> Result<(), ModelError> {
+        let cfg = &self.cfg;
+        let h = cfg.hidden;
+        let n = seqs.len();
+        assert_eq!(x.len(), n * h, "x must be [seqs, hidden]");
+        let mut pos = Vec::with_capacity(n);
+        for &seq in seqs {
+            let p = kv.len(seq);
+            if p + 1 > cfg.context_len {
+                return Err(ModelError::ContextOverflow {
+                    positions: p + 1,
+                    context: cfg.context_len,
+                });
+            }
+            pos.push(p);
+        }
+        for &seq in seqs {
+            kv.grow(seq, 1)?;
+        }
+        let (qw, kvw, f) = (cfg.q_width(), cfg.kv_width(), cfg.ffn);
+        let mut xn = vec![0.0f32; n * h];
+        let mut q = vec![0.0f32; n * qw];
+        let mut k = vec![0.0f32; n * kvw];
+        let mut v = vec![0.0f32; n * kvw];
+        let mut att = vec![0.0f32; n * qw];
+        let mut o = vec![0.0f32; n * h];
+        let mut gate = vec![0.0f32; n * f];
+        let mut up = vec![0.0f32; n * f];
+        let mut act = vec![0.0f32; n * f];
+        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+        let (n_heads, d) = (cfg.n_heads, cfg.head_dim);
+        let group = n_heads / cfg.n_kv_heads;
+
+        for (l, lw) in self.weights.layers.iter().enumerate() {
+            for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
+                rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
+            }
+            self.project(&lw.wq, &xn, n, &mut q);
+            self.project(&lw.wk, &xn, n, &mut k);
+            self.project(&lw.wv, &xn, n, &mut v);
+            for (i, &seq) in seqs.iter().enumerate() {
+                self.rope
+                    .apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos[i]);
+                self.rope
+                    .apply(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, pos[i]);
+                kv.write(
+                    seq,
+                    l,
+                    pos[i],
+                    &k[i * kvw..(i + 1) * kvw],
+                    &v[i * kvw..(i + 1) * kvw],
+                )?;
+            }
+            // One task per (row, query head), each on its row's own sequence.
+            let views: Vec<_> = seqs.iter().map(|&s| kv.layer(s, l)).collect();
+            let q = &q;
+            let views = &views;
+            let pos = &pos;
+            self.cpu.for_chunks(&mut att, d, &|t, out| {
+                let (i, hd) = (t / n_heads, t % n_heads);
+                let view = OneKvHead {
+                    inner: &views[i],
+                    head: hd / group,
+                };
+                let mut scratch = Vec::new();
+                let qr = &q[t * d..(t + 1) * d];
+                gqa_attention(qr, &view, 0, pos[i] + 1, 1, scale, None, out, &mut scratch);
+            });
+            self.project(&lw.wo, &att, n, &mut o);
+            add_in_place(x, &o);
+
+            for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
+                rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
+            }
+            self.project(&lw.w_gate, &xn, n, &mut gate);
+            self.project(&lw.w_up, &xn, n, &mut up);
+            for ((g, u), a) in gate
+                .chunks_exact(f)
+                .zip(up.chunks_exact(f))
+                .zip(act.chunks_exact_mut(f))
+            {
+                swiglu(g, u, a);
+            }
+            self.project(&lw.w_down, &act, n, &mut o);
+            add_in_place(x, &o);
+        }
+        Ok(())
     }
 
     /// `y = x · Wᵀ` for `n` rows: matrix-vector for one row, matrix-matrix otherwise.

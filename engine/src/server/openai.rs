@@ -1,0 +1,493 @@
+//! The OpenAI request schema of `/v1/completions` and `/v1/chat/completions`: every documented field accepted, the ones the engine cannot honour refused by name.
+//!
+//! Source of the schema: OpenAI's API reference ("Create completion", "Create chat
+//! completion"). Unknown fields are refused (`deny_unknown_fields`); a field whose value
+//! would change the output in a way the engine does not implement (`n` > 1, penalties,
+//! `logit_bias`, `logprobs`, tools, ...) is refused with [`Unsupported`] naming it;
+//! fields that only label a request (`user`, `metadata`, `store`, ...) are accepted and
+//! ignored.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `prompt`: a string, a list of strings, a list of token ids, or a list of id lists.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum PromptInput {
+    /// One text prompt.
+    Text(String),
+    /// Several text prompts (one is supported).
+    Texts(Vec<String>),
+    /// One prompt as token ids.
+    Tokens(Vec<u32>),
+    /// Several prompts as token ids (one is supported).
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// `stop`: a string or a list of up to 4 strings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StopInput {
+    /// One stop string.
+    One(String),
+    /// Several stop strings.
+    Many(Vec<String>),
+}
+
+impl StopInput {
+    /// The stop strings.
+    pub fn strings(self) -> Vec<String> {
+        match self {
+            StopInput::One(s) => vec![s],
+            StopInput::Many(v) => v,
+        }
+    }
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StreamOptions {
+    /// Send a last chunk with `usage` before `data: [DONE]`.
+    pub include_usage: Option<bool>,
+    /// Obfuscation padding of stream chunks (accepted; not sent).
+    pub include_obfuscation: Option<bool>,
+}
+
+/// The body of `POST /v1/completions`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct CompletionRequest {
+    pub model: String,
+    pub prompt: PromptInput,
+    pub best_of: Option<u32>,
+    pub echo: Option<bool>,
+    pub frequency_penalty: Option<f32>,
+    pub logit_bias: Option<BTreeMap<String, f32>>,
+    pub logprobs: Option<u32>,
+    pub max_tokens: Option<u32>,
+    pub n: Option<u32>,
+    pub presence_penalty: Option<f32>,
+    pub seed: Option<i64>,
+    pub stop: Option<StopInput>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub suffix: Option<String>,
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub user: Option<String>,
+}
+
+/// A chat message's `content`: text or a list of content parts.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum MessageContent {
+    /// Plain text.
+    Text(String),
+    /// Content parts (text parts only are supported).
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ContentPart {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: Option<String>,
+    pub image_url: Option<Value>,
+    pub input_audio: Option<Value>,
+    pub file: Option<Value>,
+    pub refusal: Option<String>,
+}
+
+/// One message of `messages`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: Option<MessageContent>,
+    pub name: Option<String>,
+    pub refusal: Option<String>,
+    pub audio: Option<Value>,
+    pub tool_calls: Option<Value>,
+    pub tool_call_id: Option<String>,
+    pub function_call: Option<Value>,
+}
+
+/// The body of `POST /v1/chat/completions`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ChatRequest {
+    pub messages: Vec<ChatMessage>,
+    pub model: String,
+    pub audio: Option<Value>,
+    pub frequency_penalty: Option<f32>,
+    pub function_call: Option<Value>,
+    pub functions: Option<Vec<Value>>,
+    pub logit_bias: Option<BTreeMap<String, f32>>,
+    pub logprobs: Option<bool>,
+    pub max_completion_tokens: Option<u32>,
+    pub max_tokens: Option<u32>,
+    pub metadata: Option<BTreeMap<String, String>>,
+    pub modalities: Option<Vec<String>>,
+    pub n: Option<u32>,
+    pub parallel_tool_calls: Option<bool>,
+    pub prediction: Option<Value>,
+    pub presence_penalty: Option<f32>,
+    pub prompt_cache_key: Option<String>,
+    pub reasoning_effort: Option<String>,
+    pub response_format: Option<Value>,
+    pub safety_identifier: Option<String>,
+    pub seed: Option<i64>,
+    pub service_tier: Option<String>,
+    pub stop: Option<StopInput>,
+    pub store: Option<bool>,
+    pub stream: Option<bool>,
+    pub stream_options: Option<StreamOptions>,
+    pub temperature: Option<f32>,
+    pub tool_choice: Option<Value>,
+    pub tools: Option<Vec<Value>>,
+    pub top_logprobs: Option<u32>,
+    pub top_p: Option<f32>,
+    pub user: Option<String>,
+    pub verbosity: Option<String>,
+    pub web_search_options: Option<Value>,
+}
+
+/// A field whose value the engine cannot honour.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unsupported {
+    /// The field, as a JSON path (`n`, `messages[2].role`).
+    pub field: String,
+    /// Why, and what is accepted.
+    pub message: String,
+}
+
+fn refuse(field: impl Into<String>, message: impl Into<String>) -> Unsupported {
+    Unsupported {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// Sampling and limits common to both endpoints, after the checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Common {
+    /// `temperature` (default 1).
+    pub temperature: f32,
+    /// `top_p` (default 1).
+    pub top_p: f32,
+    /// `seed`, if given.
+    pub seed: Option<u64>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// `max_tokens` / `max_completion_tokens`, if given.
+    pub max_tokens: Option<usize>,
+    /// `stream`.
+    pub stream: bool,
+    /// `stream_options.include_usage`.
+    pub include_usage: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn common(
+    n: Option<u32>,
+    temperature: Option<f32>,
+    top_p: Option<f32>,
+    frequency_penalty: Option<f32>,
+    presence_penalty: Option<f32>,
+    logit_bias: &Option<BTreeMap<String, f32>>,
+    seed: Option<i64>,
+    stop: Option<StopInput>,
+    max_tokens: Option<(&str, u32)>,
+    stream: Option<bool>,
+    stream_options: Option<StreamOptions>,
+) -> Result<Common, Unsupported> {
+    if n.is_some_and(|n| n != 1) {
+        return Err(refuse(
+            "n",
+            "only n = 1 (one choice per request) is supported",
+        ));
+    }
+    for (field, v) in [
+        ("frequency_penalty", frequency_penalty),
+        ("presence_penalty", presence_penalty),
+    ] {
+        if v.is_some_and(|v| v != 0.0) {
+            return Err(refuse(
+                field,
+                "penalties are not supported; only 0 is accepted",
+            ));
+        }
+    }
+    if logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
+        return Err(refuse(
+            "logit_bias",
+            "logit_bias is not supported; send {} or null",
+        ));
+    }
+    let temperature = temperature.unwrap_or(1.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(refuse(
+            "temperature",
+            format!("must be between 0 and 2, got {temperature}"),
+        ));
+    }
+    let top_p = top_p.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(refuse("top_p", format!("must be in (0, 1], got {top_p}")));
+    }
+    let stop = stop.map(StopInput::strings).unwrap_or_default();
+    if stop.len() > 4 {
+        return Err(refuse(
+            "stop",
+            format!("at most 4 stop strings, got {}", stop.len()),
+        ));
+    }
+    let max_tokens = match max_tokens {
+        Some((field, 0)) => return Err(refuse(field, "must be at least 1")),
+        Some((_, m)) => Some(m as usize),
+        None => None,
+    };
+    let stream = stream.unwrap_or(false);
+    if stream_options.is_some() && !stream {
+        return Err(refuse("stream_options", "only allowed with stream: true"));
+    }
+    Ok(Common {
+        temperature,
+        top_p,
+        seed: seed.map(|s| s as u64),
+        stop,
+        max_tokens,
+        stream,
+        include_usage: stream_options
+            .and_then(|o| o.include_usage)
+            .unwrap_or(false),
+    })
+}
+
+/// What a completions request asks for.
+#[derive(Debug, Clone)]
+pub enum CompletionPrompt {
+    /// Text (special tokens recognised, as `genai generate` does).
+    Text(String),
+    /// Token ids.
+    Tokens(Vec<u32>),
+}
+
+impl CompletionRequest {
+    /// The prompt and common settings, or the field the engine cannot honour.
+    ///
+    /// # Errors
+    /// [`Unsupported`] naming the field.
+    pub fn check(self) -> Result<(CompletionPrompt, Common), Unsupported> {
+        if self.best_of.is_some_and(|b| b != 1) {
+            return Err(refuse("best_of", "only best_of = 1 is supported"));
+        }
+        if self.echo == Some(true) {
+            return Err(refuse("echo", "echo is not supported"));
+        }
+        if self.logprobs.is_some() {
+            return Err(refuse("logprobs", "logprobs are not supported"));
+        }
+        if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
+            return Err(refuse("suffix", "suffix (insertion) is not supported"));
+        }
+        let one = "one prompt per request is supported";
+        let prompt = match self.prompt {
+            PromptInput::Text(t) => CompletionPrompt::Text(t),
+            PromptInput::Texts(mut v) if v.len() == 1 => CompletionPrompt::Text(v.remove(0)),
+            PromptInput::Tokens(t) => CompletionPrompt::Tokens(t),
+            PromptInput::TokenLists(mut v) if v.len() == 1 => CompletionPrompt::Tokens(v.remove(0)),
+            _ => return Err(refuse("prompt", one)),
+        };
+        let common = common(
+            self.n,
+            self.temperature,
+            self.top_p,
+            self.frequency_penalty,
+            self.presence_penalty,
+            &self.logit_bias,
+            self.seed,
+            self.stop,
+            self.max_tokens.map(|m| ("max_tokens", m)),
+            self.stream,
+            self.stream_options,
+        )?;
+        Ok((prompt, common))
+    }
+}
+
+/// A chat turn after the checks: role (`system`, `user`, `assistant`) and text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Turn {
+    /// `system` (also for `developer`), `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl ChatRequest {
+    /// The conversation and common settings, or the field the engine cannot honour.
+    ///
+    /// # Errors
+    /// [`Unsupported`] naming the field.
+    pub fn check(self) -> Result<(Vec<Turn>, Common), Unsupported> {
+        let nulls = [
+            ("audio", self.audio.is_some()),
+            ("function_call", self.function_call.is_some()),
+            ("prediction", self.prediction.is_some()),
+            ("web_search_options", self.web_search_options.is_some()),
+            ("reasoning_effort", self.reasoning_effort.is_some()),
+            ("verbosity", self.verbosity.is_some()),
+            ("logprobs", self.logprobs == Some(true)),
+            ("top_logprobs", self.top_logprobs.is_some_and(|n| n > 0)),
+            ("tools", self.tools.as_ref().is_some_and(|t| !t.is_empty())),
+            (
+                "functions",
+                self.functions.as_ref().is_some_and(|t| !t.is_empty()),
+            ),
+        ];
+        if let Some((field, _)) = nulls.iter().find(|(_, set)| *set) {
+            return Err(refuse(
+                *field,
+                "this feature is not supported by the engine",
+            ));
+        }
+        if let Some(c) = &self.tool_choice
+            && c != "none"
+        {
+            return Err(refuse(
+                "tool_choice",
+                "tools are not supported; only \"none\"",
+            ));
+        }
+        if let Some(m) = &self.modalities
+            && m.iter().any(|m| m != "text")
+        {
+            return Err(refuse("modalities", "only [\"text\"] is supported"));
+        }
+        if let Some(f) = &self.response_format
+            && f.get("type").and_then(Value::as_str) != Some("text")
+        {
+            return Err(refuse(
+                "response_format",
+                "only {\"type\": \"text\"} is supported",
+            ));
+        }
+        if self.messages.is_empty() {
+            return Err(refuse("messages", "at least one message is needed"));
+        }
+        let mut turns = Vec::new();
+        for (i, m) in self.messages.into_iter().enumerate() {
+            let role = match m.role.as_str() {
+                "system" | "developer" => "system",
+                "user" => "user",
+                "assistant" => "assistant",
+                other => {
+                    return Err(refuse(
+                        format!("messages[{i}].role"),
+                        format!(
+                            "role '{other}' is not supported (system, developer, user, assistant)"
+                        ),
+                    ));
+                }
+            };
+            for (field, set) in [
+                ("audio", m.audio.is_some()),
+                ("tool_calls", m.tool_calls.is_some()),
+                ("tool_call_id", m.tool_call_id.is_some()),
+                ("function_call", m.function_call.is_some()),
+            ] {
+                if set {
+                    return Err(refuse(
+                        format!("messages[{i}].{field}"),
+                        "tool and audio messages are not supported",
+                    ));
+                }
+            }
+            let content = match m.content {
+                None => String::new(),
+                Some(MessageContent::Text(t)) => t,
+                Some(MessageContent::Parts(parts)) => {
+                    let mut text = String::new();
+                    for (j, p) in parts.into_iter().enumerate() {
+                        match (p.kind.as_str(), p.text) {
+                            ("text", Some(t)) => text.push_str(&t),
+                            _ => {
+                                return Err(refuse(
+                                    format!("messages[{i}].content[{j}]"),
+                                    "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                                ));
+                            }
+                        }
+                    }
+                    text
+                }
+            };
+            turns.push(Turn {
+                role: role.to_string(),
+                content,
+            });
+        }
+        let max = match (self.max_completion_tokens, self.max_tokens) {
+            (Some(m), _) => Some(("max_completion_tokens", m)),
+            (None, Some(m)) => Some(("max_tokens", m)),
+            (None, None) => None,
+        };
+        let common = common(
+            self.n,
+            self.temperature,
+            self.top_p,
+            self.frequency_penalty,
+            self.presence_penalty,
+            &self.logit_bias,
+            self.seed,
+            self.stop,
+            max,
+            self.stream,
+            self.stream_options,
+        )?;
+        Ok((turns, common))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chat(v: Value) -> Result<(Vec<Turn>, Common), Unsupported> {
+        serde_json::from_value::<ChatRequest>(v).unwrap().check()
+    }
+
+    #[test]
+    fn unsupported_values_name_their_field() {
+        let base =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        assert!(chat(base.clone()).is_ok());
+        for (k, v, field) in [
+            ("n", serde_json::json!(2), "n"),
+            (
+                "presence_penalty",
+                serde_json::json!(0.5),
+                "presence_penalty",
+            ),
+            ("tools", serde_json::json!([{"type": "function"}]), "tools"),
+            ("temperature", serde_json::json!(3.0), "temperature"),
+        ] {
+            let mut b = base.clone();
+            b[k] = v;
+            assert_eq!(chat(b).unwrap_err().field, field);
+        }
+        let mut b = base.clone();
+        b["messages"][0]["role"] = "tool".into();
+        assert_eq!(chat(b).unwrap_err().field, "messages[0].role");
+    }
+}

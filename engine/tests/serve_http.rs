@@ -1,0 +1,606 @@
+//! The HTTP contract of `genai serve` over real HTTP on 127.0.0.1 (reqwest client), on the
+//! tiny fixture decoder: admission at the edge (400 never-fits, bounded FIFO, 429 with
+//! Retry-After, cancellation on disconnect), the OpenAI shapes, the continuous batch
+//! (output in a batch equals output alone) and SIGTERM.
+
+mod admission {
+    use std::io::{BufRead, BufReader};
+    use std::net::SocketAddr;
+    use std::process::{Child, Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    use engine::batch::{Done, Piece, SeqSpec, Sink};
+    use engine::kernels::sample::SamplerConfig;
+    use engine::runtime::{Engine, EngineOptions, Flow, GenerateRequest};
+    use engine::server::{ServerConfig, serve};
+    use serde_json::{Value, json};
+    use tokio::sync::oneshot;
+
+    const MODEL: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/packages/tiny-decoder/model.gguf"
+    );
+
+    /// KV bytes per token of the tiny decoder: 2 x 2 layers x 2 KV heads x 8 x 4 bytes.
+    const BPT: u64 = 2 * 2 * 2 * 8 * 4;
+
+    struct Server {
+        addr: SocketAddr,
+        stop: Option<oneshot::Sender<()>>,
+        done: tokio::task::JoinHandle<()>,
+        http: reqwest::Client,
+    }
+
+    impl Server {
+        async fn start(config: ServerConfig) -> Server {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (stop, stopped) = oneshot::channel::<()>();
+            let done = tokio::spawn(async move {
+                serve(listener, config, |_| {}, async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("server runs");
+            });
+            let s = Server {
+                addr,
+                stop: Some(stop),
+                done,
+                http: reqwest::Client::new(),
+            };
+            let t0 = Instant::now();
+            loop {
+                let r = s.http.get(s.url("/health")).send().await;
+                if r.is_ok_and(|r| r.status() == 200) {
+                    return s;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(20),
+                    "server not ready in 20 s"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+
+        fn url(&self, path: &str) -> String {
+            format!("http://{}{path}", self.addr)
+        }
+
+        async fn post(&self, path: &str, body: Value) -> reqwest::Response {
+            self.http
+                .post(self.url(path))
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        }
+
+        /// The value of an unlabelled metric sample (`name value`).
+        async fn metric(&self, name: &str) -> f64 {
+            let text = self
+                .http
+                .get(self.url("/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("metric {name} missing from:\n{text}"))
+                .trim()
+                .parse()
+                .unwrap()
+        }
+
+        /// Wait (at most `secs`) until `name` equals `want`.
+        async fn wait_metric(&self, name: &str, want: f64, secs: u64) {
+            let t0 = Instant::now();
+            loop {
+                let got = self.metric(name).await;
+                if got == want {
+                    return;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(secs),
+                    "{name} is {got} after {secs} s, expected {want}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+
+        async fn stop(mut self) {
+            let _ = self.stop.take().unwrap().send(());
+            tokio::time::timeout(Duration::from_secs(30), &mut self.done)
+                .await
+                .expect("server stops in 30 s")
+                .unwrap();
+        }
+    }
+
+    fn config(budget_tokens: u64) -> ServerConfig {
+        ServerConfig {
+            threads: 1,
+            kv_budget_bytes: Some(budget_tokens * BPT),
+            max_running: 4,
+            max_queue: 4,
+            ..ServerConfig::new(MODEL)
+        }
+    }
+
+    fn completion(prompt: &[u32], max_tokens: usize, stream: bool) -> Value {
+        json!({"model": "tiny", "prompt": prompt, "max_tokens": max_tokens,
+               "temperature": 0, "stream": stream})
+    }
+
+    fn prompt(n: usize, salt: u32) -> Vec<u32> {
+        (0..n as u32).map(|i| 72 + (i * 5 + salt) % 30).collect()
+    }
+
+    /// Read SSE `data:` payloads from a streaming response until `[DONE]` (or `limit`).
+    async fn read_events(r: &mut reqwest::Response, limit: usize) -> Vec<String> {
+        let mut buf = String::new();
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(bytes) = tokio::time::timeout(Duration::from_secs(20), r.chunk())
+                .await
+                .expect("a stream chunk within 20 s")
+                .unwrap()
+            else {
+                break;
+            };
+            buf.push_str(std::str::from_utf8(&bytes).unwrap());
+            while let Some(end) = buf.find("\n\n") {
+                let event: String = buf.drain(..end + 2).collect();
+                for line in event.lines() {
+                    if let Some(d) = line.strip_prefix("data: ") {
+                        out.push(d.to_string());
+                    }
+                }
+            }
+            if out.last().is_some_and(|d| d == "[DONE]") {
+                break;
+            }
+        }
+        out
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_never_fits_is_400_with_byte_arithmetic_and_levers() {
+        let s = Server::start(config(64)).await;
+        // A prompt of 100 tokens cannot fit 64 tokens' worth of bytes, even with one new token.
+        let r = s
+            .post("/v1/completions", completion(&prompt(100, 0), 10, false))
+            .await;
+        assert_eq!(r.status(), 400);
+        let body: Value = r.json().await.unwrap();
+        let msg = body["error"]["message"].as_str().unwrap();
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        // requested (100 + 10) x 256 bytes, minimum (100 + 1) x 256, limit 64 x 256
+        for needle in [
+            "28160",
+            "25856",
+            "16384",
+            "larger KV budget",
+            "fewer new tokens",
+        ] {
+            assert!(msg.contains(needle), "{needle:?} missing from {msg:?}");
+        }
+        // One that fits only in part is clamped, not refused.
+        let r = s
+            .post("/v1/completions", completion(&prompt(3, 0), 200, false))
+            .await;
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["choices"][0]["finish_reason"], "length");
+        assert_eq!(s.metric("genai_clamps_total").await, 1.0);
+        s.wait_metric("genai_kv_reserved_bytes", 0.0, 5).await;
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_queue_full_is_429_with_retry_after_and_queued_request_completes() {
+        // One request fits at a time; one may wait.
+        let s = Server::start(ServerConfig {
+            max_running: 1,
+            max_queue: 1,
+            step_interval: Duration::from_millis(20),
+            ..config(210)
+        })
+        .await;
+        let mut a = s
+            .post("/v1/completions", completion(&prompt(3, 0), 200, true))
+            .await;
+        assert_eq!(a.status(), 200);
+        assert!(!read_events(&mut a, 1).await.is_empty(), "A streams");
+        let b = {
+            let (http, url) = (s.http.clone(), s.url("/v1/completions"));
+            tokio::spawn(async move {
+                http.post(url)
+                    .json(&completion(&prompt(3, 1), 4, false))
+                    .send()
+                    .await
+                    .unwrap()
+            })
+        };
+        s.wait_metric("genai_queue_depth", 1.0, 10).await;
+        let c = s
+            .post("/v1/completions", completion(&prompt(3, 2), 4, false))
+            .await;
+        assert_eq!(c.status(), 429, "the queue holds one request");
+        let retry: u64 = c
+            .headers()
+            .get("retry-after")
+            .expect("429 carries Retry-After")
+            .to_str()
+            .unwrap()
+            .parse()
+            .expect("Retry-After is whole seconds");
+        assert!(retry >= 1);
+        assert_eq!(s.metric("genai_queue_depth").await, 1.0, "C was not queued");
+        drop(a);
+        let b = tokio::time::timeout(Duration::from_secs(20), b)
+            .await
+            .expect("B admitted once A left")
+            .unwrap();
+        assert_eq!(b.status(), 200);
+        let body: Value = b.json().await.unwrap();
+        assert_eq!(body["usage"]["prompt_tokens"], 3);
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_disconnect_cancels_and_releases_the_reservation() {
+        let s = Server::start(ServerConfig {
+            step_interval: Duration::from_millis(50),
+            ..config(256)
+        })
+        .await;
+        let mut a = s
+            .post("/v1/completions", completion(&prompt(3, 0), 200, true))
+            .await;
+        assert!(!read_events(&mut a, 2).await.is_empty());
+        assert_eq!(
+            s.metric("genai_kv_reserved_bytes").await,
+            (203 * BPT) as f64
+        );
+        drop(a);
+        // 200 tokens at 50 ms per step would hold the bytes for 10 s.
+        s.wait_metric("genai_kv_reserved_bytes", 0.0, 3).await;
+        assert_eq!(s.metric("genai_cancellations_total").await, 1.0);
+        assert_eq!(s.metric("genai_running_requests").await, 0.0);
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_bad_json_unknown_and_mistyped_fields_are_400_naming_the_field() {
+        let s = Server::start(ServerConfig {
+            max_body_bytes: 2048,
+            ..config(256)
+        })
+        .await;
+        let raw = s
+            .http
+            .post(s.url("/v1/completions"))
+            .header("content-type", "application/json")
+            .body("{\"model\": ")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(raw.status(), 400);
+        let cases = [
+            (
+                json!({"model": "m", "prompt": "hi", "frobnicate": 1}),
+                "frobnicate",
+            ),
+            (
+                json!({"model": "m", "prompt": "hi", "max_tokens": "ten"}),
+                "max_tokens",
+            ),
+            (json!({"model": "m", "prompt": "hi", "n": 2}), "n"),
+            (
+                json!({"model": "m", "prompt": "hi", "logprobs": 2}),
+                "logprobs",
+            ),
+            (
+                json!({"model": "m", "prompt": "hi", "max_tokens": 0}),
+                "max_tokens",
+            ),
+        ];
+        for (body, field) in cases {
+            let r = s.post("/v1/completions", body.clone()).await;
+            assert_eq!(r.status(), 400, "{body}");
+            let e: Value = r.json().await.unwrap();
+            assert_eq!(e["error"]["param"], field, "{e}");
+            assert!(e["error"]["message"].as_str().unwrap().contains(field));
+        }
+        let r = s
+            .post(
+                "/v1/chat/completions",
+                json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
+            )
+            .await;
+        assert_eq!(r.status(), 400);
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["param"], "messages[0].role");
+        let big = json!({"model": "m", "prompt": "x".repeat(4096)});
+        assert_eq!(s.post("/v1/completions", big).await.status(), 413);
+        s.stop().await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_completion_json_and_stream_agree_and_end_with_done() {
+        let s = Server::start(config(256)).await;
+        let r = s
+            .post("/v1/completions", completion(&prompt(4, 0), 8, false))
+            .await;
+        assert_eq!(r.status(), 200);
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["object"], "text_completion");
+        let choice = &body["choices"][0];
+        let finish = choice["finish_reason"].as_str().unwrap();
+        assert!(finish == "stop" || finish == "length", "{finish}");
+        let n = body["usage"]["completion_tokens"].as_u64().unwrap();
+        assert_eq!(body["usage"]["prompt_tokens"], 4);
+        assert_eq!(body["usage"]["total_tokens"].as_u64().unwrap(), 4 + n);
+        assert!((1..=8).contains(&n));
+        let mut st = s
+            .post("/v1/completions", completion(&prompt(4, 0), 8, true))
+            .await;
+        assert_eq!(
+            st.headers()["content-type"].to_str().unwrap(),
+            "text/event-stream"
+        );
+        let events = read_events(&mut st, 1000).await;
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        let mut text = String::new();
+        let mut last_finish = Value::Null;
+        for e in &events[..events.len() - 1] {
+            let v: Value = serde_json::from_str(e).unwrap();
+            text.push_str(v["choices"][0]["text"].as_str().unwrap());
+            last_finish = v["choices"][0]["finish_reason"].clone();
+        }
+        assert_eq!(text, choice["text"].as_str().unwrap());
+        assert_eq!(last_finish, choice["finish_reason"]);
+        let models: Value = s
+            .http
+            .get(s.url("/v1/models"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(models["data"][0]["id"], "model");
+        let tok: Value = s
+            .post("/tokenize", json!({"content": "hello world"}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let ids = tok["tokens"].clone();
+        assert!(ids.as_array().is_some_and(|a| !a.is_empty()));
+        let text: Value = s
+            .post("/detokenize", json!({"tokens": ids}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(text["content"], "hello world");
+        s.stop().await;
+    }
+
+    /// Greedy output of several requests running together equals each run alone, over HTTP.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_batch_output_equals_alone() {
+        let s = Server::start(ServerConfig {
+            step_interval: Duration::from_millis(5),
+            ..config(1024)
+        })
+        .await;
+        let prompts: Vec<Vec<u32>> = (0..4).map(|i| prompt(3 + 2 * i, i as u32)).collect();
+        let mut alone = Vec::new();
+        for p in &prompts {
+            let v: Value = s
+                .post("/v1/completions", completion(p, 24, false))
+                .await
+                .json()
+                .await
+                .unwrap();
+            alone.push(v["choices"][0]["text"].as_str().unwrap().to_string());
+        }
+        let handles: Vec<_> = prompts
+            .iter()
+            .map(|p| {
+                let (http, url, body) = (
+                    s.http.clone(),
+                    s.url("/v1/completions"),
+                    completion(p, 24, false),
+                );
+                tokio::spawn(async move {
+                    let v: Value = http
+                        .post(url)
+                        .json(&body)
+                        .send()
+                        .await
+                        .unwrap()
+                        .json()
+                        .await
+                        .unwrap();
+                    v["choices"][0]["text"].as_str().unwrap().to_string()
+                })
+            })
+            .collect();
+        for (h, want) in handles.into_iter().zip(alone) {
+            assert_eq!(h.await.unwrap(), want);
+        }
+        s.stop().await;
+    }
+
+    /// Collects one sequence's tokens.
+    struct Collect<'a>(&'a mut Vec<u32>);
+
+    impl Sink for Collect<'_> {
+        fn token(&mut self, p: Piece<'_>) -> Flow {
+            self.0.push(p.id);
+            Flow::Continue
+        }
+        fn finish(&mut self, _: Done<'_>) {}
+    }
+
+    /// Every step of a batch computes one token for every running sequence, and each
+    /// sequence's greedy tokens equal its tokens alone (prefill chunked, joins staggered).
+    #[test]
+    fn batch_step_output_equals_alone() {
+        let engine = Engine::load_gguf(
+            MODEL,
+            EngineOptions {
+                threads: 1,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap();
+        let spec = |i: usize| SeqSpec {
+            prompt: prompt(5 + 7 * i, i as u32),
+            max_new_tokens: 20,
+            capped: false,
+            sampling: SamplerConfig::default(),
+            stop: Vec::new(),
+            stop_at_eog: false,
+        };
+        let mut alone = Vec::new();
+        for i in 0..4 {
+            let mut req = GenerateRequest::tokens(spec(i).prompt, 20);
+            req.stop_at_eog = false;
+            alone.push(engine.generate(&req).unwrap().tokens().to_vec());
+        }
+        let mut got = vec![Vec::new(); 4];
+        {
+            let mut batch = engine.batch(1024, 4).unwrap().unwrap().with_chunk(4);
+            let mut slots = got.iter_mut();
+            batch
+                .join(0, spec(0), Box::new(Collect(slots.next().unwrap())), None)
+                .unwrap();
+            let mut max_decoded = 0;
+            let mut rest: Vec<_> = slots.enumerate().collect();
+            let mut steps = 0;
+            while !batch.is_empty() || !rest.is_empty() {
+                // A new sequence joins every other step.
+                if steps % 2 == 1 && !rest.is_empty() {
+                    let (i, slot) = rest.remove(0);
+                    batch
+                        .join(i as u64 + 1, spec(i + 1), Box::new(Collect(slot)), None)
+                        .unwrap();
+                }
+                let (report, _) = batch.step();
+                max_decoded = max_decoded.max(report.decoded);
+                steps += 1;
+                assert!(steps < 1000, "the batch never drained");
+            }
+            assert!(
+                max_decoded >= 3,
+                "sequences decoded together (max {max_decoded} per step)"
+            );
+        }
+        assert_eq!(got, alone);
+    }
+
+    /// `genai serve` on SIGTERM: running requests finish, queued ones get 503, exit 0.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_sigterm_finishes_running_answers_queued_503_exits_0() {
+        let mut child: Child = Command::new(env!("CARGO_BIN_EXE_genai"))
+            .args([
+                "serve",
+                "--port",
+                "0",
+                "--threads",
+                "1",
+                "--max-running",
+                "1",
+                "--max-queue",
+                "2",
+                "--step-interval-ms",
+                "10",
+                "--model",
+                MODEL,
+            ])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let addr = loop {
+            let line = lines.next().expect("serve prints its address").unwrap();
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                break rest.split_whitespace().next().unwrap().to_string();
+            }
+        };
+        let http = reqwest::Client::new();
+        let url = |p: &str| format!("http://{addr}{p}");
+        let t0 = Instant::now();
+        while !http
+            .get(url("/health"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            assert!(t0.elapsed() < Duration::from_secs(20));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut a = http
+            .post(url("/v1/completions"))
+            .json(&completion(&prompt(3, 0), 100, true))
+            .send()
+            .await
+            .unwrap();
+        assert!(!read_events(&mut a, 1).await.is_empty());
+        let b = {
+            let (http, u) = (http.clone(), url("/v1/completions"));
+            tokio::spawn(async move {
+                http.post(u)
+                    .json(&completion(&prompt(3, 1), 4, false))
+                    .send()
+                    .await
+                    .unwrap()
+            })
+        };
+        let t0 = Instant::now();
+        loop {
+            let m = http
+                .get(url("/metrics"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            if m.lines().any(|l| l == "genai_queue_depth 1") {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "B never queued:\n{m}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // SAFETY: sending a signal to our own child process.
+        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        let b = b.await.unwrap();
+        assert_eq!(b.status(), 503);
+        let events = read_events(&mut a, 10_000).await;
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        let last: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+        assert!(last["choices"][0]["finish_reason"].is_string(), "{last}");
+        drop(a);
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(20), "serve did not exit");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(status.success(), "{status:?}");
+    }
+}
