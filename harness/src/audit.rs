@@ -579,7 +579,7 @@ fn candidates<'l>(
         && one.mapping == testlog::Mapping::Order
     {
         let why = format!(
-            "several packages have this target; cargo ran it among package `{}`'s targets",
+            "several packages have this target; package `{}` by cargo's order of packages",
             one.package.as_deref().unwrap_or("?")
         );
         return (named, Some(why));

@@ -192,24 +192,47 @@ impl Workspace {
     /// Name the package and target of every target in `log` the log left unnamed
     /// ([`Mapping::Guessed`]) that [`Workspace::resolve`] places.
     ///
-    /// A target several packages fit (two packages with `tests/round_trip.rs`) takes the
-    /// package of the target cargo ran just before it when that package is one of them
-    /// ([`Mapping::Order`]: cargo runs each package's targets together).
+    /// Targets several packages fit (two packages with `tests/round_trip.rs`) are named
+    /// by cargo's order ([`Mapping::Order`]): cargo runs packages in the order of their
+    /// names, so when the log shows as many such targets as there are candidate packages,
+    /// the k-th is the k-th package by name; otherwise a target takes the package of the
+    /// target cargo ran just before it, when that is a candidate.
     pub fn map(&self, log: &mut RunLog) {
+        let found: Vec<Vec<(String, String)>> = log
+            .targets
+            .iter()
+            .map(|run| {
+                if run.mapping == Mapping::Guessed {
+                    let mut c = self.candidates(run);
+                    c.sort();
+                    c
+                } else {
+                    Vec::new()
+                }
+            })
+            .collect();
         let mut previous: Option<String> = None;
-        for run in &mut log.targets {
+        for (i, run) in log.targets.iter_mut().enumerate() {
             if run.mapping != Mapping::Guessed {
                 previous = run.package.clone();
                 continue;
             }
-            let found = self.candidates(run);
-            let pick = match found.as_slice() {
+            let pick = match found[i].as_slice() {
                 [one] => Some((one.clone(), Mapping::Metadata)),
                 [] => None,
-                many => previous
-                    .as_ref()
-                    .and_then(|p| many.iter().find(|(pk, _)| pk == p))
-                    .map(|one| (one.clone(), Mapping::Order)),
+                many => {
+                    let same: Vec<usize> =
+                        (0..found.len()).filter(|&j| found[j] == found[i]).collect();
+                    if same.len() == many.len() {
+                        let k = same.iter().position(|&j| j == i).unwrap_or(0);
+                        Some((many[k].clone(), Mapping::Order))
+                    } else {
+                        previous
+                            .as_ref()
+                            .and_then(|p| many.iter().find(|(pk, _)| pk == p))
+                            .map(|one| (one.clone(), Mapping::Order))
+                    }
+                }
             };
             if let Some(((package, target), how)) = pick {
                 run.package = Some(package);

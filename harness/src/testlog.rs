@@ -222,8 +222,8 @@ pub enum Mapping {
     /// library or a binary. Matching then needs the log to leave one choice.
     Guessed,
     /// `cargo metadata` left several packages with a target of this name and source
-    /// (`tests/round_trip.rs` in two packages); the package is the one whose targets
-    /// cargo ran just before it (cargo runs each package's targets together).
+    /// (`tests/round_trip.rs` in two packages); the package comes from the order cargo
+    /// runs packages and their targets in (see [`crate::targets::Workspace::map`]).
     Order,
 }
 
