@@ -134,6 +134,7 @@ fn bench_audit(figures: &mut Vec<Figure>) {
         lanes: dir.path().join("lanes.toml"),
         logs: vec![],
         must_run: dir.path().join("must-run.txt"),
+        manifest_path: None,
         format: OutputFormat::Json,
     };
     let rss_before = rss_kib();

@@ -78,6 +78,9 @@ pub enum AuditError {
         /// What is wrong.
         message: String,
     },
+    /// `cargo metadata` of `--manifest-path` failed.
+    #[error(transparent)]
+    Metadata(crate::targets::TargetsError),
     /// A lane's log could not be read or parsed.
     #[error("lane {lane}: {source}")]
     Log {
@@ -235,6 +238,12 @@ fn must_run_from_lines(text: &str) -> Result<Vec<MustRun>, String> {
         }
         let parts: Vec<&str> = line.split_whitespace().collect();
         let item = match parts.as_slice() {
+            _ if line.contains(" - ") => {
+                return Err(format!(
+                    "line {}: {line:?}: a doc test or decorated name; give `package::target path` with the name `--list` prints",
+                    i + 1
+                ));
+            }
             [path] => MustRun {
                 package: None,
                 target: None,
@@ -363,6 +372,11 @@ pub enum LaneStatus {
     NeverReached,
     /// Not in the log (its target did not run, or ran without it).
     Absent,
+    /// The log cannot show whether it ran: its target printed libtest's terse (`-q`)
+    /// progress, which names no passing test.
+    Unknowable,
+    /// Several targets of unknown package fit and disagree about it (give `--manifest-path`).
+    Ambiguous,
     /// The lane has no log.
     NoLog,
 }
@@ -395,6 +409,10 @@ impl LaneStatus {
             LaneStatus::FilteredOut => "filtered out",
             LaneStatus::NeverReached => "never reached (fail-fast)",
             LaneStatus::Absent => "absent",
+            LaneStatus::Unknowable => {
+                "cannot tell (the log names no passing test: `cargo test -q`)"
+            }
+            LaneStatus::Ambiguous => "cannot tell which package's target (give --manifest-path)",
             LaneStatus::NoLog => "no log",
         }
     }
@@ -415,6 +433,9 @@ pub struct LaneHit {
     pub attempts: u32,
     /// 1-based log line of the outcome, when there is one.
     pub line: Option<usize>,
+    /// Why the log's target was taken for the test's, when the log does not name its
+    /// package (see [`lane_status`]); `None` when the log or `cargo metadata` names it.
+    pub inferred: Option<String>,
 }
 
 /// The audit's verdict for one must-run test.
@@ -429,6 +450,9 @@ pub enum Verdict {
     Island,
     /// Passed in a required lane, but a required lane meant to run it stopped before reaching it.
     Truncated,
+    /// No required lane shows it executed, and a required lane's log cannot show it
+    /// (`cargo test -q`) or is missing: the audit cannot answer (exit 2).
+    Unknown,
 }
 
 impl Verdict {
@@ -438,6 +462,7 @@ impl Verdict {
             Verdict::Failed => "FAILED",
             Verdict::Island => "ISLAND",
             Verdict::Truncated => "TRUNCATED",
+            Verdict::Unknown => "UNKNOWN",
         }
     }
 }
@@ -498,23 +523,153 @@ pub struct AuditReport {
     pub tests: Vec<TestReport>,
     /// The must-run tests no required lane executed.
     pub islands: Vec<String>,
-    /// The exit code of `lane-audit` (0 or 1).
+    /// The exit code of `lane-audit`: 0 every must-run test ok; 1 one is not; 2 the logs
+    /// cannot answer (a verdict UNKNOWN, or a required lane without a log).
     pub exit_code: i32,
 }
 
-/// Look `test` up in one parsed log.
-pub fn lane_status(log: &RunLog, test: &MustRun) -> (LaneStatus, u32, Option<usize>) {
-    let mut target_seen = false;
-    let mut filtered = false;
-    let mut best: Option<(LaneStatus, u32, usize)> = None;
-    for t in &log.targets {
-        if !(package_matches(test.package.as_deref(), t.package.as_deref())
-            && target_matches(test.target.as_deref(), &t.target))
-        {
-            continue;
+/// What one log says about one must-run test (see [`lane_status`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// The status.
+    pub status: LaneStatus,
+    /// Attempts (0 when it did not run).
+    pub attempts: u32,
+    /// 1-based log line of the outcome.
+    pub line: Option<usize>,
+    /// Set when the log does not name the target's package and the match was inferred:
+    /// why this target was taken (the log left one choice).
+    pub inferred: Option<String>,
+}
+
+fn target_fits(want: Option<&str>, t: &testlog::TargetRun) -> bool {
+    target_matches(want, &t.target)
+        || t.alt_target
+            .as_deref()
+            .is_some_and(|a| target_matches(want, a))
+}
+
+/// The targets of `log` that may hold `test`, and why when the match is inferred.
+fn candidates<'l>(
+    log: &'l RunLog,
+    test: &MustRun,
+) -> (Vec<&'l testlog::TargetRun>, Option<String>) {
+    let named: Vec<&testlog::TargetRun> = log
+        .targets
+        .iter()
+        .filter(|t| {
+            t.package.is_some()
+                && package_matches(test.package.as_deref(), t.package.as_deref())
+                && target_fits(test.target.as_deref(), t)
+        })
+        .collect();
+    let unnamed: Vec<&testlog::TargetRun> = log
+        .targets
+        .iter()
+        .filter(|t| {
+            t.package.is_none() && t.target != "?" && target_fits(test.target.as_deref(), t)
+        })
+        .collect();
+    let Some(package) = test.package.as_deref() else {
+        // Any package will do: every target of the right name is a candidate.
+        return (named.into_iter().chain(unnamed).collect(), None);
+    };
+    // A package learnt from cargo's order, not from the target alone.
+    if let [one] = named.as_slice()
+        && one.mapping == testlog::Mapping::Order
+    {
+        let why = format!(
+            "several packages have this target; package `{}` by cargo's order of packages",
+            one.package.as_deref().unwrap_or("?")
+        );
+        return (named, Some(why));
+    }
+    // A target the log names by a guess (`lib` for a unit-test target away from src/lib.rs).
+    let guessed_kind = named
+        .iter()
+        .any(|t| t.target != test.target.as_deref().unwrap_or(&t.target));
+    if !named.is_empty() {
+        let why = guessed_kind.then(|| {
+            format!(
+                "library or binary not in the log; crate `{}` is the package's only possible `{}`",
+                named[0].krate.as_deref().unwrap_or(&named[0].target),
+                test.target.as_deref().unwrap_or("*")
+            )
+        });
+        if guessed_kind && named.len() > 1 {
+            return (Vec::new(), None);
         }
-        target_seen = true;
+        return (named, why);
+    }
+    let what = test.target.as_deref().unwrap_or("*");
+    let like_package: Vec<&testlog::TargetRun> = unnamed
+        .iter()
+        .copied()
+        .filter(|t| {
+            matches!(t.target.as_str(), "lib" | "doc")
+                && t.krate
+                    .as_deref()
+                    .is_some_and(|k| k == norm_package(package))
+        })
+        .collect();
+    match (like_package.as_slice(), unnamed.as_slice()) {
+        ([one], _) => (
+            vec![*one],
+            Some(format!(
+                "package not in the log; crate `{}` is named like it",
+                one.krate.as_deref().unwrap_or("?")
+            )),
+        ),
+        ([], [one]) | ([_, _, ..], [one]) => (
+            vec![*one],
+            Some(format!(
+                "package not in the log; its only `{what}` target (crate `{}`)",
+                one.krate.as_deref().unwrap_or(&one.target)
+            )),
+        ),
+        ([], []) => (Vec::new(), None),
+        _ => {
+            // Several targets of unknown package fit: the answer holds only when they agree.
+            let why = format!(
+                "package not in the log; {} `{what}` targets fit (give --manifest-path)",
+                unnamed.len()
+            );
+            (unnamed, Some(why))
+        }
+    }
+}
+
+/// Look `test` up in one parsed log. Targets the log leaves without a package (cargo
+/// test's lines, unless mapped by `cargo metadata`) are matched only when the log leaves
+/// one choice, and the answer then says the mapping was inferred.
+pub fn lane_status(log: &RunLog, test: &MustRun) -> Lookup {
+    let (targets, inferred) = candidates(log, test);
+    if targets.len() > 1 && inferred.is_some() && test.package.is_some() {
+        let seen: Vec<Option<Outcome>> = targets
+            .iter()
+            .map(|t| {
+                t.tests
+                    .iter()
+                    .find(|r| r.path == test.path)
+                    .map(|r| r.outcome)
+            })
+            .collect();
+        let agree = seen.windows(2).all(|w| w[0] == w[1]);
+        if seen.iter().any(Option::is_some) && !agree {
+            return Lookup {
+                status: LaneStatus::Ambiguous,
+                attempts: 0,
+                line: None,
+                inferred,
+            };
+        }
+    }
+    let mut filtered = false;
+    let mut terse = false;
+    let mut best: Option<(LaneStatus, u32, usize)> = None;
+    for t in &targets {
         filtered |= t.summary.is_some_and(|s| s.filtered_out > 0);
+        terse |= t.terse;
         for r in t.tests.iter().filter(|r| r.path == test.path) {
             let st = LaneStatus::from_outcome(r.outcome);
             // A failure anywhere wins over a pass elsewhere (e.g. a doubled target).
@@ -528,10 +683,20 @@ pub fn lane_status(log: &RunLog, test: &MustRun) -> (LaneStatus, u32, Option<usi
             }
         }
     }
-    if let Some((st, attempts, line)) = best {
-        return (st, attempts, (line > 0).then_some(line));
+    if let Some((status, attempts, line)) = best {
+        return Lookup {
+            status,
+            attempts,
+            line: (line > 0).then_some(line),
+            inferred,
+        };
     }
-    let status = if target_seen && filtered {
+    let target_seen = !targets.is_empty();
+    // `cargo test -q`: a terse target names only its failures; unnamed terse targets may be any.
+    let unnamed_terse = log.targets.iter().any(|t| t.terse && t.target == "?");
+    let status = if terse || unnamed_terse {
+        LaneStatus::Unknowable
+    } else if target_seen && filtered {
         LaneStatus::FilteredOut
     } else if log.fail_fast.is_some() {
         LaneStatus::NeverReached
@@ -546,7 +711,16 @@ pub fn lane_status(log: &RunLog, test: &MustRun) -> (LaneStatus, u32, Option<usi
     } else {
         LaneStatus::Absent
     };
-    (status, 0, None)
+    Lookup {
+        status,
+        attempts: 0,
+        line: None,
+        inferred: if status == LaneStatus::Unknowable {
+            None
+        } else {
+            inferred
+        },
+    }
 }
 
 /// Audit parsed lane logs (`logs[i]` belongs to `cfg.lanes[i]`; `None`: no log).
@@ -592,23 +766,38 @@ pub fn audit(
             .iter()
             .zip(logs)
             .map(|(lane, (_, log))| {
-                let (status, attempts, line) = match log {
+                let found = match log {
                     Some(log) => lane_status(log, test),
-                    None => (LaneStatus::NoLog, 0, None),
+                    None => Lookup {
+                        status: LaneStatus::NoLog,
+                        attempts: 0,
+                        line: None,
+                        inferred: None,
+                    },
                 };
                 LaneHit {
                     lane: lane.name.clone(),
                     required: lane.required,
                     meant_to_run: lane.meant_to_run(test),
-                    status,
-                    attempts,
-                    line,
+                    status: found.status,
+                    attempts: found.attempts,
+                    line: found.line,
+                    inferred: found.inferred,
                 }
             })
             .collect();
         let required = || hits.iter().filter(|h| h.required);
         let verdict = if required().any(|h| h.status == LaneStatus::Failed) {
             Verdict::Failed
+        } else if !required().any(|h| h.status.executed())
+            && required().any(|h| {
+                matches!(
+                    h.status,
+                    LaneStatus::Unknowable | LaneStatus::Ambiguous | LaneStatus::NoLog
+                )
+            })
+        {
+            Verdict::Unknown
         } else if !required().any(|h| h.status.executed()) {
             Verdict::Island
         } else if required().any(|h| h.meant_to_run && h.status == LaneStatus::NeverReached) {
@@ -625,7 +814,16 @@ pub fn audit(
             lanes: hits,
         });
     }
-    let exit_code = i32::from(tests.iter().any(|t| t.verdict != Verdict::Ok));
+    let required_without_log = cfg
+        .lanes
+        .iter()
+        .zip(logs)
+        .any(|(l, (_, log))| l.required && log.is_none());
+    let exit_code = if required_without_log || tests.iter().any(|t| t.verdict == Verdict::Unknown) {
+        2
+    } else {
+        i32::from(tests.iter().any(|t| t.verdict != Verdict::Ok))
+    };
     AuditReport {
         schema: AUDIT_SCHEMA,
         lanes,
@@ -778,6 +976,9 @@ fn hits_text(hits: &[LaneHit]) -> String {
             if h.attempts > 1 {
                 let _ = write!(s, " after {} attempts", h.attempts);
             }
+            if let Some(why) = &h.inferred {
+                let _ = write!(s, " (inferred: {why})");
+            }
             if !h.meant_to_run {
                 s.push_str(" [not meant to run it]");
             }
@@ -828,6 +1029,11 @@ pub struct LaneAuditArgs {
     /// The must-run tests: a battery catalog (`*.toml`) or a file with one test per line.
     #[arg(long, value_name = "CATALOG|FILE")]
     pub must_run: PathBuf,
+    /// The workspace's `Cargo.toml`: name each cargo test target's package through
+    /// `cargo metadata` (without it, a target the log leaves without a package is matched
+    /// only when the log leaves one choice, and the report says the match was inferred).
+    #[arg(long, value_name = "Cargo.toml")]
+    pub manifest_path: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
@@ -865,16 +1071,23 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
     let wanted: std::collections::HashSet<&str> =
         must_run.iter().map(|m| m.path.as_str()).collect();
     let keep = |path: &str| wanted.contains(path);
+    let workspace = match &args.manifest_path {
+        Some(m) => Some(crate::targets::Workspace::load(m).map_err(AuditError::Metadata)?),
+        None => None,
+    };
     let mut logs = Vec::new();
     for (lane, path) in cfg.lanes.iter().zip(paths) {
         match path {
             Some(p) => {
-                let log = testlog::parse_file_filtered(&p, Some(&keep)).map_err(|source| {
+                let mut log = testlog::parse_file_filtered(&p, Some(&keep)).map_err(|source| {
                     AuditError::Log {
                         lane: lane.name.clone(),
                         source,
                     }
                 })?;
+                if let Some(w) = &workspace {
+                    w.map(&mut log);
+                }
                 logs.push((Some(p.display().to_string()), Some(log)));
             }
             None => logs.push((None, None)),
@@ -883,7 +1096,7 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
     Ok(audit(&cfg, &logs, &must_run))
 }
 
-/// `harness lane-audit`: print the report; returns the exit code (0 or 1).
+/// `harness lane-audit`: print the report; returns the exit code (0, 1 or 2).
 ///
 /// # Errors
 /// Any [`AuditError`]: the caller exits with code 2.

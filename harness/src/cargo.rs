@@ -1,5 +1,5 @@
 //! Cargo as a subprocess: package metadata, the test build (JSON messages), test listing,
-//! one test run with a timeout, and the parsing of libtest's human output.
+//! one test run with a timeout (its output read by [`crate::libtest`]).
 //!
 //! Every child runs in its own process group so that a timeout or an interruption kills
 //! cargo and the test binaries it started, and the terminal's Ctrl-C reaches only the harness
@@ -431,7 +431,9 @@ impl CargoCmd {
                 stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
             });
         }
-        Ok(parse_list(&String::from_utf8_lossy(&out.stdout)))
+        Ok(crate::libtest::parse_list(&String::from_utf8_lossy(
+            &out.stdout,
+        )))
     }
 
     /// Runs exactly `tests` in one invocation (`--no-fail-fast -- --exact NAMES...`),
@@ -444,12 +446,12 @@ impl CargoCmd {
         args.extend(tests.iter().map(OsString::from));
         let (out, timed_out, seconds) = self.exec(&args, timeout)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let parsed = parse_libtest(&stdout);
+        let parsed = crate::libtest::parse_transcript(&stdout);
         let mut outcomes = BTreeMap::new();
         let mut messages = BTreeMap::new();
         for t in tests {
             let o = match parsed.results.get(t) {
-                Some(o) => *o,
+                Some(o) => Outcome::from(*o),
                 None if timed_out => Outcome::Unfinished,
                 None => Outcome::NoResult,
             };
@@ -501,111 +503,9 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
     (artifacts, first_error)
 }
 
-/// Test names from libtest's `--list` output (`NAME: test` lines; benchmarks skipped).
-pub fn parse_list(stdout: &str) -> Vec<String> {
-    stdout
-        .lines()
-        .filter_map(|l| l.strip_suffix(": test"))
-        .map(str::to_string)
-        .collect()
-}
-
-/// What [`parse_libtest`] found.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Libtest {
-    /// Result line per test name.
-    pub results: BTreeMap<String, Outcome>,
-    /// Captured output per failed test (`---- NAME stdout ----` sections).
-    pub messages: BTreeMap<String, String>,
-}
-
-/// Parses libtest's default ("pretty") output: `test NAME ... ok|FAILED|ignored` lines (a
-/// ` - should panic` suffix is stripped from the name) and the `---- NAME stdout ----`
-/// sections of the failure summary, each running to the next section or to the `failures:`
-/// list that follows them.
-pub fn parse_libtest(stdout: &str) -> Libtest {
-    let mut out = Libtest::default();
-    let mut section: Option<(String, Vec<&str>)> = None;
-    let close = |section: &mut Option<(String, Vec<&str>)>, out: &mut Libtest| {
-        if let Some((name, lines)) = section.take() {
-            let text = lines.join("\n").trim().to_string();
-            out.messages.insert(name, text);
-        }
-    };
-    for line in stdout.lines() {
-        if let Some(rest) = line
-            .strip_prefix("---- ")
-            .and_then(|r| r.strip_suffix(" stdout ----"))
-        {
-            close(&mut section, &mut out);
-            section = Some((rest.to_string(), Vec::new()));
-            continue;
-        }
-        if line == "failures:" || line.starts_with("test result: ") {
-            close(&mut section, &mut out);
-            continue;
-        }
-        if let Some((_, lines)) = section.as_mut() {
-            lines.push(line);
-            continue;
-        }
-        if let Some(rest) = line.strip_prefix("test ") {
-            let parsed = [
-                (" ... ok", Outcome::Passed),
-                (" ... FAILED", Outcome::Failed),
-                (" ... ignored", Outcome::Ignored),
-            ]
-            .into_iter()
-            .find_map(|(suffix, o)| {
-                // `ignored` may carry a reason: `... ignored, slow`.
-                let cut = if o == Outcome::Ignored {
-                    rest.find(suffix)
-                        .filter(|i| {
-                            let after = &rest[i + suffix.len()..];
-                            after.is_empty() || after.starts_with(", ")
-                        })
-                        .map(|i| &rest[..i])
-                } else {
-                    rest.strip_suffix(suffix)
-                };
-                cut.map(|n| (n, o))
-            });
-            if let Some((name, o)) = parsed {
-                let name = name.strip_suffix(" - should panic").unwrap_or(name);
-                out.results.insert(name.to_string(), o);
-            }
-        }
-    }
-    close(&mut section, &mut out);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-
-    const SAMPLE: &str = "\nrunning 3 tests\ntest a::one ... ok\ntest a::two ... FAILED\ntest a::three - should panic ... ok\ntest a::four ... ignored, too slow\n\nfailures:\n\n---- a::two stdout ----\n\nthread 'a::two' panicked at tests/x.rs:3:5:\nassertion `left == right` failed\n  left: 1\n right: 2\nnote: run with `RUST_BACKTRACE=1`\n\n\nfailures:\n    a::two\n\ntest result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";
-
-    #[test]
-    fn parses_results_and_failure_sections() {
-        let p = parse_libtest(SAMPLE);
-        assert_eq!(p.results["a::one"], Outcome::Passed);
-        assert_eq!(p.results["a::two"], Outcome::Failed);
-        assert_eq!(p.results["a::three"], Outcome::Passed);
-        assert_eq!(p.results["a::four"], Outcome::Ignored);
-        assert_eq!(p.results.len(), 4);
-        let m = &p.messages["a::two"];
-        assert!(m.starts_with("thread 'a::two' panicked"), "{m}");
-        assert!(m.contains(" right: 2"), "{m}");
-        assert!(!m.contains("failures:"), "{m}");
-    }
-
-    #[test]
-    fn parses_list_output() {
-        let l = parse_list("a::x: test\nb: test\nbench_y: benchmark\n\n2 tests, 1 benchmark\n");
-        assert_eq!(l, vec!["a::x".to_string(), "b".to_string()]);
-    }
 
     #[test]
     fn build_messages_give_freshness_and_first_error() {
@@ -624,43 +524,5 @@ mod tests {
         assert_eq!(a.len(), 1);
         assert!(a[0].fresh);
         assert_eq!(e.as_deref(), Some("error[E0308]: mismatched types"));
-    }
-
-    proptest! {
-        /// Whatever the names and outcomes, a rendered libtest transcript parses back to them.
-        #[test]
-        fn rendered_transcripts_round_trip(
-            tests in proptest::collection::btree_map("[a-z_]{1,8}(::[a-z_]{1,8}){0,2}", 0u8..3, 0..12),
-            msg in "[a-zA-Z0-9 :`=]{0,30}",
-        ) {
-            let mut s = format!("\nrunning {} tests\n", tests.len());
-            for (name, kind) in &tests {
-                let word = ["ok", "FAILED", "ignored"][*kind as usize];
-                s.push_str(&format!("test {name} ... {word}\n"));
-            }
-            let failed: Vec<&String> = tests.iter().filter(|(_, k)| **k == 1).map(|(n, _)| n).collect();
-            if !failed.is_empty() {
-                s.push_str("\nfailures:\n\n");
-                for n in &failed {
-                    s.push_str(&format!("---- {n} stdout ----\npanicked: {msg} in {n}\n\n"));
-                }
-                s.push_str("\nfailures:\n");
-                for n in &failed {
-                    s.push_str(&format!("    {n}\n"));
-                }
-            }
-            s.push_str("\ntest result: ok. 0 passed; 0 failed\n\n");
-            let p = parse_libtest(&s);
-            prop_assert_eq!(p.results.len(), tests.len());
-            for (name, kind) in &tests {
-                let want = [Outcome::Passed, Outcome::Failed, Outcome::Ignored][*kind as usize];
-                prop_assert_eq!(p.results[name], want);
-            }
-            prop_assert_eq!(p.messages.len(), failed.len());
-            for n in failed {
-                let want = format!("panicked: {msg} in {n}");
-                prop_assert_eq!(p.messages[n].as_str(), want.trim());
-            }
-        }
     }
 }

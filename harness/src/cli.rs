@@ -35,7 +35,8 @@ Exit codes:
        island (not executed), failed, or was cut off by fail-fast; or a battery has an
        UNMET expectation or an UNFALSIFIED test. After a failed audit the batteries are
        not run.
-  2    the instrument could not be trusted: a battery refusal (CATALOG-DRIFT,
+  2    the instrument could not be trusted: the log cannot show which tests ran
+       (`cargo test -q`: a catalog test UNKNOWN), a battery refusal (CATALOG-DRIFT,
        FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED), a bad catalog,
        catalogs of different workspaces, a test command that could not be started, or a
        harness fault
@@ -118,7 +119,8 @@ pub enum Command {
     /// answer yes or no, 2 any unknown or no checkout line).
     BaseCheck(crate::cibase::BaseCheckArgs),
     /// Which CI lanes ran the must-run tests (exit 0 all ran and passed in a required lane,
-    /// 1 an island, failure or truncation, 2 unreadable input).
+    /// 1 an island, failure or truncation, 2 the logs cannot answer: a test UNKNOWN
+    /// (`cargo test -q`), a required lane without a log, unreadable input).
     LaneAudit(crate::audit::LaneAuditArgs),
     /// CI gate: run the test command once, audit its log against the catalogs' test lists,
     /// run the batteries, and write one pull-request report to `reports/gate/`.

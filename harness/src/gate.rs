@@ -346,16 +346,24 @@ fn run_test_command(
 }
 
 /// Audits the kept log as the single required lane [`GATE_LANE`].
-fn audit_log(log: &Path, must_run: &[MustRun], command: &str) -> Result<AuditReport, GateError> {
+fn audit_log(
+    log: &Path,
+    must_run: &[MustRun],
+    command: &str,
+    workspace: Option<&crate::targets::Workspace>,
+) -> Result<AuditReport, GateError> {
     let wanted: std::collections::HashSet<&str> =
         must_run.iter().map(|m| m.path.as_str()).collect();
     let keep = |path: &str| wanted.contains(path);
-    let parsed = match testlog::parse_file_filtered(log, Some(&keep)) {
+    let mut parsed = match testlog::parse_file_filtered(log, Some(&keep)) {
         Ok(l) => l,
         // No test output at all: every must-run test is an island, not an unreadable log.
         Err(LogError::Empty { .. }) => testlog::parse_str(""),
         Err(e) => return Err(GateError::Log(e)),
     };
+    if let Some(w) = workspace {
+        w.map(&mut parsed);
+    }
     let cfg = LanesConfig {
         lanes: vec![Lane {
             name: GATE_LANE.to_string(),
@@ -449,13 +457,26 @@ pub fn run(
             code = worst(code, EXIT_WEAK);
         }
         let must_run: Vec<MustRun> = catalogs.iter().flat_map(must_run_of).collect();
-        let a = audit_log(&log, &must_run, &command)?;
+        // The workspace's targets name each cargo test target's package; without them
+        // (metadata failed) the audit still matches when the log leaves one choice.
+        let workspace = crate::targets::Workspace::load(&root.join("Cargo.toml"));
+        if let Err(e) = &workspace {
+            reasons.push(format!("the targets could not be mapped to packages: {e}"));
+        }
+        let a = audit_log(&log, &must_run, &command, workspace.as_ref().ok())?;
         let not_ok = a
             .tests
             .iter()
             .filter(|t| t.verdict != audit::Verdict::Ok)
             .count();
-        if a.exit_code != 0 {
+        if a.exit_code == EXIT_REFUSED {
+            reasons.push(format!(
+                "the audit of its log cannot answer: {} of {} must-run tests UNKNOWN (the log does not show which tests ran: `cargo test -q` prints no test names)",
+                a.tests.iter().filter(|t| t.verdict == audit::Verdict::Unknown).count(),
+                a.tests.len()
+            ));
+            code = worst(code, EXIT_REFUSED);
+        } else if a.exit_code != 0 {
             reasons.push(format!(
                 "the audit of its log: {not_ok} of {} must-run tests not ok ({} islands: not executed by the test command)",
                 a.tests.len(),

@@ -32,6 +32,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::{libtest, nextest};
+
 /// Errors reading a test log.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
@@ -50,6 +52,17 @@ pub enum LogError {
         path: PathBuf,
         /// The parser's message (with the element path at fault).
         message: String,
+    },
+    /// A line that looks like a nextest status line but whose fields cannot be read: the
+    /// log is not understood, and no target is made up from it.
+    #[error("{path}:{line}: cannot place this nextest status line ({text})")]
+    Unplaced {
+        /// The log's path.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// Why, and the line as cleaned.
+        text: String,
     },
     /// The log holds no line of any known test-runner format.
     #[error(
@@ -73,6 +86,9 @@ pub enum LogFormat {
     Junit,
     /// libtest `--list` output: tests enumerated, none executed.
     LibtestList,
+    /// libtest's JSON event lines, as `cargo nextest run --message-format libtest-json`
+    /// writes them (test names `package::crate$path`); other lines are skipped.
+    LibtestJson,
 }
 
 impl fmt::Display for LogFormat {
@@ -82,6 +98,7 @@ impl fmt::Display for LogFormat {
             LogFormat::Nextest => "cargo nextest",
             LogFormat::Junit => "JUnit XML",
             LogFormat::LibtestList => "libtest --list",
+            LogFormat::LibtestJson => "libtest JSON",
         })
     }
 }
@@ -191,13 +208,41 @@ impl Counts {
     }
 }
 
+/// How a target's package and kind were learnt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mapping {
+    /// The log names package and target (nextest's binary id, JUnit's suite name).
+    Printed,
+    /// `cargo metadata` of the workspace: the crate name and source file cargo printed
+    /// belong to exactly one target of one package.
+    Metadata,
+    /// From cargo test's `Running`/`Doc-tests` line alone: the package is not known and a
+    /// unit-test target away from `src/lib.rs`, `src/main.rs` and `src/bin/` may be a
+    /// library or a binary. Matching then needs the log to leave one choice.
+    Guessed,
+    /// `cargo metadata` left several packages with a target of this name and source
+    /// (`tests/round_trip.rs` in two packages); the package comes from the order cargo
+    /// runs packages and their targets in (see [`crate::targets::Workspace::map`]).
+    Order,
+}
+
 /// One test target (binary) as seen in a log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TargetRun {
-    /// The package, when the log names it (`None`: cargo test's integration and binary targets).
+    /// The package, when known (printed by nextest/JUnit, or from `cargo metadata`).
     pub package: Option<String>,
     /// The target, nextest-style: `lib`, `bin/NAME`, `doc`, or the integration test's name.
     pub target: String,
+    /// The crate name cargo printed (`Running ... (deps/NAME-HASH)`, `Doc-tests NAME`), if any.
+    pub krate: Option<String>,
+    /// How `package` and `target` were learnt.
+    pub mapping: Mapping,
+    /// The target printed libtest's terse (`-q`) progress: its passing tests are not named.
+    pub terse: bool,
+    /// The other target this may be, when the log cannot tell: a unit-test target at a
+    /// non-default path is `lib` or `bin/NAME` (`target` holds `lib`, this `bin/NAME`).
+    pub alt_target: Option<String>,
     /// Its source file as printed by cargo (`tests/alpha.rs`), when printed.
     pub source: Option<String>,
     /// 1-based line where the target starts; 0 for JUnit.
@@ -216,8 +261,16 @@ pub struct TargetRun {
 impl TargetRun {
     fn new(package: Option<String>, target: String, source: Option<String>, line: usize) -> Self {
         TargetRun {
+            mapping: if package.is_some() {
+                Mapping::Printed
+            } else {
+                Mapping::Guessed
+            },
             package,
             target,
+            krate: None,
+            terse: false,
+            alt_target: None,
             source,
             line,
             declared: None,
@@ -290,6 +343,10 @@ pub struct RunLog {
     pub announced: Option<u64>,
     /// Lines read.
     pub lines: usize,
+    /// The first line that looked like a nextest status line but could not be read (line
+    /// number, why and the line); [`parse_file`] turns it into [`LogError::Unplaced`].
+    #[serde(skip)]
+    pub unplaced: Option<(usize, String)>,
 }
 
 /// Something in a log that makes "green" say less than it seems to.
@@ -319,6 +376,13 @@ pub enum Finding {
         /// How many were excluded.
         count: u64,
         /// Line of the summary.
+        line: usize,
+    },
+    /// A target printed libtest's terse (`-q`) progress: the log names none of its passing tests.
+    Terse {
+        /// `package::target`.
+        target: String,
+        /// Line of the target.
         line: usize,
     },
     /// A target started but printed no `test result:` (crashed, killed, or the log was cut).
@@ -376,6 +440,10 @@ impl fmt::Display for Finding {
                 f,
                 "{target}: {count} tests filtered out by a name filter (line {line})"
             ),
+            Finding::Terse { target, line } => write!(
+                f,
+                "{target} (line {line}) printed terse progress (`cargo test -q`): the log cannot show which of its tests ran"
+            ),
             Finding::Unfinished { target, line } => write!(
                 f,
                 "{target} (line {line}) started but printed no `test result:` line"
@@ -416,6 +484,12 @@ impl RunLog {
             return out;
         }
         for t in &self.targets {
+            if t.terse {
+                out.push(Finding::Terse {
+                    target: t.label(),
+                    line: t.line,
+                });
+            }
             let filtered = t.summary.map(|s| s.filtered_out).unwrap_or(0);
             if t.declared == Some(0) && filtered == 0 {
                 out.push(Finding::ZeroTests {
@@ -436,7 +510,7 @@ impl RunLog {
                         target: t.label(),
                         line: t.line,
                     });
-                } else if let Some(declared) = t.declared {
+                } else if let Some(declared) = t.declared.filter(|_| !t.terse) {
                     let seen = t.counts.total();
                     if seen < declared {
                         out.push(Finding::MissingResults {
@@ -576,6 +650,13 @@ pub fn detect_format(head: &str) -> LogFormat {
     if trimmed.starts_with("<?xml") || trimmed.starts_with("<testsuites") {
         return LogFormat::Junit;
     }
+    if trimmed.starts_with("{\"type\":") {
+        return LogFormat::LibtestJson;
+    }
+    // Drawn for a terminal, nextest's whole run may be one line of redraws.
+    if head.contains("Nextest run ID ") || head.contains("Nextest run\u{1b}[0m ID ") {
+        return LogFormat::Nextest;
+    }
     let mut list_lines = 0;
     for raw in head.lines() {
         let line = clean_line(raw);
@@ -587,7 +668,8 @@ pub fn detect_format(head: &str) -> LogFormat {
         if t.starts_with("running ") || t.starts_with("test result:") {
             return LogFormat::CargoTest;
         }
-        if t.ends_with(": test") || t.ends_with(": bench") || parse_list_count(t).is_some() {
+        if t.ends_with(": test") || t.ends_with(": bench") || libtest::parse_list_count(t).is_some()
+        {
             list_lines += 1;
         }
     }
@@ -636,8 +718,16 @@ pub fn parse_file_filtered(
             path: path.to_path_buf(),
             message,
         })?,
+        LogFormat::LibtestJson => parse_libtest_json(chained).map_err(io)?,
         text => parse_text_filtered(chained, text, keep).map_err(io)?,
     };
+    if let Some((line, text)) = log.unplaced.clone() {
+        return Err(LogError::Unplaced {
+            path: path.to_path_buf(),
+            line,
+            text,
+        });
+    }
     if log.targets.is_empty() && log.run_summary.is_none() {
         return Err(LogError::Empty {
             path: path.to_path_buf(),
@@ -685,6 +775,93 @@ pub fn parse_junit<R: BufRead>(reader: R) -> Result<RunLog, String> {
     Ok(log)
 }
 
+/// Read libtest JSON event lines (`{"type":"test","event":"ok","name":...}`), one object a
+/// line; lines that are not JSON objects (a merged human log) are skipped. nextest names a
+/// test `package::crate$path`: the package is known, the crate may be the library, a
+/// binary or an integration test ([`TargetRun::alt_target`] says `lib` when it may be the
+/// library under another name). A plain libtest name (no `$`) goes to one unnamed target.
+///
+/// # Errors
+/// I/O errors from `reader`.
+pub fn parse_libtest_json<R: BufRead>(mut reader: R) -> std::io::Result<RunLog> {
+    let mut log = RunLog::empty(LogFormat::LibtestJson);
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        line_no += 1;
+        let text = String::from_utf8_lossy(&buf);
+        let t = clean_line(text.trim_end_matches('\n'));
+        let t = t.trim();
+        if !t.starts_with('{') {
+            continue;
+        }
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(t) else {
+            continue;
+        };
+        if v["type"] != "test" {
+            continue;
+        }
+        let outcome = match v["event"].as_str() {
+            Some("ok") => Outcome::Passed,
+            Some("failed" | "timeout") => Outcome::Failed,
+            Some("ignored") => Outcome::Ignored,
+            _ => continue,
+        };
+        let Some(name) = v["name"].as_str() else {
+            continue;
+        };
+        let (binary, path) = match name.split_once('$') {
+            Some((b, p)) => (Some(b), p),
+            None => (None, name),
+        };
+        let (package, krate) = match binary.map(|b| b.split_once("::").unwrap_or((b, b))) {
+            Some((p, k)) => (Some(p.to_string()), Some(k.to_string())),
+            None => (None, None),
+        };
+        let idx = match log
+            .targets
+            .iter()
+            .position(|r| r.package == package && r.krate == krate)
+        {
+            Some(i) => i,
+            None => {
+                let mut run = match (&package, &krate) {
+                    (Some(p), Some(k)) if p.replace('-', "_") == *k => {
+                        let mut r =
+                            TargetRun::new(Some(p.clone()), "lib".to_string(), None, line_no);
+                        r.alt_target = Some(format!("bin/{k}"));
+                        r
+                    }
+                    (Some(p), Some(k)) => {
+                        let mut r = TargetRun::new(Some(p.clone()), k.clone(), None, line_no);
+                        r.alt_target = Some("lib".to_string());
+                        r
+                    }
+                    _ => TargetRun::new(None, "?".to_string(), None, line_no),
+                };
+                run.krate = krate.clone();
+                run.mapping = Mapping::Guessed;
+                log.targets.push(run);
+                log.targets.len() - 1
+            }
+        };
+        let run = &mut log.targets[idx];
+        run.counts.add(outcome, 1);
+        run.tests.push(TestResult {
+            path: path.to_string(),
+            outcome,
+            attempts: u32::from(outcome.ran()),
+            line: line_no,
+        });
+    }
+    log.lines = line_no;
+    Ok(log)
+}
+
 /// Split a nextest binary id (`pkg`, `pkg::name`, `pkg::bin/name`) into package and target.
 pub fn split_binary_id(id: &str) -> (String, String) {
     match id.split_once("::") {
@@ -703,6 +880,7 @@ impl RunLog {
             run_summary: None,
             announced: None,
             lines: 0,
+            unplaced: None,
         }
     }
 }
@@ -724,6 +902,9 @@ pub fn parse_text_filtered<R: BufRead>(
     format: LogFormat,
     keep: Option<&dyn Fn(&str) -> bool>,
 ) -> std::io::Result<RunLog> {
+    if format == LogFormat::LibtestJson {
+        return parse_libtest_json(reader);
+    }
     let mut p = TextParser::new(format, keep);
     let mut buf = Vec::with_capacity(256);
     loop {
@@ -761,9 +942,16 @@ struct TextParser<'k> {
     stop_candidate: Option<FailFast>,
     /// Inside cargo's `error: N targets failed:` list.
     in_failed_list: bool,
+    /// Inside libtest's failure summary of a terse target (`---- NAME stdout ----` headings).
+    in_failures: bool,
     /// After nextest's `Summary` line: status lines there repeat earlier ones.
     after_summary: bool,
+    /// Inside a test's captured output as nextest prints it (after `stdout ───`,
+    /// `stderr ───` or `--- STDOUT: ...`): a line there is never taken for a status line.
+    in_output: bool,
     cancelled: Option<FailFast>,
+    /// The first nextest line that looked like a status line but could not be read.
+    unplaced: Option<(usize, String)>,
 }
 
 impl<'k> TextParser<'k> {
@@ -775,17 +963,32 @@ impl<'k> TextParser<'k> {
             pending: None,
             stop_candidate: None,
             in_failed_list: false,
+            in_failures: false,
             after_summary: false,
+            in_output: false,
             cancelled: None,
+            unplaced: None,
         }
     }
 
     fn line(&mut self, raw: &str) {
         self.line_no += 1;
-        let line = clean_line(raw);
         match self.log.format {
-            LogFormat::Nextest => self.nextest_line(&line),
-            _ => self.cargo_line(&line),
+            LogFormat::Nextest if is_terminal_drawing(raw) => {
+                // Drawn for a terminal: status lines padded to its width, a progress bar
+                // redrawn in place, no newline between them.
+                for segment in terminal_segments(raw) {
+                    self.nextest_line(&segment);
+                }
+            }
+            LogFormat::Nextest => {
+                let line = clean_line(raw);
+                self.nextest_line(&line);
+            }
+            _ => {
+                let line = clean_line(raw);
+                self.cargo_line(&line);
+            }
         }
     }
 
@@ -793,6 +996,7 @@ impl<'k> TextParser<'k> {
         // Another target started after `error: test failed`: not a fail-fast stop.
         self.stop_candidate = None;
         self.pending = None;
+        self.in_failures = false;
         self.log.targets.push(target);
     }
 
@@ -814,12 +1018,8 @@ impl<'k> TextParser<'k> {
             return;
         }
         if let Some(krate) = t.strip_prefix("Doc-tests ") {
-            let target = TargetRun::new(
-                Some(krate.trim().to_string()),
-                "doc".to_string(),
-                None,
-                self.line_no,
-            );
+            let mut target = TargetRun::new(None, "doc".to_string(), None, self.line_no);
+            target.krate = Some(krate.trim().to_string());
             self.start_target(target);
             return;
         }
@@ -827,38 +1027,86 @@ impl<'k> TextParser<'k> {
         if line.starts_with(' ') {
             return;
         }
-        if let Some(rest) = t.strip_prefix("running ") {
-            if let Some(n) = rest
-                .strip_suffix(" tests")
-                .or_else(|| rest.strip_suffix(" test"))
-                .and_then(|n| n.parse::<u64>().ok())
+        if let Some(n) = libtest::parse_running(t) {
+            // `cargo test -q` prints no `Running` line: a second `running N tests` in the
+            // same target starts the next (unnamed) one.
+            if self
+                .log
+                .targets
+                .last()
+                .is_some_and(|l| l.declared.is_some() || l.summary.is_some())
             {
-                self.ensure_target().declared = Some(n);
+                let unnamed = TargetRun::new(None, "?".to_string(), None, self.line_no);
+                self.start_target(unnamed);
             }
+            self.ensure_target().declared = Some(n);
             return;
         }
         if let Some(rest) = t.strip_prefix("test result: ") {
-            if let Some(mut s) = parse_summary(rest) {
-                s.line = self.line_no;
-                self.ensure_target().summary = Some(s);
+            if let Some(c) = libtest::parse_summary(rest) {
+                let line = self.line_no;
+                let target = self.ensure_target();
+                target.summary = Some(Summary {
+                    ok: c.ok,
+                    passed: c.passed,
+                    failed: c.failed,
+                    ignored: c.ignored,
+                    measured: c.measured,
+                    filtered_out: c.filtered_out,
+                    line,
+                });
             }
+            self.in_failures = false;
+            return;
+        }
+        if self.log.format == LogFormat::CargoTest
+            && self.pending.is_none()
+            && self
+                .log
+                .targets
+                .last()
+                .is_some_and(|l| l.declared.is_some() && l.summary.is_none())
+            && libtest::is_terse_progress(t)
+        {
+            self.ensure_target().terse = true;
             return;
         }
         if let Some(rest) = t.strip_prefix("test ") {
-            self.test_line(rest);
+            if let Some(r) = libtest::parse_result(rest) {
+                match r.status {
+                    Some(s) => {
+                        self.pending = None;
+                        self.push_result(r.name.to_string(), outcome_of(s), 1);
+                    }
+                    None => self.pending = Some(r.name.to_string()),
+                }
+            }
             return;
         }
         if let Some(name) = self.pending.take() {
-            if let Some(outcome) = libtest_outcome(t) {
-                self.push_result(name, outcome, 1);
+            if let Some((s, _)) = libtest::status_of(t) {
+                self.push_result(name, outcome_of(s), 1);
                 return;
             }
             self.pending = Some(name);
         }
+        if t == "failures:" {
+            self.in_failures = true;
+            return;
+        }
+        if self.in_failures
+            && let Some(name) = libtest::failure_heading(t)
+        {
+            // A terse target names its failed tests only here.
+            if self.log.targets.last().is_some_and(|l| l.terse) {
+                self.push_result(name.to_string(), Outcome::Failed, 1);
+            }
+            return;
+        }
         if self.log.format == LogFormat::LibtestList {
-            if let Some(path) = t.strip_suffix(": test") {
+            if let Some(path) = libtest::list_entry(t) {
                 self.push_result(path.to_string(), Outcome::Listed, 0);
-            } else if let Some(n) = parse_list_count(t) {
+            } else if let Some(n) = libtest::parse_list_count(t) {
                 self.ensure_target().declared = Some(n);
             }
             return;
@@ -888,22 +1136,9 @@ impl<'k> TextParser<'k> {
         }
     }
 
-    fn test_line(&mut self, rest: &str) {
-        // `PATH ... OUTCOME` (PATH may hold spaces: doc tests).
-        if let Some((path, outcome)) = rest.rsplit_once(" ... ") {
-            match libtest_outcome(outcome.trim()) {
-                Some(o) => self.push_result(path.to_string(), o, 1),
-                None if outcome.trim().is_empty() => self.pending = Some(path.to_string()),
-                None => {}
-            }
-        } else if let Some(path) = rest.strip_suffix(" ...") {
-            self.pending = Some(path.to_string());
-        }
-    }
-
     fn ensure_target(&mut self) -> &mut TargetRun {
         if self.log.targets.is_empty() {
-            // A bare libtest binary's output has no `Running` line.
+            // A bare libtest binary's output (or `cargo test -q`) has no `Running` line.
             self.log
                 .targets
                 .push(TargetRun::new(None, "?".to_string(), None, self.line_no));
@@ -928,16 +1163,21 @@ impl<'k> TextParser<'k> {
 
     fn nextest_line(&mut self, line: &str) {
         let t = line.trim();
+        if t.is_empty() {
+            return;
+        }
         if let Some(rest) = t.strip_prefix("Starting ") {
             if let Some((n, _)) = rest.split_once(' ')
                 && let Ok(n) = n.parse::<u64>()
             {
                 self.log.announced = Some(n);
             }
+            self.in_output = false;
             return;
         }
         if let Some(rest) = t.strip_prefix("Summary [") {
             self.after_summary = true;
+            self.in_output = false;
             if let Some((_, counts)) = rest.split_once(']')
                 && let Some(mut rs) = parse_nextest_summary(counts.trim())
             {
@@ -946,13 +1186,16 @@ impl<'k> TextParser<'k> {
             }
             return;
         }
-        if t.starts_with("Cancelling due to test failure") {
-            self.cancelled = Some(FailFast {
-                line: self.line_no,
-                evidence: t.to_string(),
-                after_target: self.last_failed_binary(),
-                not_run: None,
-            });
+        if t.starts_with("Cancelling due to ") || t.starts_with("Cancelling ") {
+            self.in_output = false;
+            if self.cancelled.is_none() {
+                self.cancelled = Some(FailFast {
+                    line: self.line_no,
+                    evidence: t.to_string(),
+                    after_target: self.last_failed_binary(),
+                    not_run: None,
+                });
+            }
             return;
         }
         if let Some(rest) = t.strip_prefix("warning: ")
@@ -974,13 +1217,28 @@ impl<'k> TextParser<'k> {
             }
             return;
         }
-        // Status lines are indented; captured test output is indented further and never
-        // starts with a status word followed by `[`.
-        let Some(status) = parse_nextest_status(t) else {
+        if is_output_heading(t) {
+            self.in_output = true;
+            return;
+        }
+        let status = match nextest::parse_status_line(t) {
+            nextest::Parsed::NotStatus => return,
+            nextest::Parsed::Unplaceable(_) if self.in_output => return,
+            nextest::Parsed::Unplaceable(why) => {
+                if self.unplaced.is_none() {
+                    self.unplaced = Some((self.line_no, format!("{why}: {t}")));
+                }
+                return;
+            }
+            nextest::Parsed::Status(s) => s,
+        };
+        self.in_output = false;
+        let Some(outcome) = status.outcome else {
+            // SLOW, RETRY, DELAY, START, TERMINATING, the progress bar's running list.
             return;
         };
         if self.after_summary {
-            // The closing recap: it only adds the FLAKY verdict, already known from TRY lines.
+            // The closing recap: it only repeats verdicts known from the lines above.
             return;
         }
         let (package, target) = split_binary_id(status.binary_id);
@@ -1000,26 +1258,38 @@ impl<'k> TextParser<'k> {
         };
         let line = self.line_no;
         let run = &mut self.log.targets[idx];
-        let outcome = status.outcome;
-        match run.tests.iter_mut().find(|r| r.path == status.path) {
+        match run.tests.iter_mut().find(|r| r.path == status.test) {
             Some(prev) => {
                 // A retry of a test seen before.
                 let before = prev.outcome;
                 prev.attempts += 1;
                 prev.line = line;
                 prev.outcome = match (prev.outcome, outcome) {
-                    (Outcome::Failed, Outcome::Passed) => Outcome::Flaky,
+                    (Outcome::Failed | Outcome::Flaky, Outcome::Passed) => Outcome::Flaky,
                     (_, o) => o,
                 };
+                if let Some(a) = status.attempt {
+                    prev.attempts = prev.attempts.max(a);
+                }
                 run.counts.add(before, -1);
                 run.counts.add(prev.outcome, 1);
             }
             None => {
+                // `TRY 2 PASS` without an earlier line (the first attempt's failure hidden
+                // by the status level): it passed on a retry.
+                let outcome = match (status.attempt, outcome) {
+                    (Some(a), Outcome::Passed) if a > 1 => Outcome::Flaky,
+                    (_, o) => o,
+                };
                 run.counts.add(outcome, 1);
                 run.tests.push(TestResult {
-                    path: status.path.to_string(),
+                    path: status.test.to_string(),
                     outcome,
-                    attempts: u32::from(outcome.ran()),
+                    attempts: if outcome.ran() {
+                        status.attempt.unwrap_or(1)
+                    } else {
+                        0
+                    },
                     line,
                 })
             }
@@ -1040,6 +1310,7 @@ impl<'k> TextParser<'k> {
 
     fn finish(mut self) -> RunLog {
         self.log.lines = self.line_no;
+        self.log.unplaced = self.unplaced.take();
         self.log.fail_fast = match self.log.format {
             LogFormat::Nextest => self.cancelled.filter(|c| {
                 // nextest prints `Cancelling` even when nothing was left; only a shortfall truncates.
@@ -1052,35 +1323,103 @@ impl<'k> TextParser<'k> {
     }
 }
 
-struct NextestStatus<'a> {
-    outcome: Outcome,
-    binary_id: &'a str,
-    path: &'a str,
+fn outcome_of(s: libtest::Status) -> Outcome {
+    match s {
+        libtest::Status::Passed => Outcome::Passed,
+        libtest::Status::Failed => Outcome::Failed,
+        libtest::Status::Ignored => Outcome::Ignored,
+    }
 }
 
-/// `[TRY n ]STATUS [ time] BINARY-ID PATH` → outcome, binary id, path.
-fn parse_nextest_status(t: &str) -> Option<NextestStatus<'_>> {
-    let t = match t.strip_prefix("TRY ") {
-        Some(rest) => rest.split_once(' ')?.1.trim_start(),
-        None => t,
+/// nextest's heading before a test's captured output: `stdout ───`, `stderr ───`,
+/// `output ───` (0.9.7x and later) or `--- STDOUT: ... ---` (earlier 0.9 releases).
+fn is_output_heading(t: &str) -> bool {
+    let words = ["stdout", "stderr", "output"];
+    words.iter().any(|w| {
+        t.strip_prefix(w)
+            .is_some_and(|r| r.trim_start().starts_with('─') || r.trim_start().starts_with("---"))
+    }) || t.starts_with("--- STDOUT:")
+        || t.starts_with("--- STDERR:")
+}
+
+/// Whether a raw line holds terminal drawing: a carriage return or a cursor-movement
+/// escape (`ESC [ n A`, `ESC [ 2 K`, ...), as nextest's progress bar writes them.
+fn is_terminal_drawing(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    raw.trim_end_matches('\r').contains('\r')
+        || b.windows(2).enumerate().any(|(i, w)| {
+            w == b"\x1b[" && {
+                let mut j = i + 2;
+                while j < b.len() && (b[j].is_ascii_digit() || b[j] == b';') {
+                    j += 1;
+                }
+                j < b.len() && b[j] != b'm'
+            }
+        })
+}
+
+/// Split a terminal drawing into the lines a screen would show: carriage returns and
+/// cursor-movement escapes end a line, colour escapes are dropped, and a run of four or
+/// more spaces outside `[...]` and `(...)` ends a line too (lines are padded to the
+/// terminal's width instead of ending in a newline).
+pub fn terminal_segments(raw: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut depth = 0usize;
+    let mut spaces = 0usize;
+    let flush = |cur: &mut String, out: &mut Vec<String>| {
+        let t = cur.trim();
+        if !t.is_empty() {
+            out.push(t.to_string());
+        }
+        cur.clear();
     };
-    let (word, rest) = t.split_once(' ')?;
-    let outcome = match word {
-        "PASS" | "LEAK" => Outcome::Passed,
-        "FAIL" | "SIGSEGV" | "SIGABRT" | "SIGBUS" | "SIGILL" | "SIGKILL" | "SIGTERM" | "ABORT"
-        | "TIMEOUT" | "LEAK-FAIL" | "TRY" => Outcome::Failed,
-        "SKIP" => Outcome::Ignored,
-        _ => return None,
-    };
-    let rest = rest.trim_start();
-    let rest = rest.strip_prefix('[')?;
-    let (_, rest) = rest.split_once(']')?;
-    let (binary_id, path) = rest.trim().split_once(' ')?;
-    Some(NextestStatus {
-        outcome,
-        binary_id,
-        path: path.trim(),
-    })
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => {
+                if chars.peek() == Some(&'[') {
+                    chars.next();
+                    let mut fin = 'm';
+                    for d in chars.by_ref() {
+                        if ('\u{40}'..='\u{7e}').contains(&d) {
+                            fin = d;
+                            break;
+                        }
+                    }
+                    if fin != 'm' {
+                        flush(&mut cur, &mut out);
+                        depth = 0;
+                        spaces = 0;
+                    }
+                }
+            }
+            '\r' | '\n' => {
+                flush(&mut cur, &mut out);
+                depth = 0;
+                spaces = 0;
+            }
+            ' ' => {
+                spaces += 1;
+                if spaces == 4 && depth == 0 {
+                    flush(&mut cur, &mut out);
+                } else if spaces < 4 || depth > 0 {
+                    cur.push(' ');
+                }
+            }
+            _ => {
+                spaces = 0;
+                match c {
+                    '[' | '(' => depth += 1,
+                    ']' | ')' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                cur.push(c);
+            }
+        }
+    }
+    flush(&mut cur, &mut out);
+    out
 }
 
 /// `N tests run: a passed (k flaky), b failed, c skipped` or `R/N tests run: ...`.
@@ -1103,7 +1442,18 @@ fn parse_nextest_summary(s: &str) -> Option<RunSummary> {
         skipped: 0,
         line: 0,
     };
-    for part in rest.split(',') {
+    // `12 passed (1 slow, 1 flaky, 1 leaky), 2 skipped`: drop the parenthesised details.
+    let mut plain = String::with_capacity(rest.len());
+    let mut depth = 0usize;
+    for c in rest.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    for part in plain.split(',') {
         let part = part.trim();
         let Some((n, word)) = part.split_once(' ') else {
             continue;
@@ -1122,6 +1472,10 @@ fn parse_nextest_summary(s: &str) -> Option<RunSummary> {
 }
 
 /// `unittests src/lib.rs (target/debug/deps/NAME-HASH)` or `tests/alpha.rs (…/alpha-HASH)`.
+///
+/// The package is not printed: it stays `None` (see [`Mapping::Guessed`]). A unit-test
+/// target is `lib` at `src/lib.rs`, `bin/NAME` at `src/main.rs` or under `src/bin/`, and
+/// either elsewhere (`target` = `lib`, [`TargetRun::alt_target`] = `bin/NAME`).
 fn parse_running(rest: &str, line: usize) -> Option<TargetRun> {
     let (what, binary) = rest.rsplit_once(" (")?;
     let binary = binary.strip_suffix(')')?;
@@ -1135,81 +1489,24 @@ fn parse_running(rest: &str, line: usize) -> Option<TargetRun> {
         Some(src) => (true, src.trim()),
         None => (false, what.trim()),
     };
-    let (package, target) = if unit {
-        if source.ends_with("lib.rs") && !source.contains("/bin/") {
-            (Some(name.to_string()), "lib".to_string())
+    let mut alt = None;
+    let target = if unit {
+        let src = source.replace('\\', "/");
+        if src == "src/lib.rs" {
+            "lib".to_string()
+        } else if src == "src/main.rs" || src.starts_with("src/bin/") {
+            format!("bin/{name}")
         } else {
-            (None, format!("bin/{name}"))
+            alt = Some(format!("bin/{name}"));
+            "lib".to_string()
         }
     } else {
-        (None, name.to_string())
+        name.to_string()
     };
-    Some(TargetRun::new(
-        package,
-        target,
-        Some(source.to_string()),
-        line,
-    ))
-}
-
-fn libtest_outcome(s: &str) -> Option<Outcome> {
-    if s == "ok" || s.starts_with("bench:") {
-        Some(Outcome::Passed)
-    } else if s == "FAILED" || s.starts_with("FAILED ") {
-        Some(Outcome::Failed)
-    } else if s == "ignored" || s.starts_with("ignored,") {
-        Some(Outcome::Ignored)
-    } else {
-        None
-    }
-}
-
-/// `ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s`.
-fn parse_summary(rest: &str) -> Option<Summary> {
-    let (verdict, counts) = rest.split_once(". ")?;
-    let ok = match verdict {
-        "ok" => true,
-        "FAILED" => false,
-        _ => return None,
-    };
-    let mut s = Summary {
-        ok,
-        passed: 0,
-        failed: 0,
-        ignored: 0,
-        measured: 0,
-        filtered_out: 0,
-        line: 0,
-    };
-    for part in counts.split(';') {
-        let part = part.trim();
-        let Some((n, word)) = part.split_once(' ') else {
-            continue;
-        };
-        let Ok(n) = n.parse::<u64>() else { continue };
-        match word {
-            "passed" => s.passed = n,
-            "failed" => s.failed = n,
-            "ignored" => s.ignored = n,
-            "measured" => s.measured = n,
-            "filtered out" => s.filtered_out = n,
-            _ => {}
-        }
-    }
-    Some(s)
-}
-
-/// `N tests, M benchmarks` (libtest `--list` closing line) → N.
-fn parse_list_count(t: &str) -> Option<u64> {
-    let (tests, rest) = t.split_once(", ")?;
-    if !(rest.ends_with(" benchmarks") || rest.ends_with(" benchmark")) {
-        return None;
-    }
-    tests
-        .strip_suffix(" tests")
-        .or_else(|| tests.strip_suffix(" test"))?
-        .parse()
-        .ok()
+    let mut run = TargetRun::new(None, target, Some(source.to_string()), line);
+    run.krate = Some(name.to_string());
+    run.alt_target = alt;
+    Some(run)
 }
 
 #[cfg(test)]
@@ -1249,8 +1546,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            (lib.package.as_deref(), lib.target.as_str()),
-            (Some("lanes_sample"), "lib")
+            (
+                lib.package.as_deref(),
+                lib.target.as_str(),
+                lib.krate.as_deref()
+            ),
+            (None, "lib", Some("lanes_sample"))
+        );
+        let other = parse_running(
+            "unittests src/codec.rs (target/debug/deps/codec-ead26561b9b9f4a2)",
+            1,
+        )
+        .unwrap();
+        assert_eq!(
+            (other.target.as_str(), other.alt_target.as_deref()),
+            ("lib", Some("bin/codec"))
         );
         let bin = parse_running(
             "unittests src/main.rs (target/debug/deps/harness-0123456789abcdef)",
@@ -1279,15 +1589,6 @@ mod tests {
     }
 
     proptest! {
-        // Summary lines round-trip for any counts (reference formatting written here).
-        #[test]
-        fn summary_counts_parse(p in 0u64..1_000_000, f in 0u64..1000, i in 0u64..1000, x in 0u64..1_000_000, ok in any::<bool>()) {
-            let text = format!("{}. {p} passed; {f} failed; {i} ignored; 0 measured; {x} filtered out; finished in 0.01s",
-                if ok { "ok" } else { "FAILED" });
-            let s = parse_summary(&text).unwrap();
-            prop_assert_eq!((s.ok, s.passed, s.failed, s.ignored, s.filtered_out), (ok, p, f, i, x));
-        }
-
         // Arbitrary bytes never panic the text parser, whatever the format.
         #[test]
         fn arbitrary_text_never_panics(lines in proptest::collection::vec(".{0,60}", 0..40)) {

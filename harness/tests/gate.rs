@@ -117,6 +117,30 @@ fn green_gate_runs_the_default_test_command_audits_it_and_runs_the_battery() {
 }
 
 #[test]
+fn a_quiet_test_command_cannot_show_which_tests_ran_exit_2() {
+    let sb = Sandbox::new();
+    let cat = sb.catalog.to_str().unwrap();
+    // `cargo test -q` prints one character per test: green, but the log names no test.
+    let run = sb.run(&[
+        "gate",
+        cat,
+        "--test-command",
+        "cargo test --no-fail-fast -q",
+    ]);
+    run.expect_code(2).stdout_has("gate: UNTRUSTED (exit 2)");
+    let j = gate_json(&sb);
+    assert_eq!(j["verdict"], "untrusted");
+    assert_eq!(j["test_run"]["exit_code"], 0);
+    assert!(
+        verdicts(&j).iter().all(|(_, v)| v == "unknown"),
+        "{:?}",
+        verdicts(&j)
+    );
+    assert_eq!(j["audit"]["islands"], serde_json::json!([]));
+    assert_eq!(j["batteries"][0]["status"], "skipped");
+}
+
+#[test]
 fn a_test_command_that_filters_out_the_catalog_tests_leaves_them_islands() {
     let sb = Sandbox::new();
     let cat = sb.catalog.to_str().unwrap();
