@@ -3,7 +3,7 @@
 //! An [`Engine`] serves a bare GGUF model or a declared-workflow package. Every
 //! request, whatever it carries (text, token ids or token rows; bound application
 //! tensors; component overrides; a session id) and whichever executor runs it, takes
-//! the same path, written out once in [`Engine::generate_with`] (DESIGN 3.1):
+//! the same path, written out once in [`Engine::generate_with`] (docs/design.md §2.1):
 //!
 //! 1. **validate**: the request's shape, its application tensors and component
 //!    overrides against the package's declarations ([`Package::validate_request`]),
@@ -18,7 +18,7 @@
 //! 7. **run**: the fused decode core or the workflow interpreter;
 //! 8. **complete**: the reservation is released, after success and after failure.
 //!
-//! Routes (DESIGN 3.2): an engine holding a decode core (a bare GGUF, or a package
+//! Routes (docs/design.md §2.2): an engine holding a decode core (a bare GGUF, or a package
 //! whose decoder is the native `llama_decoder` block) runs prompt-only requests on it;
 //! a request binding an application tensor or overriding a component runs on the
 //! interpreter; an engine without a decode core runs everything on the interpreter.

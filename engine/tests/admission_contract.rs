@@ -1,4 +1,4 @@
-//! The admission contract (DESIGN 3.4), one test per clause and route, driving the real `Engine` on the tiny fixture models.
+//! The admission contract (docs/design.md §2.4), one test per clause and route, driving the real `Engine` on the tiny fixture models.
 //!
 //! Routes: `core` = a bare tiny GGUF on the fused decode core; `vlm` = the `tiny-vlm`
 //! package, whose required `pixel_values` tensor sends every request to the

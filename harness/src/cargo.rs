@@ -1,22 +1,22 @@
 //! Cargo as a subprocess: package metadata, the test build (JSON messages), test listing,
 //! one test run with a timeout (its output read by [`crate::libtest`]).
 //!
-//! Every child runs in its own process group so that a timeout or an interruption kills
-//! cargo and the test binaries it started, and the terminal's Ctrl-C reaches only the harness
-//! (which then stops the children itself and restores the tree).
+//! Every child runs through [`crate::system::runner`]: in its own process group, so that a
+//! timeout or an interruption kills cargo and the test binaries it started, and the
+//! terminal's Ctrl-C reaches only the harness (which then stops the children itself and
+//! restores the tree).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
 use crate::interrupt;
-use crate::process::kill_group;
+use crate::system::runner::{RunError, Runner};
 
 /// Errors running cargo (harness faults, not verdicts).
 #[derive(Debug, thiserror::Error)]
@@ -252,85 +252,37 @@ impl CargoCmd {
         Ok((out, seconds))
     }
 
-    /// Runs cargo with `args` in its own process group, killing the group at `timeout` or
-    /// on interruption. Returns (output, timed_out, seconds).
+    /// Runs cargo with `args` through the one child runner ([`Runner`]: its own process
+    /// group, recorded in the state directory, killed at `timeout` or on interruption).
+    /// Returns (output, timed_out, seconds).
     fn exec(
         &self,
         args: &[OsString],
         timeout: Option<Duration>,
     ) -> Result<(Output, bool, f64), CargoError> {
-        let command = self.render(args);
-        let spawn_err = |source| CargoError::Spawn {
-            command: command.clone(),
-            source,
-        };
-        let mut expr = duct::cmd(&self.cargo, args)
+        let mut runner = Runner::new(&self.cargo)
+            .args(args)
             .dir(&self.root)
             .env("INSTA_UPDATE", "no")
             .env("CARGO_TERM_COLOR", "never")
             // Failure messages without backtraces; a catalog's `env` may override this.
             .env("RUST_BACKTRACE", "0")
             .env_remove("CARGO_TARGET_DIR")
-            .stdout_capture()
-            .stderr_capture()
-            .stdin_null()
-            .unchecked()
-            .before_spawn(|c| {
-                c.process_group(0);
-                Ok(())
-            });
+            .timeout(timeout)
+            .state_dir(self.state_dir.as_deref());
         for (k, v) in &self.env {
-            expr = expr.env(k, v);
+            runner = runner.env(k, v);
         }
-        let start = Instant::now();
-        let handle = expr.start().map_err(spawn_err)?;
-        let pid = handle.pids().first().copied();
-        let record = match (&self.state_dir, pid) {
-            (Some(state), Some(pid)) => crate::process::record_child(state, pid).ok(),
-            _ => None,
+        let done = runner.run().map_err(|e| match e {
+            RunError::Interrupted(i) => CargoError::Interrupted(i),
+            RunError::Spawn { command, source } => CargoError::Spawn { command, source },
+        })?;
+        let out = Output {
+            status: done.status,
+            stdout: done.stdout,
+            stderr: done.stderr,
         };
-        let result = self.wait_child(&handle, pid, timeout, start, &spawn_err);
-        if let Some(r) = record {
-            let _ = std::fs::remove_file(r);
-        }
-        let timed_out = result?;
-        let out = handle.into_output().map_err(spawn_err)?;
-        Ok((out, timed_out, start.elapsed().as_secs_f64()))
-    }
-
-    /// Polls the child until it exits, the timeout passes (kills the group, returns true)
-    /// or a signal asks us to stop (kills the group, returns Interrupted).
-    fn wait_child(
-        &self,
-        handle: &duct::Handle,
-        pid: Option<u32>,
-        timeout: Option<Duration>,
-        start: Instant,
-        spawn_err: &dyn Fn(std::io::Error) -> CargoError,
-    ) -> Result<bool, CargoError> {
-        let mut timed_out = false;
-        loop {
-            if handle.try_wait().map_err(spawn_err)?.is_some() {
-                break;
-            }
-            if interrupt::requested() {
-                if let Some(pid) = pid {
-                    kill_group(pid);
-                }
-                let _ = handle.wait();
-                return Err(interrupt::Interrupted.into());
-            }
-            if timeout.is_some_and(|t| start.elapsed() > t) {
-                if let Some(pid) = pid {
-                    kill_group(pid);
-                }
-                timed_out = true;
-                let _ = handle.wait();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        Ok(timed_out)
+        Ok((out, done.timed_out, done.seconds))
     }
 
     /// Workspace packages (`cargo metadata --no-deps`).

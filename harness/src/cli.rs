@@ -1,27 +1,42 @@
 //! The command line: one clap enum of subcommands and their dispatch.
 
 use std::path::{Path, PathBuf};
-use std::process::Command as Process;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::ExitCode;
 use crate::battery::{self, BatteryError};
 use crate::cargo::{CargoCmd, PackageMeta};
 use crate::catalog::{Catalog, CatalogError};
 use crate::lock::{self, Hold, LockRecord, Nesting};
 use crate::progress::Progress;
+use crate::system::runner::{OnInterrupt, Output, Runner};
 use crate::{EXIT_ALL_MET, EXIT_REFUSED, interrupt, report, workspace};
 
 const EXIT_CODES: &str = "\
 Exit codes:
   0    every expectation MET (and, on a full run, no test UNFALSIFIED)
   1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED
-  2    the instrument could not be trusted: a refusal (CATALOG-DRIFT, FILTER-DRIFT,
-       BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED), a bad catalog or a
-       harness fault
+  2    the instrument could not be trusted: a refusal (below) or a bad catalog
   130  interrupted by a signal (the tree was restored first)
 `lock run` exits with its command's exit code.
+
+Refusals (exit 2; the report's `refusal.kind`):
+  CATALOG-DRIFT     the catalog no longer matches the tree (a find text absent or not
+                    occurring as stated, a duplicate id, a package or test target gone)
+  FILTER-DRIFT      the listed tests and the target's tests under `select` differ
+  BASELINE-RED      a listed test is not green without any mutation, or the unmutated
+                    tree does not build
+  FLAKY             the two baseline runs disagree
+  STALE-BUILD       cargo reports the mutated package fresh: it was not rebuilt
+  TREE-DIRTY        the tree differs from its starting state, or a file was edited while
+                    a mutation was applied to it
+  LOCKED            the host lock is held by someone else (see --wait)
+  SWITCH-UNREACHED  switch mode: the forced-fail control passed every listed test, so no
+                    listed test reaches the switched code
+  HARNESS-FAULT     the harness could not go on: cargo could not be run, a file could not
+                    be read or written (named), a switched build failed outside every
+                    mutated body
 
 Host state (lock, restore journals): --state-dir, else $HARNESS_STATE_DIR, else
 $TMPDIR/harness-<uid>. Every command first restores files left mutated by a run that
@@ -37,7 +52,8 @@ Exit codes:
        not run.
   2    the instrument could not be trusted: the log cannot show which tests ran
        (`cargo test -q`: a catalog test UNKNOWN), a battery refusal (CATALOG-DRIFT,
-       FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED), a bad catalog,
+       FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED,
+       SWITCH-UNREACHED, HARNESS-FAULT; see `harness battery --help`), a bad catalog,
        catalogs of different workspaces, a test command that could not be started, or a
        harness fault
   130  interrupted by a signal (the tree was restored first)
@@ -81,33 +97,7 @@ pub enum Command {
     },
     /// Run batteries (takes the host lock) and write reports to `reports/<catalog>/`.
     #[command(after_help = EXIT_CODES)]
-    Battery {
-        /// Catalog files, run in order.
-        #[arg(required = true)]
-        catalogs: Vec<PathBuf>,
-        /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
-        #[arg(long, value_delimiter = ',', value_name = "IDS")]
-        only: Option<Vec<String>>,
-        /// Wait for the host lock instead of refusing with LOCKED.
-        #[arg(long)]
-        wait: bool,
-        /// Expected maximum hold of the lock, in seconds (reported when exceeded).
-        #[arg(long, value_name = "SECS")]
-        ttl: Option<u64>,
-        /// Owner name recorded in the lock (default: $USER).
-        #[arg(long)]
-        owner: Option<String>,
-        /// Directory under which `<catalog name>/` report directories are written
-        /// (default: `<workspace>/reports`).
-        #[arg(long, value_name = "DIR")]
-        reports: Option<PathBuf>,
-        /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
-        /// compile every mutation that lies in one function body once, in a scratch copy,
-        /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
-        /// the scratch copy. Both give the same verdicts and kill matrix.
-        #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
-        mode: Mode,
-    },
+    Battery(BatteryArgs),
     /// Run the pinned cargo-mutants (takes the host lock), or import an existing
     /// `mutants.out`, and report its mutants grouped by function, with the missed mutants'
     /// diffs; a function with a missed mutant and no named mutation in `--catalog` is
@@ -134,6 +124,52 @@ pub enum Command {
     },
 }
 
+/// How a command takes the host lock (shared by `battery`, `mutants` and `lock run`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LockArgs {
+    /// Wait for the host lock instead of refusing with LOCKED.
+    #[arg(long)]
+    pub wait: bool,
+    /// Expected maximum hold of the lock, in seconds (reported when exceeded).
+    #[arg(long, value_name = "SECS")]
+    pub ttl: Option<u64>,
+    /// Owner name recorded in the lock (default: $USER).
+    #[arg(long)]
+    pub owner: Option<String>,
+}
+
+/// Where a command writes its reports (shared by `battery` and `mutants`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ReportsArgs {
+    /// Directory under which the report directories are written (default:
+    /// `<workspace>/reports`).
+    #[arg(long, value_name = "DIR")]
+    pub reports: Option<PathBuf>,
+}
+
+/// Arguments of `harness battery`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BatteryArgs {
+    /// Catalog files, run in order.
+    #[arg(required = true)]
+    pub catalogs: Vec<PathBuf>,
+    /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Option<Vec<String>>,
+    /// The host lock.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// The reports.
+    #[command(flatten)]
+    pub reports: ReportsArgs,
+    /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
+    /// compile every mutation that lies in one function body once, in a scratch copy,
+    /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
+    /// the scratch copy. Both give the same verdicts and kill matrix.
+    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
+    pub mode: Mode,
+}
+
 /// Arguments of `harness mutants`.
 #[derive(Debug, clap::Args)]
 pub struct MutantsArgs {
@@ -158,12 +194,12 @@ pub struct MutantsArgs {
     /// Import this existing `mutants.out` directory instead of running cargo-mutants.
     #[arg(long, value_name = "DIR")]
     pub import: Option<PathBuf>,
-    /// Directory under which `mutants/` reports are written (default `<workspace>/reports`).
-    #[arg(long, value_name = "DIR")]
-    pub reports: Option<PathBuf>,
-    /// Wait for the host lock instead of refusing.
-    #[arg(long)]
-    pub wait: bool,
+    /// The reports (`<reports>/mutants/`).
+    #[command(flatten)]
+    pub reports: ReportsArgs,
+    /// The host lock.
+    #[command(flatten)]
+    pub lock: LockArgs,
     /// Run the generated mutants (`cargo mutants --list --json`) through the harness's own
     /// battery runner instead, with the first `--catalog`'s package, targets and test list:
     /// listed tests, per-test kill attribution, verified rebuilds, byte-identical restore
@@ -176,29 +212,16 @@ pub struct MutantsArgs {
     pub mode: Mode,
 }
 
-/// How `harness battery` runs mutations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
-    /// One rebuild per mutation, in the workspace itself (journaled, restored).
-    Rebuild,
-    /// Compile once in a scratch copy, one test run per mutation (see [`crate::switch`]).
-    Switch,
-}
+pub use crate::battery::Mode;
 
 /// `harness lock` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
     /// Run a command holding the host lock.
     Run {
-        /// Wait for the lock instead of failing at once.
-        #[arg(long)]
-        wait: bool,
-        /// Expected maximum hold, in seconds (reported when exceeded).
-        #[arg(long, value_name = "SECS")]
-        ttl: Option<u64>,
-        /// Owner name recorded in the lock (default: $USER).
-        #[arg(long)]
-        owner: Option<String>,
+        /// The host lock.
+        #[command(flatten)]
+        lock: LockArgs,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         command: Vec<String>,
@@ -237,25 +260,11 @@ pub fn run(cli: Cli) -> i32 {
         Command::Show { catalog, id } => show(&catalog, &id),
         Command::Mutants(args) => run_mutants(&state, &args),
         Command::List { catalog } => list(&catalog),
-        Command::Battery {
-            catalogs,
-            only,
-            wait,
-            ttl,
-            owner,
-            reports,
-            mode,
-        } => run_battery(&state, &catalogs, only, wait, ttl, owner, reports, mode),
+        Command::Battery(args) => run_battery(&state, &args),
         Command::Gate(args) => run_gate(&state, &args),
         Command::Lock {
-            command:
-                LockCommand::Run {
-                    wait,
-                    ttl,
-                    owner,
-                    command,
-                },
-        } => lock_run(&state, wait, ttl, owner, command),
+            command: LockCommand::Run { lock, command },
+        } => lock_run(&state, &lock, command),
         Command::Lock {
             command: LockCommand::Status,
         } => lock_status(&state),
@@ -423,35 +432,22 @@ fn command_line() -> Vec<String> {
     std::env::args().collect()
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_battery(
-    state: &Path,
-    catalogs: &[PathBuf],
-    only: Option<Vec<String>>,
-    wait: bool,
-    ttl: Option<u64>,
-    owner: Option<String>,
-    reports: Option<PathBuf>,
-    mode: Mode,
-) -> i32 {
-    let (hold, lock_note) = match take_lock(state, wait, ttl, owner) {
+fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
+    let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
         Err(code) => return code,
     };
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
-        reports_root: reports,
-        only,
+        reports_root: args.reports.reports.clone(),
+        only: args.only.clone(),
         lock: lock_note,
     };
-    let mut code = EXIT_ALL_MET;
-    for path in catalogs {
+    let mut code = ExitCode::AllMet;
+    for path in &args.catalogs {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
-        let res = match mode {
-            Mode::Rebuild => battery::run(path, &opts, &progress),
-            Mode::Switch => crate::switch::run(path, &opts, &progress),
-        };
+        let res = battery::run_mode(path, &opts, &progress, args.mode);
         progress.finish();
         let c = match res {
             Ok(r) => {
@@ -462,36 +458,32 @@ fn run_battery(
                 for w in &r.written {
                     println!("report: {}", w.display());
                 }
-                r.report.exit_code
+                ExitCode::of(r.report.exit_code)
             }
             Err(BatteryError::Catalog(e)) => {
                 report_catalog_error(&e);
-                EXIT_REFUSED
+                ExitCode::Refused
             }
             Err(e) => {
                 eprintln!("harness: {e}");
-                EXIT_REFUSED
+                ExitCode::Refused
             }
         };
-        code = worst(code, c);
-        if c == EXIT_REFUSED || c == interrupt::EXIT_INTERRUPTED {
+        code = code.worst(c);
+        if c.stops() {
             break;
         }
     }
     drop(hold);
-    code
+    code.code()
 }
 
 /// Takes the host lock for a battery or gate (running under an ancestor's hold); on
 /// failure, the exit code to return.
-fn take_lock(
-    state: &Path,
-    wait: bool,
-    ttl: Option<u64>,
-    owner: Option<String>,
-) -> Result<(Hold, String), i32> {
-    let record = LockRecord::for_current(&owner.unwrap_or_else(default_owner), command_line(), ttl);
-    let hold = match lock::acquire(state, record, Nesting::RunUnder, wait, &mut |h| {
+fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
+    let owner = args.owner.clone().unwrap_or_else(default_owner);
+    let record = LockRecord::for_current(&owner, command_line(), args.ttl);
+    let hold = match lock::acquire(state, record, Nesting::RunUnder, args.wait, &mut |h| {
         eprintln!(
             "harness: waiting for the host lock held by {}",
             h.describe()
@@ -518,7 +510,12 @@ fn take_lock(
 }
 
 fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
-    let (hold, lock_note) = match take_lock(state, args.wait, args.ttl, args.owner.clone()) {
+    let lock = LockArgs {
+        wait: args.wait,
+        ttl: args.ttl,
+        owner: args.owner.clone(),
+    };
+    let (hold, lock_note) = match take_lock(state, &lock) {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -545,27 +542,10 @@ fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
     }
 }
 
-/// The more severe of two exit codes (130 > 2 > 1 > 0).
-fn worst(a: i32, b: i32) -> i32 {
-    let rank = |c: i32| match c {
-        0 => 0,
-        1 => 1,
-        2 => 2,
-        _ => 3,
-    };
-    if rank(b) > rank(a) { b } else { a }
-}
-
-fn lock_run(
-    state: &Path,
-    wait: bool,
-    ttl: Option<u64>,
-    owner: Option<String>,
-    command: Vec<String>,
-) -> i32 {
-    let record =
-        LockRecord::for_current(&owner.unwrap_or_else(default_owner), command.clone(), ttl);
-    let hold = match lock::acquire(state, record, Nesting::Refuse, wait, &mut |h| {
+fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> i32 {
+    let owner = args.owner.clone().unwrap_or_else(default_owner);
+    let record = LockRecord::for_current(&owner, command.clone(), args.ttl);
+    let hold = match lock::acquire(state, record, Nesting::Refuse, args.wait, &mut |h| {
         eprintln!(
             "harness: waiting for the host lock held by {}",
             h.describe()
@@ -578,39 +558,22 @@ fn lock_run(
             return EXIT_REFUSED;
         }
     };
-    let mut child = match Process::new(&command[0]).args(&command[1..]).spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("harness: cannot run `{}`: {e}", command.join(" "));
-            return EXIT_REFUSED;
-        }
-    };
-    let mut forwarded = false;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) => {}
-            Err(e) => {
-                eprintln!("harness: waiting for `{}`: {e}", command.join(" "));
-                break None;
-            }
-        }
-        if interrupt::requested() && !forwarded {
-            // SAFETY: signalling our own child.
-            unsafe {
-                libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-            }
-            forwarded = true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let res = Runner::new(&command[0])
+        .args(&command[1..])
+        .output(Output::Inherit)
+        .on_interrupt(OnInterrupt::Forward)
+        .state_dir(Some(state))
+        .run();
     drop(hold);
-    match status {
-        Some(s) => s.code().unwrap_or_else(|| {
+    match res {
+        Ok(done) => done.status.code().unwrap_or_else(|| {
             use std::os::unix::process::ExitStatusExt;
-            128 + s.signal().unwrap_or(0)
+            128 + done.status.signal().unwrap_or(0)
         }),
-        None => EXIT_REFUSED,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            EXIT_REFUSED
+        }
     }
 }
 
@@ -646,19 +609,9 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
     let out_dir = match &args.import {
         Some(d) => d.clone(),
         None => {
-            let record = LockRecord::for_current(&default_owner(), command_line(), None);
-            let hold = match lock::acquire(state, record, Nesting::RunUnder, args.wait, &mut |h| {
-                eprintln!(
-                    "harness: waiting for the host lock held by {}",
-                    h.describe()
-                )
-            }) {
-                Ok(h) => h,
-                Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
-                Err(e) => {
-                    eprintln!("harness: {e}");
-                    return EXIT_REFUSED;
-                }
+            let hold = match take_lock(state, &args.lock) {
+                Ok((hold, _)) => hold,
+                Err(code) => return code,
             };
             let opts = mutants::ToolOptions {
                 workspace: args.workspace.clone(),
@@ -672,11 +625,13 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
                 in_diff: args.in_diff.clone(),
                 test_targets: args.test_target.clone(),
                 timeout: None,
+                state_dir: Some(state.to_path_buf()),
             };
             let res = mutants::run_tool(&opts);
             drop(hold);
             match res {
                 Ok(d) => d,
+                Err(mutants::MutantsError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
                 Err(e) => {
                     eprintln!("harness: {e}");
                     return EXIT_REFUSED;
@@ -693,6 +648,7 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
     };
     print!("{}", mutants::markdown(&report));
     let dir = args
+        .reports
         .reports
         .clone()
         .unwrap_or_else(|| args.workspace.join("reports"))
@@ -737,6 +693,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         in_diff: args.in_diff.clone(),
         test_targets: Vec::new(),
         timeout: None,
+        state_dir: Some(state.to_path_buf()),
     };
     let listed = match mutants::list_tool(&opts) {
         Ok(l) => l,
@@ -767,19 +724,67 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         spec.mutations.len(),
         path.display()
     );
-    let code = run_battery(
+    let code = ExitCode::of(run_battery(
         state,
-        std::slice::from_ref(&path),
-        None,
-        args.wait,
-        None,
-        None,
-        args.reports.clone(),
-        args.mode,
-    );
-    if code == EXIT_REFUSED || code == interrupt::EXIT_INTERRUPTED {
-        code
+        &BatteryArgs {
+            catalogs: vec![path],
+            only: None,
+            lock: args.lock.clone(),
+            reports: args.reports.clone(),
+            mode: args.mode,
+        },
+    ));
+    if code.stops() {
+        code.code()
     } else {
         EXIT_ALL_MET
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::battery::RefusalKind;
+
+    #[test]
+    fn help_names_every_refusal() {
+        for k in RefusalKind::ALL {
+            assert!(
+                EXIT_CODES.contains(&format!("\n  {k} ")),
+                "{k} is not in `harness battery --help`"
+            );
+            assert!(
+                GATE_EXIT_CODES.contains(k.name()),
+                "{k} is not in the gate's help"
+            );
+        }
+    }
+
+    #[test]
+    fn lock_and_reports_options_parse_the_same_everywhere() {
+        let cli = Cli::try_parse_from([
+            "harness",
+            "battery",
+            "c.toml",
+            "--wait",
+            "--ttl",
+            "5",
+            "--owner",
+            "me",
+            "--reports",
+            "r",
+        ])
+        .unwrap();
+        let Command::Battery(b) = cli.command else {
+            panic!("not battery")
+        };
+        assert!(b.lock.wait && b.lock.ttl == Some(5) && b.lock.owner.as_deref() == Some("me"));
+        assert_eq!(b.reports.reports.as_deref(), Some(Path::new("r")));
+        let cli = Cli::try_parse_from(["harness", "mutants", "--wait", "--reports", "r"]).unwrap();
+        let Command::Mutants(m) = cli.command else {
+            panic!("not mutants")
+        };
+        assert!(m.lock.wait);
+        assert_eq!(m.reports.reports.as_deref(), Some(Path::new("r")));
     }
 }

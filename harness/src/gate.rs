@@ -28,6 +28,7 @@ use crate::catalog::Catalog;
 use crate::interrupt::{self, EXIT_INTERRUPTED};
 use crate::progress::Progress;
 use crate::report::{self, BatteryReport};
+use crate::system::exit::worst;
 use crate::testlog::{self, LogError};
 use crate::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK};
 
@@ -238,16 +239,6 @@ fn rel(path: &Path, root: &Path) -> String {
         .unwrap_or(path)
         .display()
         .to_string()
-}
-
-fn worst(a: i32, b: i32) -> i32 {
-    let rank = |c: i32| match c {
-        0 => 0,
-        1 => 1,
-        2 => 2,
-        _ => 3,
-    };
-    if rank(b) > rank(a) { b } else { a }
 }
 
 /// Runs `command` with `sh -c` in `root`, its output interleaved into `log` and echoed to

@@ -1,40 +1,37 @@
 //! `harness`: proves that a Cargo workspace's tests bite, by running named mutation batteries.
 //!
-//! A battery (see [`catalog`] for the format) applies hand-written mutations to a workspace
-//! one at a time, rebuilds in a private target directory, runs a fixed list of tests and
-//! checks that each mutation is killed by the tests meant to kill it. Every way such an
-//! instrument can silently measure nothing is a refusal ([`battery::RefusalKind`]). The
-//! crate knows nothing about the workspaces it tests.
+//! Three tools share one system layer:
+//!
+//! - [`battery`]: a catalog of hand-written mutations (see [`catalog`] for the format) is
+//!   applied to a workspace one at a time (rebuild mode) or compiled once behind a run-time
+//!   switch (switch mode); a fixed list of tests runs against each and every mutation must
+//!   be killed by the tests meant to kill it. Every way such an instrument can silently
+//!   measure nothing is a refusal ([`battery::RefusalKind`]).
+//! - the CI questions: [`cibase`] (`base-check`), [`audit`] (`lane-audit`) over the CI logs
+//!   [`testlog`] reads, and [`gate`] (test command, audit and batteries in one report).
+//! - [`mutants`]: the bridge to cargo-mutants (run it under the host lock, import its
+//!   outcomes, or feed its generated mutants to the battery).
+//! - [`system`]: processes and their groups, interruption, the host lock, progress output;
+//!   [`cargo`] drives cargo itself.
+//!
+//! The crate knows nothing about the workspaces it tests. `docs/design.md` describes the
+//! architecture.
 
 #![warn(missing_docs)]
 
 pub mod audit;
 pub mod battery;
 pub mod cargo;
-pub mod catalog;
 pub mod cibase;
 pub mod cli;
-pub mod diagnostics;
 pub mod gate;
-pub mod interrupt;
 pub mod libtest;
-pub mod lints;
-pub mod lock;
 pub mod mutants;
 pub mod nextest;
-pub mod process;
-pub mod progress;
-pub mod report;
-pub mod scratch;
-pub mod switch;
+pub mod system;
 pub mod targets;
 pub mod testlog;
-pub mod verdict;
-pub mod workspace;
 
-/// Exit code: every expectation met (and, on a full run, no test UNFALSIFIED).
-pub const EXIT_ALL_MET: i32 = 0;
-/// Exit code: the tests are weak (some expectation UNMET or some test UNFALSIFIED).
-pub const EXIT_WEAK: i32 = 1;
-/// Exit code: the instrument could not be trusted (a refusal, a bad catalog, a fault).
-pub const EXIT_REFUSED: i32 = 2;
+pub use battery::{catalog, diagnostics, lints, report, scratch, switch, verdict, workspace};
+pub use system::exit::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK, ExitCode};
+pub use system::{interrupt, lock, process, progress};

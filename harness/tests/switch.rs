@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::Sandbox;
+use common::{Sandbox, redact};
 
 /// Per mutation: (verdict, expectation, sorted failing tests).
 fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<String>)> {
@@ -33,6 +33,13 @@ fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<Stri
             )
         })
         .collect()
+}
+
+/// A battery report with its timings (and the sandbox's path) replaced by placeholders.
+fn without_timings(sb: &Sandbox, r: &serde_json::Value) -> serde_json::Value {
+    let mut r = r.clone();
+    redact(&mut r, &sb.ws.canonicalize().unwrap());
+    r
 }
 
 fn plan(sb: &Sandbox, name: &str) -> BTreeMap<String, serde_json::Value> {
@@ -87,6 +94,8 @@ fn switch_mode_equals_rebuild_mode_and_never_touches_the_tree() {
     let r2 = sb.report_json();
     assert_eq!(r2["status"], "complete");
 
+    // The whole report is the same, timings aside.
+    assert_eq!(without_timings(&sb, &r1), without_timings(&sb, &r2));
     // The same verdicts, expectations, killers, kill matrix and UNFALSIFIED tests.
     let (v1, v2) = (verdicts(&r1), verdicts(&r2));
     assert_eq!(v1.len(), 6);
@@ -442,4 +451,91 @@ rationale = "Leaves b unused: UNVIABLE under deny(unused_variables)."
     assert_eq!(p["add-subtracts"]["mode"], "switched");
     assert_eq!(p["add-drops-b"]["mode"], "unviable");
     assert_eq!(p["add-drops-b"]["reason"], "does not compile on its own");
+}
+
+/// The other sample catalog (`fixtures/workspaces/mutants-sample`, catalog `named`) in both
+/// modes: its one mutation lies in a function no listed test calls, so switch mode cannot
+/// prove its switch is reached and refuses with SWITCH-UNREACHED, where rebuild mode sees
+/// the gap survive. Every other part of the two reports is the same.
+#[test]
+fn the_mutants_sample_catalog_in_both_modes() {
+    let sb = Sandbox::new();
+    let src = common::fixture().join("../mutants-sample");
+    let ws = sb.dir.path().join("ms");
+    for rel in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "tests/contract.rs",
+        "mutations/named.toml",
+    ] {
+        std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
+    }
+    git2::Repository::init(&ws).unwrap();
+    // The lock file is part of the tree: write it before the tree is fingerprinted.
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["generate-lockfile", "--offline", "--manifest-path"])
+        .arg(ws.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let catalog = ws.join("mutations/named.toml");
+    let report = || -> serde_json::Value {
+        let text = std::fs::read_to_string(ws.join("reports/named/battery.json")).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        redact(&mut v, &ws.canonicalize().unwrap());
+        v
+    };
+    sb.run(&["battery", catalog.to_str().unwrap()])
+        .expect_code(1);
+    let r1 = report();
+    assert_eq!(r1["status"], "complete");
+    assert_eq!(r1["mutations"][0]["verdict"], "SURVIVED");
+    sb.run(&["battery", catalog.to_str().unwrap(), "--mode", "switch"])
+        .expect_code(2)
+        .stderr_has("SWITCH-UNREACHED: the forced-fail control passed every listed test");
+    let r2 = report();
+    assert_eq!(r2["refusal"]["kind"], "SWITCH-UNREACHED");
+    for key in ["schema", "catalog", "only", "lock"] {
+        assert_eq!(r1[key], r2[key], "{key}");
+    }
+    let (b1, b2) = (&r1["baseline"], &r2["baseline"]);
+    for key in ["tests_in_targets", "created_files"] {
+        assert_eq!(b1[key], b2[key], "baseline.{key}");
+    }
+}
+
+/// What `scripts/bench-llamacpp` leaves in this repository: an ignored folder holding a
+/// link to a folder. Switch mode copies the file set the fingerprint covers, so the ignored
+/// folder is not copied; an untracked link to a folder and a dangling link (both in the set)
+/// are copied as links.
+#[test]
+fn switch_mode_copies_links_and_leaves_ignored_folders_alone() {
+    let sb = Sandbox::new();
+    let venv = sb.ws.join(".venv-bench");
+    std::fs::create_dir_all(venv.join("lib/python3/site-packages")).unwrap();
+    std::fs::write(venv.join("lib/python3/site-packages/x.py"), "x = 1\n").unwrap();
+    std::os::unix::fs::symlink("lib", venv.join("lib64")).unwrap();
+    let ignore = sb.read(".gitignore");
+    sb.write(".gitignore", &format!("{ignore}/.venv*\n"));
+    std::os::unix::fs::symlink("src", sb.ws.join("src-link")).unwrap();
+    std::os::unix::fs::symlink("nowhere", sb.ws.join("dangling")).unwrap();
+    let lib = sb.read("src/lib.rs");
+    let run = sb.battery(&["--only", "add-subtracts", "--mode", "switch"]);
+    run.expect_code(0);
+    assert_eq!(sb.read("src/lib.rs"), lib);
+    let scratch = sb.ws.join("target/harness/sample/switch/tree");
+    assert!(!scratch.join(".venv-bench").exists());
+    assert_eq!(
+        std::fs::read_link(scratch.join("src-link")).unwrap(),
+        std::path::PathBuf::from("src")
+    );
+    assert_eq!(
+        std::fs::read_link(scratch.join("dangling")).unwrap(),
+        std::path::PathBuf::from("nowhere")
+    );
 }

@@ -44,24 +44,22 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
-use crate::battery::{BatteryError, Options, RunResult, derive_timeout, failure_summary};
-use crate::cargo::{CargoCmd, CargoError, Outcome, PackageMeta, TestRun, parse_build_messages};
-use crate::catalog::{Catalog, CatalogError, PreparedMutation};
+use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, parse_build_messages};
+use crate::catalog::{Catalog, PreparedMutation};
 use crate::diagnostics::{self, CompilerError, Relocation};
-use crate::progress::Progress;
-use crate::report::{
-    Baseline, BatteryReport, CatalogInfo, FailedTest, MutationReport, RefusalInfo, Status, Summary,
-};
 use crate::scratch::{self, SeedStats, list_tree, sync_tree};
-use crate::verdict::{self, Expectation, KillMatrix, Observation};
-use crate::workspace;
-use crate::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK};
+use crate::verdict;
+use crate::workspace::TreeScan;
+
+use super::refusal::{RefusalKind, Stop, io_fault, refuse};
+use super::run::{Built, ModeRun, Mutant, Shared, check_rebuilt, owning_package};
+use super::{BatteryError, Options, failure_summary};
 
 /// The environment variable that selects the mutant in a switched build: a mutation id,
 /// [`FORCED_FAIL`], or unset / anything else for the original code.
@@ -351,13 +349,25 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
     SwitchedFile { text: out, arms }
 }
 
+/// How one mutation runs in switch mode (`switch.json` spells it in lower case).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanMode {
+    /// Compiled in behind the switch: one test run, no build of its own.
+    Switched,
+    /// Not switchable (the plan entry says why): rebuilt on its own in the scratch copy.
+    Rebuild,
+    /// Does not compile (found by the switched build or a compile check on its own).
+    Unviable,
+}
+
 /// How one mutation runs in switch mode.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PlanEntry {
     /// Mutation id.
     pub id: String,
-    /// `switched`, `rebuild` (fallback) or `unviable` (does not compile).
-    pub mode: String,
+    /// Switched, rebuild (fallback) or unviable.
+    pub mode: PlanMode,
     /// The function whose body holds it (switched and unviable ones).
     pub function: Option<String>,
     /// Why it falls back to rebuild mode, or how it was found UNVIABLE.
@@ -402,37 +412,51 @@ pub struct SwitchInfo {
     pub overhead_seconds_median: Option<f64>,
 }
 
-#[derive(Debug)]
-enum Stop {
-    Refused(String, String),
-    Interrupted,
-}
-
-fn refuse(kind: &str, detail: impl Into<String>) -> Stop {
-    Stop::Refused(kind.to_string(), detail.into())
-}
-
-impl From<CargoError> for Stop {
-    fn from(e: CargoError) -> Stop {
-        match e {
-            CargoError::Interrupted(_) => Stop::Interrupted,
-            e => refuse("HARNESS-FAULT", e.to_string()),
-        }
-    }
-}
-
-impl From<workspace::TreeError> for Stop {
-    fn from(e: workspace::TreeError) -> Stop {
-        refuse("HARNESS-FAULT", e.to_string())
-    }
-}
-
-fn io_fault(path: &Path, op: &str, e: std::io::Error) -> Stop {
-    refuse("HARNESS-FAULT", format!("{}: {op}: {e}", path.display()))
-}
-
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Stop> {
     std::fs::write(path, bytes).map_err(|e| io_fault(path, "write", e))
+}
+
+/// file -> body index -> mutation indices: the mutations behind the switch.
+type SwitchedSet = BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>;
+
+/// Switch mode's state (see the module docs for its order of work).
+pub(crate) struct Switch {
+    /// The catalog pointed at the scratch copy and its target directory.
+    scratch: Catalog,
+    /// The user's catalog's target directory (seeding reads its dependency builds).
+    user_target: PathBuf,
+    state: PathBuf,
+    info: SwitchInfo,
+    packages: Vec<PackageMeta>,
+    /// Per mutation index, how it runs.
+    plan: BTreeMap<usize, PlanEntry>,
+    switched: SwitchedSet,
+    /// Mutations found UNVIABLE by the switched build or a compile check: their error.
+    unviable: BTreeMap<usize, String>,
+    /// Original bytes of every scratch file that has held switched code.
+    originals: BTreeMap<PathBuf, Vec<u8>>,
+    /// Whether the scratch copy holds the original sources again (no switched code).
+    restored: bool,
+    /// The scratch file a fallback mutation is written to, and its original bytes.
+    fallback: Option<(PathBuf, Vec<u8>)>,
+}
+
+/// Where the mutated bodies sit in one switched file: (mutation index, byte range in the
+/// switched text, byte offset of the body in the original and mutated file, mutated file).
+struct Layout {
+    text: String,
+    arms: Vec<(usize, Range<usize>, usize, String)>,
+}
+
+/// Takes mutation `i` out of the switched set.
+fn remove_switched(switched: &mut SwitchedSet, i: usize) {
+    for fns in switched.values_mut() {
+        for idxs in fns.values_mut() {
+            idxs.retain(|&j| j != i);
+        }
+        fns.retain(|_, v| !v.is_empty());
+    }
+    switched.retain(|_, v| !v.is_empty());
 }
 
 /// `cargo HEAD... --manifest-path M -p P --target-dir T [--lib] [--test X]... [features]`:
@@ -469,45 +493,6 @@ fn cargo_args(c: &Catalog, head: &[&str]) -> Vec<String> {
 struct SwitchedBuild {
     build: crate::cargo::Build,
     errors: Vec<CompilerError>,
-}
-
-struct Ran {
-    run: Option<TestRun>,
-    compiler_error: Option<String>,
-    build_seconds: f64,
-    created: Vec<PathBuf>,
-}
-
-struct Ctx<'a> {
-    user: &'a Catalog,
-    scratch: Catalog,
-    state: PathBuf,
-    progress: &'a Progress,
-    opts: &'a Options,
-    exclude: Vec<PathBuf>,
-    baseline: Option<Baseline>,
-    results: BTreeMap<usize, Ran>,
-    info: SwitchInfo,
-    /// Original bytes of every scratch file that has held switched code.
-    originals: BTreeMap<PathBuf, Vec<u8>>,
-}
-
-/// Where the mutated bodies sit in one switched file: (mutation index, byte range in the
-/// switched text, byte offset of the body in the original and mutated file, mutated file).
-struct Layout {
-    text: String,
-    arms: Vec<(usize, Range<usize>, usize, String)>,
-}
-
-/// Takes mutation `i` out of the switched set.
-fn remove_switched(switched: &mut BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>, i: usize) {
-    for fns in switched.values_mut() {
-        for idxs in fns.values_mut() {
-            idxs.retain(|&j| j != i);
-        }
-        fns.retain(|_, v| !v.is_empty());
-    }
-    switched.retain(|_, v| !v.is_empty());
 }
 
 /// The package name in a cargo package id (`registry+https://...#serde@1.0.0` → `serde`,
@@ -574,246 +559,6 @@ fn blame<'e>(
     (blamed, stray)
 }
 
-/// Runs the battery in `catalog_path` in switch mode (the caller holds the host lock) and
-/// writes its reports (`battery.json`, `battery.md`, `mutation-report.json` as in rebuild
-/// mode, plus `switch.json` with the plan). Verdicts, killers and the kill matrix are those
-/// rebuild mode gives.
-///
-/// Errors: as [`crate::battery::run`].
-pub fn run(
-    catalog_path: &Path,
-    opts: &Options,
-    progress: &Progress,
-) -> Result<RunResult, BatteryError> {
-    let started = Instant::now();
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let catalog = Catalog::load(catalog_path)?;
-    if let Some(only) = &opts.only {
-        let known: BTreeSet<&str> = catalog
-            .spec
-            .mutations
-            .iter()
-            .map(|m| m.id.as_str())
-            .collect();
-        let unknown: Vec<&str> = only
-            .iter()
-            .map(String::as_str)
-            .filter(|i| !known.contains(i))
-            .collect();
-        if !unknown.is_empty() {
-            return Err(BatteryError::UnknownOnly {
-                catalog: catalog_path.to_path_buf(),
-                ids: unknown.join(", "),
-            });
-        }
-    }
-    let reports_root = opts
-        .reports_root
-        .clone()
-        .unwrap_or_else(|| catalog.root.join("reports"));
-    let reports_root = std::fs::create_dir_all(&reports_root)
-        .and_then(|_| reports_root.canonicalize())
-        .map_err(|source| BatteryError::Reports {
-            path: reports_root.clone(),
-            source,
-        })?;
-    let switch_dir = catalog.target_dir.join("switch");
-    let mut scratch = catalog.clone();
-    scratch.root = switch_dir.join("tree");
-    scratch.target_dir = switch_dir.join("target");
-    let mut ctx = Ctx {
-        user: &catalog,
-        scratch,
-        state: opts.state_dir.clone(),
-        progress,
-        opts,
-        exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
-        baseline: None,
-        results: BTreeMap::new(),
-        originals: BTreeMap::new(),
-        info: SwitchInfo {
-            schema: SWITCH_SCHEMA.into(),
-            scratch: switch_dir.join("tree"),
-            plan: Vec::new(),
-            sync_seconds: 0.0,
-            seed_seconds: 0.0,
-            seed: SeedStats::default(),
-            fresh_packages: Vec::new(),
-            switched_builds: 0,
-            checked_alone_because: None,
-            check_seconds: 0.0,
-            switched_build_seconds: 0.0,
-            forced_fail_failed: Vec::new(),
-            forced_fail_passed: Vec::new(),
-            overhead_seconds_median: None,
-        },
-    };
-    let stop = ctx.go().err();
-    let (status, refusal) = match &stop {
-        None => (Status::Complete, None),
-        Some(Stop::Interrupted) => (Status::Interrupted, None),
-        Some(Stop::Refused(kind, detail)) => (
-            Status::Refused,
-            Some(RefusalInfo {
-                kind: kind.clone(),
-                detail: detail.clone(),
-            }),
-        ),
-    };
-    // Reports in catalog order, like rebuild mode.
-    let prepared = catalog.prepare().unwrap_or_default();
-    let mut mutations = Vec::new();
-    let mut columns: Vec<(String, Option<BTreeMap<String, Outcome>>)> = Vec::new();
-    for pm in &prepared {
-        let Some(ran) = ctx.results.get(&pm.index) else {
-            continue;
-        };
-        let m = &catalog.spec.mutations[pm.index];
-        let (report, column) = mutation_report(m, pm, ran);
-        columns.push((m.id.clone(), column));
-        mutations.push(report);
-    }
-    let cols: Vec<(String, Option<&BTreeMap<String, Outcome>>)> = columns
-        .iter()
-        .map(|(i, o)| (i.clone(), o.as_ref()))
-        .collect();
-    let kill_matrix = KillMatrix::build(&catalog.spec.tests, &cols);
-    let unfalsified =
-        (status == Status::Complete && opts.only.is_none()).then(|| kill_matrix.unfalsified());
-    let summary = Summary::of(&mutations, unfalsified.as_ref());
-    let exit_code = match status {
-        Status::Interrupted => crate::interrupt::EXIT_INTERRUPTED,
-        Status::Refused => EXIT_REFUSED,
-        Status::Complete if summary.unmet > 0 || summary.unfalsified > 0 => EXIT_WEAK,
-        Status::Complete => EXIT_ALL_MET,
-    };
-    let report = BatteryReport {
-        schema: crate::report::SCHEMA.to_string(),
-        harness_version: env!("CARGO_PKG_VERSION").to_string(),
-        catalog: CatalogInfo {
-            name: catalog.name.clone(),
-            path: catalog.path.clone(),
-            workspace: catalog.root.clone(),
-            package: catalog.spec.package.clone(),
-            test_targets: catalog.spec.test_targets.clone(),
-            lib_tests: catalog.spec.lib_tests,
-            select: catalog.spec.select.clone(),
-            tests: catalog.spec.tests.clone(),
-        },
-        status,
-        refusal,
-        only: opts.only.clone(),
-        lock: opts.lock.clone(),
-        started_unix,
-        wall_seconds: started.elapsed().as_secs_f64(),
-        baseline: ctx.baseline.take(),
-        mutations,
-        kill_matrix,
-        unfalsified,
-        summary,
-        exit_code,
-    };
-    let dir = crate::report::report_dir(&reports_root, &catalog.name);
-    let mut written =
-        crate::report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
-            path: dir.clone(),
-            source,
-        })?;
-    let sw = dir.join("switch.json");
-    std::fs::write(
-        &sw,
-        serde_json::to_string_pretty(&ctx.info).expect("switch info serializes") + "\n",
-    )
-    .map_err(|source| BatteryError::Reports {
-        path: sw.clone(),
-        source,
-    })?;
-    written.push(sw);
-    Ok(RunResult { report, written })
-}
-
-fn mutation_report(
-    m: &crate::catalog::Mutation,
-    pm: &PreparedMutation,
-    ran: &Ran,
-) -> (MutationReport, Option<BTreeMap<String, Outcome>>) {
-    let obs = match &ran.run {
-        None => Observation::Unviable,
-        Some(r) => Observation::Ran {
-            outcomes: &r.outcomes,
-            messages: &r.messages,
-            timed_out: r.timed_out,
-        },
-    };
-    let j = verdict::judge(m, &obs);
-    let (outcomes, failed_tests, finished, test_seconds) = match &ran.run {
-        None => (BTreeMap::new(), Vec::new(), None, 0.0),
-        Some(r) => (
-            r.outcomes.clone(),
-            r.outcomes
-                .iter()
-                .filter(|(_, o)| verdict::is_kill(**o))
-                .map(|(t, _)| FailedTest {
-                    name: t.clone(),
-                    message: r.messages.get(t).cloned().unwrap_or_default(),
-                })
-                .collect(),
-            r.timed_out.then(|| {
-                r.outcomes
-                    .iter()
-                    .filter(|(_, o)| !matches!(o, Outcome::Unfinished))
-                    .map(|(t, _)| t.clone())
-                    .collect()
-            }),
-            r.seconds,
-        ),
-    };
-    let column = ran.run.as_ref().map(|r| r.outcomes.clone());
-    let report = MutationReport {
-        id: m.id.clone(),
-        title: m.title.clone(),
-        role: m.role,
-        file: pm.rel_path.clone(),
-        occurrences: m.occurrences,
-        line: pm.first_at.0,
-        column: pm.first_at.1,
-        end_line: pm.first_end.0,
-        end_column: pm.first_end.1,
-        replace: m.replace.clone(),
-        verdict: j.verdict,
-        expectation: j.expectation,
-        reasons: j.reasons,
-        expected_killers: m.killed_by.clone(),
-        failed_tests,
-        other_killers: j.other_killers,
-        outcomes,
-        compiler_error: ran.compiler_error.clone(),
-        crash_output: ran
-            .run
-            .as_ref()
-            .filter(|r| r.outcomes.values().any(|o| *o == Outcome::NoResult))
-            .map(|r| r.stderr_tail.clone()),
-        finished_tests: finished,
-        created_files: ran.created.clone(),
-        build_seconds: ran.build_seconds,
-        test_seconds,
-    };
-    (report, column)
-}
-
-fn owning_package<'p>(packages: &'p [PackageMeta], file: &Path) -> Option<&'p PackageMeta> {
-    packages
-        .iter()
-        .filter(|p| {
-            let dir = p.dir.canonicalize().unwrap_or_else(|_| p.dir.clone());
-            file.starts_with(dir)
-        })
-        .max_by_key(|p| p.dir.components().count())
-}
-
 fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -822,7 +567,51 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(v[v.len() / 2])
 }
 
-impl Ctx<'_> {
+/// What the switched build needs of the selected mutations: their files' bytes and the
+/// function bodies of those files.
+struct Sources<'p> {
+    by_index: BTreeMap<usize, &'p PreparedMutation>,
+    bodies: BTreeMap<PathBuf, Vec<FnBody>>,
+}
+
+impl Switch {
+    /// Switch mode for `catalog`: its scratch copy is `<target_dir>/switch/tree`, built in
+    /// `<target_dir>/switch/target`.
+    pub fn new(catalog: &Catalog, opts: &Options) -> Switch {
+        let switch_dir = catalog.target_dir.join("switch");
+        let mut scratch = catalog.clone();
+        scratch.root = switch_dir.join("tree");
+        scratch.target_dir = switch_dir.join("target");
+        Switch {
+            user_target: catalog.target_dir.clone(),
+            state: opts.state_dir.clone(),
+            info: SwitchInfo {
+                schema: SWITCH_SCHEMA.into(),
+                scratch: scratch.root.clone(),
+                plan: Vec::new(),
+                sync_seconds: 0.0,
+                seed_seconds: 0.0,
+                seed: SeedStats::default(),
+                fresh_packages: Vec::new(),
+                switched_builds: 0,
+                checked_alone_because: None,
+                check_seconds: 0.0,
+                switched_build_seconds: 0.0,
+                forced_fail_failed: Vec::new(),
+                forced_fail_passed: Vec::new(),
+                overhead_seconds_median: None,
+            },
+            scratch,
+            packages: Vec::new(),
+            plan: BTreeMap::new(),
+            switched: BTreeMap::new(),
+            unviable: BTreeMap::new(),
+            originals: BTreeMap::new(),
+            restored: true,
+            fallback: None,
+        }
+    }
+
     fn cargo(&self, mutant: Option<&str>) -> CargoCmd {
         let mut c = self.scratch.clone();
         if let Some(id) = mutant {
@@ -831,11 +620,8 @@ impl Ctx<'_> {
         CargoCmd::new(&c).with_state_dir(&self.state)
     }
 
-    /// Runs cargo with `args` in the scratch copy, in its own process group (recorded in the
-    /// state directory while it runs, killed on interruption), with the catalog's
-    /// environment. Returns its output and wall seconds.
-    fn run_cargo(&self, args: &[String]) -> Result<(std::process::Output, f64), Stop> {
-        Ok(self.cargo(None).run_args(args)?)
+    fn id(&self, i: usize) -> &str {
+        &self.scratch.spec.mutations[i].id
     }
 
     /// `cargo check --profile test` of the catalog's package and targets in the scratch copy:
@@ -845,7 +631,7 @@ impl Ctx<'_> {
             &self.scratch,
             &["check", "--profile", "test", "--message-format=json"],
         );
-        let (out, _) = self.run_cargo(&args)?;
+        let (out, _) = self.cargo(None).run_args(&args)?;
         if out.status.success() {
             return Ok(None);
         }
@@ -861,7 +647,7 @@ impl Ctx<'_> {
         let mut args = cargo_args(&self.scratch, &["test"]);
         args.push("--no-run".into());
         args.push("--message-format=json".into());
-        let (out, seconds) = self.run_cargo(&args)?;
+        let (out, seconds) = self.cargo(None).run_args(&args)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let (artifacts, first_error) = parse_build_messages(&stdout);
         let success = out.status.success();
@@ -887,81 +673,26 @@ impl Ctx<'_> {
         })
     }
 
-    /// Runs the listed tests in the scratch copy with the switch set to `mutant`, then
-    /// removes what the run created in the scratch tree.
-    fn run_tests(
-        &self,
-        mutant: Option<&str>,
-        timeout: Duration,
-    ) -> Result<(TestRun, Vec<PathBuf>, f64), Stop> {
-        let t0 = Instant::now();
-        let root = &self.scratch.root;
-        let before = list_tree(root).map_err(|e| io_fault(root, "list", e))?;
-        let mut overhead = t0.elapsed().as_secs_f64();
-        let run = self
-            .cargo(mutant)
-            .run(&self.user.spec.tests, Some(timeout))?;
-        let t1 = Instant::now();
-        let after = list_tree(root).map_err(|e| io_fault(root, "list", e))?;
-        let created = workspace::remove_created(root, &before, &after)?;
-        overhead += t1.elapsed().as_secs_f64();
-        Ok((run, created, overhead))
-    }
-
-    fn go(&mut self) -> Result<(), Stop> {
-        let c = self.user;
-        let p = self.progress;
-        p.phase("fingerprinting the tree");
-        let start_scan = workspace::scan(&c.root, &self.exclude)?;
-        let prepared = c.prepare().map_err(|e| match e {
-            CatalogError::Drift { .. } => refuse("CATALOG-DRIFT", e.to_string()),
-            e => refuse("HARNESS-FAULT", e.to_string()),
-        })?;
-        let selected: Vec<&PreparedMutation> = prepared
-            .iter()
-            .filter(|pm| {
-                let id = &c.spec.mutations[pm.index].id;
-                self.opts.only.as_ref().is_none_or(|o| o.contains(id))
-            })
-            .collect();
-
-        p.phase("syncing the scratch copy");
-        let t = Instant::now();
-        let sroot = self.scratch.root.clone();
-        sync_tree(&c.root, &start_scan, &sroot).map_err(|e| io_fault(&sroot, "sync", e))?;
-        self.info.sync_seconds = t.elapsed().as_secs_f64();
-        let packages = self.cargo(None).metadata()?;
-        PackageMeta::check_targets(
-            &packages,
-            &c.spec.package,
-            &c.spec.test_targets,
-            c.spec.lib_tests,
-        )
-        .map_err(|e| refuse("CATALOG-DRIFT", format!("{}: {e}", c.path.display())))?;
-
-        // Plan: which mutations go behind the switch, grouped per file and function.
+    /// The plan: which selected mutations go behind the switch, grouped per file and
+    /// function, and why the others fall back to rebuilds.
+    fn plan_mutations<'p>(&mut self, selected: &[&'p PreparedMutation]) -> Sources<'p> {
         let mut bodies: BTreeMap<PathBuf, Vec<FnBody>> = BTreeMap::new();
-        let mut plan: BTreeMap<usize, PlanEntry> = BTreeMap::new();
-        // file -> body index -> mutation indices
-        let mut switched: BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>> = BTreeMap::new();
-        for pm in &selected {
-            let m = &c.spec.mutations[pm.index];
+        for pm in selected {
+            let m = &self.scratch.spec.mutations[pm.index];
             let text = String::from_utf8_lossy(&pm.original).into_owned();
-            if !bodies.contains_key(&pm.rel_path) {
-                let found = function_bodies(&pm.rel_path, &text).unwrap_or_default();
-                bodies.insert(pm.rel_path.clone(), found);
-            }
-            let fns = &bodies[&pm.rel_path];
+            let fns = bodies
+                .entry(pm.rel_path.clone())
+                .or_insert_with(|| function_bodies(&pm.rel_path, &text).unwrap_or_default());
             let mut entry = PlanEntry {
                 id: m.id.clone(),
-                mode: "rebuild".into(),
+                mode: PlanMode::Rebuild,
                 function: None,
                 reason: None,
             };
             match place(&text, &m.find, fns) {
                 Placement::Outside { reason } => entry.reason = Some(reason),
                 Placement::InBody { index } => {
-                    let per_file = switched.entry(pm.rel_path.clone()).or_default();
+                    let per_file = self.switched.entry(pm.rel_path.clone()).or_default();
                     let clash = per_file.keys().find(|&&j| {
                         j != index && {
                             let (a, b) = (&fns[j].body, &fns[index].body);
@@ -974,406 +705,67 @@ impl Ctx<'_> {
                             fns[index].name, fns[j].name
                         ));
                     } else {
-                        entry.mode = "switched".into();
+                        entry.mode = PlanMode::Switched;
                         entry.function = Some(fns[index].name.clone());
                         per_file.entry(index).or_default().push(pm.index);
                     }
                 }
             }
-            plan.insert(pm.index, entry);
+            self.plan.insert(pm.index, entry);
         }
-
-        // Seed the scratch target directory with the user's dependency build products.
-        p.phase("seeding the scratch target directory");
-        let t = Instant::now();
-        let (from, to) = (
-            c.target_dir.join("debug"),
-            self.scratch.target_dir.join("debug"),
-        );
-        self.info.seed = scratch::seed_dependencies(&from, &to, &scratch::Members::of(&packages))
-            .map_err(|e| {
-            refuse(
-                "HARNESS-FAULT",
-                format!("seeding {} from {}: {e}", to.display(), from.display()),
-            )
-        })?;
-        self.info.seed_seconds = t.elapsed().as_secs_f64();
-
-        // The switched build. Errors inside a mutated body make that mutation UNVIABLE and
-        // the build is repeated without it; an error outside every mutated body sends the
-        // remaining switched mutations through compile checks on their own, once.
+        self.switched.retain(|_, v| !v.is_empty());
         let by_index: BTreeMap<usize, &PreparedMutation> =
             selected.iter().map(|pm| (pm.index, *pm)).collect();
-        for (file, fns) in &switched {
+        for (file, fns) in &self.switched {
             let i = fns.values().flatten().next().expect("non-empty");
             self.originals
                 .insert(file.clone(), by_index[i].original.clone());
         }
-        // Where a denied usage lint may be in force, a mutation can compile behind the
-        // switch and not on its own (see `crate::lints`): check each on its own first.
-        let mut checked_alone = false;
-        let owners: BTreeSet<PathBuf> = switched
-            .keys()
-            .map(|f| {
-                owning_package(&packages, &sroot.join(f))
-                    .map_or_else(|| sroot.clone(), |o| o.dir.clone())
-            })
-            .collect();
-        if let Some(why) = owners
-            .iter()
-            .find_map(|dir| crate::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env))
-        {
-            p.line(&format!(
-                "a lint level that makes unused code an error may be in force ({why}): checking each switched mutation on its own"
-            ));
-            self.info.checked_alone_because = Some(why);
-            self.check_alone(&mut switched, &mut plan, &by_index)?;
-            checked_alone = true;
-        }
-        let build = loop {
-            let layouts = self.write_switched(&switched, &bodies, &by_index)?;
-            self.info.switched_builds += 1;
-            let n: usize = switched
-                .values()
-                .flat_map(|f| f.values())
-                .map(Vec::len)
-                .sum();
-            p.phase(&format!("switched build ({n} switched mutations)"));
-            let SwitchedBuild { build, errors } = self.switched_build()?;
-            if build.success {
-                break build;
-            }
-            self.info.check_seconds += build.seconds;
-            let (blamed, stray) = blame(&errors, &sroot, &layouts);
-            if !blamed.is_empty() {
-                for (i, errs) in blamed {
-                    self.mark_unviable(
-                        &mut plan,
-                        i,
-                        "rustc reports an error inside its mutated body in the switched build",
-                        errs.join("\n"),
-                    );
-                    remove_switched(&mut switched, i);
-                }
-                continue;
-            }
-            let first = stray
-                .first()
-                .map(|e| e.rendered.clone())
-                .or(build.first_error.clone())
-                .unwrap_or_default();
-            if checked_alone || switched.is_empty() {
-                self.restore_scratch()?;
-                return Err(refuse(
-                    "HARNESS-FAULT",
-                    format!("the switched scratch copy does not build: {first}"),
-                ));
-            }
-            p.line(&format!(
-                "the switched build fails outside every mutated body ({}): checking each switched mutation on its own",
-                failure_summary(&first)
-            ));
-            self.check_alone(&mut switched, &mut plan, &by_index)?;
-            checked_alone = true;
-        };
-        self.info.switched_build_seconds = build.seconds;
-        self.info.plan = plan.values().cloned().collect();
-        let mut fresh: BTreeSet<String> = BTreeSet::new();
-        for a in build.artifacts.iter().filter(|a| a.fresh) {
-            fresh.insert(package_name(&a.package_id));
-        }
-        self.info.fresh_packages = fresh.into_iter().collect();
-        let rebuilt = |b: &crate::cargo::Build, file: &Path| {
-            let owner = owning_package(&packages, file);
-            b.artifacts
-                .iter()
-                .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id))
-        };
-        if let Some(file) = switched.keys().next()
-            && !rebuilt(&build, &sroot.join(file))
-        {
-            return Err(refuse(
-                "STALE-BUILD",
-                format!(
-                    "cargo reports the package fresh after the switched {} was written",
-                    file.display()
-                ),
-            ));
-        }
-        p.phase("listing tests");
-        let in_targets = self.cargo(None).list()?;
-        let (missing, unlisted) =
-            crate::battery::filter_drift(&c.spec.tests, &in_targets, &c.spec.select);
-        if !missing.is_empty() || !unlisted.is_empty() {
-            return Err(refuse(
-                "FILTER-DRIFT",
-                format!(
-                    "listed but not in the target: [{}]; in the target under the pattern {:?} but not listed: [{}]",
-                    missing.join(", "),
-                    c.spec.select,
-                    unlisted.join(", ")
-                ),
-            ));
-        }
+        Sources { by_index, bodies }
+    }
 
-        // Controls: no mutant (twice: the baseline), then forced fail.
-        let baseline_timeout =
-            Duration::from_secs_f64((c.spec.timeout_floor_secs * 20.0).max(1800.0));
-        let mut runs = Vec::new();
-        for i in 1..=2 {
-            p.phase(&format!("control run {i}/2 (no mutant selected)"));
-            runs.push(self.run_tests(None, baseline_timeout)?.0);
-        }
-        let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
-        let timeout = derive_timeout(
-            &run_seconds,
-            c.spec.timeout_factor,
-            c.spec.timeout_floor_secs,
+    /// Seeds the scratch target directory with the user's dependency build products.
+    fn seed(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
+        sh.progress.phase("seeding the scratch target directory");
+        let t = Instant::now();
+        let (from, to) = (
+            self.user_target.join("debug"),
+            self.scratch.target_dir.join("debug"),
         );
-        self.baseline = Some(Baseline {
-            build_seconds: build.seconds,
-            run_seconds: run_seconds.clone(),
-            timeout_seconds: timeout.as_secs_f64(),
-            tests_in_targets: in_targets.len(),
-            created_files: Vec::new(),
-        });
-        let differing: Vec<&String> = c
-            .spec
-            .tests
-            .iter()
-            .filter(|t| runs[0].outcomes.get(*t) != runs[1].outcomes.get(*t))
-            .collect();
-        if !differing.is_empty() {
-            return Err(refuse(
-                "FLAKY",
-                format!(
-                    "the two control runs (switch compiled in, no mutant) disagree on: {}",
-                    differing
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            ));
-        }
-        let red: Vec<String> = runs[0]
-            .outcomes
-            .iter()
-            .filter(|(_, o)| **o != Outcome::Passed)
-            .map(|(t, _)| {
-                let msg = runs[0]
-                    .messages
-                    .get(t)
-                    .map(|m| failure_summary(m))
-                    .unwrap_or_default();
-                format!("{t} ({msg})")
-            })
-            .collect();
-        if !red.is_empty() || runs[0].timed_out {
-            return Err(refuse(
-                "BASELINE-RED",
-                format!(
-                    "listed tests are not green with the switch compiled in and no mutant selected: {}",
-                    red.join(", ")
-                ),
-            ));
-        }
-        p.line(&format!(
-            "switched build {:.1}s; control runs {:.1}s and {:.1}s; test timeout {:.1}s",
-            build.seconds,
-            run_seconds[0],
-            run_seconds[1],
-            timeout.as_secs_f64()
-        ));
-        if !switched.is_empty() {
-            p.phase("forced-fail control");
-            let (ff, _, _) = self.run_tests(Some(FORCED_FAIL), timeout)?;
-            for (t, o) in &ff.outcomes {
-                if verdict::is_kill(*o) || *o == Outcome::NoResult {
-                    self.info.forced_fail_failed.push(t.clone());
-                } else {
-                    self.info.forced_fail_passed.push(t.clone());
-                }
-            }
-            if self.info.forced_fail_failed.is_empty() {
-                return Err(refuse(
-                    "SWITCH-UNREACHED",
-                    "the forced-fail control passed every listed test: no listed test reaches switched code",
-                ));
-            }
-        }
-
-        // One run per switched mutant.
-        let ids: Vec<usize> = switched
-            .values()
-            .flat_map(|f| f.values().flatten().copied())
-            .collect();
-        let mut order = ids.clone();
-        order.sort();
-        p.set_total(selected.len());
-        let mut overheads = Vec::new();
-        for i in order {
-            if crate::interrupt::requested() {
-                return Err(Stop::Interrupted);
-            }
-            let m = &c.spec.mutations[i];
-            p.phase(&format!("{}: testing (switched)", m.id));
-            let (run, created, overhead) = self.run_tests(Some(&m.id), timeout)?;
-            overheads.push(overhead);
-            self.log_verdict(i, &run);
-            self.results.insert(
-                i,
-                Ran {
-                    run: Some(run),
-                    compiler_error: None,
-                    build_seconds: 0.0,
-                    created,
-                },
-            );
-            p.advance();
-        }
-        self.info.overhead_seconds_median = median(overheads);
-        self.restore_scratch()?;
-
-        // Fallback: rebuild mode in the scratch copy.
-        for pm in &selected {
-            let i = pm.index;
-            if plan.get(&i).is_none_or(|e| e.mode != "rebuild") {
-                continue;
-            }
-            if crate::interrupt::requested() {
-                return Err(Stop::Interrupted);
-            }
-            let m = &c.spec.mutations[i];
-            p.line(&format!(
-                "{}: rebuild mode ({})",
-                m.id,
-                plan[&i].reason.clone().unwrap_or_default()
-            ));
-            p.phase(&format!("{}: building (rebuild fallback)", m.id));
-            let dst = sroot.join(&pm.rel_path);
-            write_file(&dst, &pm.mutated)?;
-            let b = self.cargo(None).build();
-            let b = match b {
-                Ok(b) => b,
-                Err(e) => {
-                    write_file(&dst, &pm.original)?;
-                    return Err(e.into());
-                }
-            };
-            if b.success && !rebuilt(&b, &dst) {
-                write_file(&dst, &pm.original)?;
-                return Err(refuse(
-                    "STALE-BUILD",
-                    format!(
-                        "mutation {}: cargo reports the package fresh after {} was mutated",
-                        m.id,
-                        pm.rel_path.display()
-                    ),
-                ));
-            }
-            let ran = if b.success {
-                p.phase(&format!("{}: testing (rebuild fallback)", m.id));
-                let res = self.run_tests(None, timeout);
-                write_file(&dst, &pm.original)?;
-                let (run, created, _) = res?;
-                self.log_verdict(i, &run);
-                Ran {
-                    run: Some(run),
-                    compiler_error: None,
-                    build_seconds: b.seconds,
-                    created,
-                }
-            } else {
-                write_file(&dst, &pm.original)?;
-                p.line(&format!("{}: UNVIABLE", m.id));
-                Ran {
-                    run: None,
-                    compiler_error: b.first_error.clone(),
-                    build_seconds: b.seconds,
-                    created: Vec::new(),
-                }
-            };
-            self.results.insert(i, ran);
-            p.advance();
-        }
-
-        p.phase("final fingerprint");
-        let end_scan = workspace::scan(&c.root, &self.exclude)?;
-        if end_scan.fingerprint() != start_scan.fingerprint() {
-            return Err(refuse(
-                "TREE-DIRTY",
-                format!(
-                    "the tree differs from its state at the start: {}",
-                    start_scan.differences(&end_scan).join(", ")
-                ),
-            ));
-        }
+        let members = scratch::Members::of(&self.packages);
+        self.info.seed = scratch::seed_dependencies(&from, &to, &members).map_err(|e| {
+            refuse(
+                RefusalKind::HarnessFault,
+                format!("seeding {} from {}: {e}", to.display(), from.display()),
+            )
+        })?;
+        self.info.seed_seconds = t.elapsed().as_secs_f64();
         Ok(())
     }
 
-    fn log_verdict(&self, i: usize, run: &TestRun) {
-        let m = &self.user.spec.mutations[i];
-        let j = verdict::judge(
-            m,
-            &Observation::Ran {
-                outcomes: &run.outcomes,
-                messages: &run.messages,
-                timed_out: run.timed_out,
-            },
-        );
-        self.progress.line(&format!(
-            "{}: {} ({}){}",
-            m.id,
-            j.verdict,
-            j.expectation,
-            if j.expectation == Expectation::Unmet {
-                format!(": {}", j.reasons.join("; "))
-            } else {
-                String::new()
-            }
-        ));
-    }
-
-    /// Records mutation `i` as UNVIABLE with compiler error `err`, found `how`.
-    fn mark_unviable(
-        &mut self,
-        plan: &mut BTreeMap<usize, PlanEntry>,
-        i: usize,
-        how: &str,
-        err: String,
-    ) {
-        self.progress.line(&format!(
+    /// Records mutation `i` as UNVIABLE with compiler error `err`, found `how`, and takes
+    /// it out of the switched set.
+    fn mark_unviable(&mut self, sh: &Shared<'_>, i: usize, how: &str, err: String) {
+        sh.progress.line(&format!(
             "{}: UNVIABLE ({how}): {}",
-            self.user.spec.mutations[i].id,
+            self.id(i),
             failure_summary(&err)
         ));
-        if let Some(e) = plan.get_mut(&i) {
-            e.mode = "unviable".into();
+        if let Some(e) = self.plan.get_mut(&i) {
+            e.mode = PlanMode::Unviable;
             e.reason = Some(how.to_string());
         }
-        self.results.insert(
-            i,
-            Ran {
-                run: None,
-                compiler_error: Some(err),
-                build_seconds: 0.0,
-                created: Vec::new(),
-            },
-        );
+        self.unviable.insert(i, err);
+        remove_switched(&mut self.switched, i);
     }
 
     /// Compile-checks every switched mutation on its own in the (restored) scratch copy;
     /// those that do not compile are UNVIABLE and leave the switched set.
-    fn check_alone(
-        &mut self,
-        switched: &mut BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>,
-        plan: &mut BTreeMap<usize, PlanEntry>,
-        by_index: &BTreeMap<usize, &PreparedMutation>,
-    ) -> Result<(), Stop> {
+    fn check_alone(&mut self, sh: &Shared<'_>, src: &Sources<'_>) -> Result<(), Stop> {
         let t = Instant::now();
         self.restore_scratch()?;
-        let ids: Vec<(PathBuf, usize)> = switched
+        let ids: Vec<(PathBuf, usize)> = self
+            .switched
             .iter()
             .flat_map(|(f, fns)| fns.values().flatten().map(move |&i| (f.clone(), i)))
             .collect();
@@ -1381,36 +773,114 @@ impl Ctx<'_> {
             if crate::interrupt::requested() {
                 return Err(Stop::Interrupted);
             }
-            self.progress.phase(&format!(
-                "{}: compile check",
-                self.user.spec.mutations[i].id
-            ));
+            sh.progress.phase(&format!("{}: compile check", self.id(i)));
             let dst = self.scratch.root.join(&file);
-            write_file(&dst, &by_index[&i].mutated)?;
+            write_file(&dst, &src.by_index[&i].mutated)?;
             let res = self.compile_check();
-            write_file(&dst, &by_index[&i].original)?;
+            write_file(&dst, &src.by_index[&i].original)?;
             if let Some(err) = res? {
-                self.mark_unviable(plan, i, "does not compile on its own", err);
-                remove_switched(switched, i);
+                self.mark_unviable(sh, i, "does not compile on its own", err);
             }
         }
         self.info.check_seconds += t.elapsed().as_secs_f64();
         Ok(())
     }
 
-    /// Writes every file of [`Ctx::originals`] into the scratch copy: the switched source
+    /// The switched build, repeated until it succeeds: errors inside a mutated body make
+    /// that mutation UNVIABLE and the build is repeated without it; an error outside every
+    /// mutated body sends the remaining switched mutations through compile checks on their
+    /// own, once. A build with no switched mutation left that still fails is the unmutated
+    /// tree's (BASELINE-RED, returned as a failed build); one that fails outside every
+    /// mutated body after the compile checks is a HARNESS-FAULT.
+    fn build_until_green(
+        &mut self,
+        sh: &Shared<'_>,
+        src: &Sources<'_>,
+        mut checked_alone: bool,
+    ) -> Result<Build, Stop> {
+        let sroot = self.scratch.root.clone();
+        loop {
+            let layouts = self.write_switched(&src.bodies, &src.by_index)?;
+            self.restored = self.switched.is_empty();
+            self.info.switched_builds += 1;
+            let n: usize = self
+                .switched
+                .values()
+                .flat_map(|f| f.values())
+                .map(Vec::len)
+                .sum();
+            sh.progress
+                .phase(&format!("switched build ({n} switched mutations)"));
+            let SwitchedBuild { build, errors } = self.switched_build()?;
+            if build.success || self.switched.is_empty() {
+                return Ok(build);
+            }
+            self.info.check_seconds += build.seconds;
+            let (blamed, stray) = blame(&errors, &sroot, &layouts);
+            if !blamed.is_empty() {
+                self.unviable_in_switched_build(sh, src, blamed)?;
+                continue;
+            }
+            let first = stray
+                .first()
+                .map(|e| e.rendered.clone())
+                .or(build.first_error.clone())
+                .unwrap_or_default();
+            if checked_alone {
+                self.restore_scratch()?;
+                return Err(refuse(
+                    RefusalKind::HarnessFault,
+                    format!("the switched scratch copy does not build: {first}"),
+                ));
+            }
+            sh.progress.line(&format!(
+                "the switched build fails outside every mutated body ({}): checking each switched mutation on its own",
+                failure_summary(&first)
+            ));
+            self.check_alone(sh, src)?;
+            checked_alone = true;
+        }
+    }
+
+    /// Marks the mutations the switched build blamed UNVIABLE. Each is compiled once more
+    /// on its own (in the restored scratch copy) so that its report shows the error rustc
+    /// gives for the mutated file itself, as rebuild mode shows it; where it compiles on its
+    /// own, the switched build's error is kept, moved to its place in the mutated file.
+    fn unviable_in_switched_build(
+        &mut self,
+        sh: &Shared<'_>,
+        src: &Sources<'_>,
+        blamed: BTreeMap<usize, Vec<String>>,
+    ) -> Result<(), Stop> {
+        let how = "rustc reports an error inside its mutated body in the switched build";
+        let t = Instant::now();
+        self.restore_scratch()?;
+        for (i, errs) in blamed {
+            let pm = src.by_index[&i];
+            let dst = self.scratch.root.join(&pm.rel_path);
+            sh.progress.phase(&format!("{}: compile check", self.id(i)));
+            write_file(&dst, &pm.mutated)?;
+            let own = self.compile_check();
+            write_file(&dst, &pm.original)?;
+            let err = own?.unwrap_or_else(|| errs.join("\n").trim_end().to_string());
+            self.mark_unviable(sh, i, how, err);
+        }
+        self.info.check_seconds += t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    /// Writes every file of [`Switch::originals`] into the scratch copy: the switched source
     /// for the files that still hold switched mutations, the original for the others.
     /// Returns where the mutated bodies sit.
     fn write_switched(
         &self,
-        switched: &BTreeMap<PathBuf, BTreeMap<usize, Vec<usize>>>,
         bodies: &BTreeMap<PathBuf, Vec<FnBody>>,
         by_index: &BTreeMap<usize, &PreparedMutation>,
     ) -> Result<BTreeMap<PathBuf, Layout>, Stop> {
         let mut layouts = BTreeMap::new();
         for (file, original) in &self.originals {
             let dst = self.scratch.root.join(file);
-            let Some(fns) = switched.get(file) else {
+            let Some(fns) = self.switched.get(file) else {
                 write_file(&dst, original)?;
                 continue;
             };
@@ -1427,7 +897,7 @@ impl Ctx<'_> {
                         mutants: idxs
                             .iter()
                             .map(|&i| {
-                                let m = &self.user.spec.mutations[i];
+                                let m = &self.scratch.spec.mutations[i];
                                 (m.id.clone(), body.replace(&m.find, &m.replace))
                             })
                             .collect(),
@@ -1436,11 +906,8 @@ impl Ctx<'_> {
                 .collect();
             let sw = switched_file(&text, &list);
             write_file(&dst, sw.text.as_bytes())?;
-            let index_of: BTreeMap<&str, usize> = fns
-                .values()
-                .flatten()
-                .map(|&i| (self.user.spec.mutations[i].id.as_str(), i))
-                .collect();
+            let index_of: BTreeMap<&str, usize> =
+                fns.values().flatten().map(|&i| (self.id(i), i)).collect();
             let arms = sw
                 .arms
                 .iter()
@@ -1463,11 +930,229 @@ impl Ctx<'_> {
 
     /// Writes the original bytes back over every file of the scratch copy that has held
     /// switched code.
-    fn restore_scratch(&self) -> Result<(), Stop> {
+    fn restore_scratch(&mut self) -> Result<(), Stop> {
         for (file, original) in &self.originals {
             write_file(&self.scratch.root.join(file), original)?;
         }
+        self.restored = true;
         Ok(())
+    }
+
+    fn mode_of(&self, i: usize) -> PlanMode {
+        self.plan.get(&i).map_or(PlanMode::Rebuild, |e| e.mode)
+    }
+}
+
+impl ModeRun for Switch {
+    fn open(&mut self, sh: &Shared<'_>, start: &TreeScan) -> Result<(), Stop> {
+        sh.progress.phase("syncing the scratch copy");
+        let t = Instant::now();
+        sync_tree(&sh.catalog.root, start, &self.scratch.root)?;
+        self.info.sync_seconds = t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    fn metadata(&mut self) -> Result<Vec<PackageMeta>, Stop> {
+        Ok(self.cargo(None).metadata()?)
+    }
+
+    fn build_baseline(
+        &mut self,
+        sh: &Shared<'_>,
+        packages: Vec<PackageMeta>,
+        selected: &[&PreparedMutation],
+    ) -> Result<Build, Stop> {
+        self.packages = packages;
+        let src = self.plan_mutations(selected);
+        self.seed(sh)?;
+        // Where a denied usage lint may be in force, a mutation can compile behind the
+        // switch and not on its own (see `crate::lints`): check each on its own first.
+        let sroot = self.scratch.root.clone();
+        let owners: BTreeSet<PathBuf> = self
+            .switched
+            .keys()
+            .map(|f| {
+                owning_package(&self.packages, &sroot.join(f))
+                    .map_or_else(|| sroot.clone(), |o| o.dir.clone())
+            })
+            .collect();
+        let strict = owners
+            .iter()
+            .find_map(|dir| crate::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env));
+        if let Some(why) = &strict {
+            sh.progress.line(&format!(
+                "a lint level that makes unused code an error may be in force ({why}): checking each switched mutation on its own"
+            ));
+            self.info.checked_alone_because = Some(why.clone());
+            self.check_alone(sh, &src)?;
+        }
+        let build = self.build_until_green(sh, &src, strict.is_some())?;
+        self.info.switched_build_seconds = build.seconds;
+        self.info.plan = self.plan.values().cloned().collect();
+        let fresh: BTreeSet<String> = build
+            .artifacts
+            .iter()
+            .filter(|a| a.fresh)
+            .map(|a| package_name(&a.package_id))
+            .collect();
+        self.info.fresh_packages = fresh.into_iter().collect();
+        if let Some(file) = self.switched.keys().next() {
+            let owner = owning_package(&self.packages, &sroot.join(file));
+            let rebuilt = build
+                .artifacts
+                .iter()
+                .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id));
+            if build.success && !rebuilt {
+                return Err(refuse(
+                    RefusalKind::StaleBuild,
+                    format!(
+                        "cargo reports the package fresh after the switched {} was written",
+                        file.display()
+                    ),
+                ));
+            }
+        }
+        Ok(build)
+    }
+
+    fn list_tests(&self) -> Result<Vec<String>, Stop> {
+        Ok(self.cargo(None).list()?)
+    }
+
+    fn snapshot(&self, _: &Shared<'_>) -> Result<TreeScan, Stop> {
+        let root = &self.scratch.root;
+        Ok(list_tree(root)?)
+    }
+
+    fn root(&self) -> &Path {
+        &self.scratch.root
+    }
+
+    fn control_run(&self, sh: &Shared<'_>, timeout: Duration) -> Result<TestRun, Stop> {
+        Ok(self
+            .cargo(None)
+            .run(&sh.catalog.spec.tests, Some(timeout))?)
+    }
+
+    /// The forced-fail control: with every switched function panicking, at least one
+    /// listed test must fail (else SWITCH-UNREACHED).
+    fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
+        if self.switched.is_empty() {
+            return Ok(());
+        }
+        sh.progress.phase("forced-fail control");
+        let ff = self
+            .cargo(Some(FORCED_FAIL))
+            .run(&sh.catalog.spec.tests, Some(timeout))?;
+        for (t, o) in &ff.outcomes {
+            if verdict::is_kill(*o) || *o == Outcome::NoResult {
+                self.info.forced_fail_failed.push(t.clone());
+            } else {
+                self.info.forced_fail_passed.push(t.clone());
+            }
+        }
+        if self.info.forced_fail_failed.is_empty() {
+            return Err(refuse(
+                RefusalKind::SwitchUnreached,
+                "the forced-fail control passed every listed test: no listed test reaches switched code",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The switched (and UNVIABLE) mutations first, in catalog order, then the rebuild
+    /// fallbacks: the switched build serves the former, each of the latter replaces it.
+    fn order(&self, selected: &[&PreparedMutation]) -> Vec<usize> {
+        let (first, then): (Vec<usize>, Vec<usize>) = (0..selected.len())
+            .partition(|&k| self.mode_of(selected[k].index) != PlanMode::Rebuild);
+        first.into_iter().chain(then).collect()
+    }
+
+    fn build_mutant(&mut self, sh: &Shared<'_>, mu: &Mutant<'_>) -> Result<Built, Stop> {
+        let i = mu.pm.index;
+        match self.mode_of(i) {
+            PlanMode::Unviable => {
+                return Ok(Built::Unviable {
+                    error: self.unviable.get(&i).cloned().unwrap_or_default(),
+                    seconds: 0.0,
+                });
+            }
+            PlanMode::Switched => return Ok(Built::Switched),
+            PlanMode::Rebuild => {}
+        }
+        if !self.restored {
+            self.restore_scratch()?;
+        }
+        let reason = self.plan.get(&i).and_then(|e| e.reason.clone());
+        sh.progress.line(&format!(
+            "{}: rebuild mode ({})",
+            mu.tag,
+            reason.unwrap_or_default()
+        ));
+        sh.progress
+            .phase(&format!("{}: building (rebuild fallback)", mu.tag));
+        let dst = self.scratch.root.join(&mu.pm.rel_path);
+        self.fallback = Some((dst.clone(), mu.pm.original.clone()));
+        write_file(&dst, &mu.pm.mutated)?;
+        let build = self.cargo(None).build()?;
+        check_rebuilt(&build, &self.packages, &dst, mu)?;
+        Ok(if build.success {
+            Built::Rebuilt {
+                seconds: build.seconds,
+            }
+        } else {
+            Built::Unviable {
+                error: build.first_error.unwrap_or_default(),
+                seconds: build.seconds,
+            }
+        })
+    }
+
+    fn test_mutant(
+        &mut self,
+        sh: &Shared<'_>,
+        mu: &Mutant<'_>,
+        timeout: Duration,
+    ) -> Result<TestRun, Stop> {
+        let switched = self.mode_of(mu.pm.index) == PlanMode::Switched;
+        let (how, mutant) = if switched {
+            ("switched", Some(mu.m.id.as_str()))
+        } else {
+            ("rebuild fallback", None)
+        };
+        sh.progress.phase(&format!("{}: testing ({how})", mu.tag));
+        Ok(self
+            .cargo(mutant)
+            .run(&sh.catalog.spec.tests, Some(timeout))?)
+    }
+
+    fn restore_mutant(&mut self, _: &Shared<'_>, _: &Mutant<'_>) -> Result<(), Stop> {
+        match self.fallback.take() {
+            Some((dst, original)) => write_file(&dst, &original),
+            None => Ok(()),
+        }
+    }
+
+    fn finish(&mut self) -> Result<(), Stop> {
+        self.restore_scratch()
+    }
+
+    fn write_reports(
+        &mut self,
+        dir: &Path,
+        overheads: &[f64],
+    ) -> Result<Vec<PathBuf>, BatteryError> {
+        self.info.overhead_seconds_median = median(overheads.to_vec());
+        let sw = dir.join("switch.json");
+        std::fs::write(
+            &sw,
+            serde_json::to_string_pretty(&self.info).expect("switch info serializes") + "\n",
+        )
+        .map_err(|source| BatteryError::Reports {
+            path: sw.clone(),
+            source,
+        })?;
+        Ok(vec![sw])
     }
 }
 

@@ -14,65 +14,102 @@
 //! into one of the user's files.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::workspace::{self, TreeScan};
+use crate::workspace::{TreeError, TreeScan, io};
 
-/// Makes `scratch` hold exactly the files of `scan` (taken of `root`): covered files are
-/// compared by content hash, ignored ones by length and modification time; unchanged files
-/// are not rewritten (so the scratch build stays incremental); files the scan does not have
-/// are removed.
+/// Whether `scratch` copies `rel`: the files the fingerprint covers (tracked and
+/// untracked-not-ignored, those with a content hash in the scan), plus the workspace's
+/// `Cargo.lock` even where git ignores it (it is an input of every build: without it the
+/// scratch copy would resolve its dependencies afresh).
+pub fn copies(rel: &Path, sha: Option<&String>) -> bool {
+    sha.is_some() || rel == Path::new("Cargo.lock")
+}
+
+/// Makes `scratch` hold exactly the files of `scan` (taken of `root`) that [`copies`]
+/// selects: the same file set the fingerprint covers, so an ignored folder (a virtual
+/// environment, a download cache) is neither walked nor copied. Files are compared by
+/// content and unchanged ones are not rewritten (so the scratch build stays incremental);
+/// a symbolic link (to a file, to a folder, or dangling) is copied as a link to the same
+/// target and never followed; files `scratch` holds that the set does not are removed.
 ///
-/// Errors: any I/O error (the caller names `scratch`).
-pub fn sync_tree(root: &Path, scan: &TreeScan, scratch: &Path) -> Result<(), std::io::Error> {
-    std::fs::create_dir_all(scratch)?;
+/// Errors: [`TreeError::Io`] naming the path and the operation that failed.
+pub fn sync_tree(root: &Path, scan: &TreeScan, scratch: &Path) -> Result<(), TreeError> {
+    fs::create_dir_all(scratch).map_err(io(scratch, "create directory"))?;
+    let mut kept = BTreeSet::new();
     for (rel, sha) in &scan.files {
-        let src = root.join(rel);
-        let dst = scratch.join(rel);
-        let same = match sha {
-            Some(sha) => std::fs::read(&dst)
-                .map(|b| &workspace::sha256_hex(&b) == sha)
-                .unwrap_or(false),
-            None => match (std::fs::metadata(&src), std::fs::metadata(&dst)) {
-                (Ok(s), Ok(d)) => {
-                    s.len() == d.len()
-                        && matches!((s.modified(), d.modified()), (Ok(a), Ok(b)) if b >= a)
-                }
-                _ => false,
-            },
-        };
-        if !same {
-            if let Some(parent) = dst.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            let _ = std::fs::remove_file(&dst);
-            std::fs::copy(&src, &dst)?;
+        if !copies(rel, sha.as_ref()) {
+            continue;
         }
+        kept.insert(rel.clone());
+        sync_file(&root.join(rel), &scratch.join(rel))?;
     }
     let have = list_tree(scratch)?;
     for rel in have.files.keys() {
-        if !scan.files.contains_key(rel) {
-            std::fs::remove_file(scratch.join(rel))?;
+        if !kept.contains(rel) {
+            let p = scratch.join(rel);
+            fs::remove_file(&p).map_err(io(&p, "remove"))?;
         }
     }
     Ok(())
 }
 
-/// Lists every file and directory under `dir` without hashing (paths only).
+/// Makes `dst` a copy of `src`: the same bytes for a file, a link to the same target for a
+/// symbolic link. Nothing is written when `dst` is one already.
+fn sync_file(src: &Path, dst: &Path) -> Result<(), TreeError> {
+    let meta = fs::symlink_metadata(src).map_err(io(src, "stat"))?;
+    let have = fs::symlink_metadata(dst).ok();
+    if meta.file_type().is_symlink() {
+        let target = fs::read_link(src).map_err(io(src, "read link"))?;
+        if have.as_ref().is_some_and(|m| m.file_type().is_symlink())
+            && fs::read_link(dst).ok().as_ref() == Some(&target)
+        {
+            return Ok(());
+        }
+        clear(dst, have.as_ref())?;
+        return std::os::unix::fs::symlink(&target, dst).map_err(io(dst, "create link"));
+    }
+    if have.as_ref().is_some_and(|m| m.is_file()) {
+        let a = fs::read(src).map_err(io(src, "read"))?;
+        if fs::read(dst).is_ok_and(|b| b == a) {
+            return Ok(());
+        }
+    }
+    clear(dst, have.as_ref())?;
+    fs::copy(src, dst).map_err(io(src, "copy"))?;
+    Ok(())
+}
+
+/// Removes whatever is at `dst` (described by `have`) and creates its parent directory.
+fn clear(dst: &Path, have: Option<&fs::Metadata>) -> Result<(), TreeError> {
+    match have {
+        Some(m) if m.is_dir() => fs::remove_dir_all(dst).map_err(io(dst, "remove directory"))?,
+        Some(_) => fs::remove_file(dst).map_err(io(dst, "remove"))?,
+        None => {}
+    }
+    if let Some(parent) = dst.parent() {
+        fs::create_dir_all(parent).map_err(io(parent, "create directory"))?;
+    }
+    Ok(())
+}
+
+/// Lists every file, symbolic link and directory under `dir` without hashing (paths only;
+/// links are listed, never followed).
 ///
-/// Errors: any I/O error reading a directory.
-pub fn list_tree(dir: &Path) -> Result<TreeScan, std::io::Error> {
+/// Errors: [`TreeError::Io`] naming the directory that could not be read.
+pub fn list_tree(dir: &Path) -> Result<TreeScan, TreeError> {
     let mut out = TreeScan::default();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
+        for e in fs::read_dir(&d).map_err(io(&d, "read directory"))? {
+            let e = e.map_err(io(&d, "read directory"))?;
             let p = e.path();
             let rel = p.strip_prefix(dir).unwrap_or(&p).to_path_buf();
-            if e.file_type()?.is_dir() {
+            if e.file_type().map_err(io(&p, "stat"))?.is_dir() {
                 out.dirs.insert(rel);
                 stack.push(p);
             } else {
@@ -86,15 +123,19 @@ pub fn list_tree(dir: &Path) -> Result<TreeScan, std::io::Error> {
 /// Every file under `dir` (recursively) with its length and modification time: what a build
 /// may not change in a directory it does not own. A missing `dir` has no files.
 ///
-/// Errors: any other I/O error reading the tree.
-pub fn stat_tree(dir: &Path) -> Result<BTreeMap<PathBuf, (u64, SystemTime)>, std::io::Error> {
+/// Errors: [`TreeError::Io`] naming the path that could not be read.
+pub fn stat_tree(dir: &Path) -> Result<BTreeMap<PathBuf, (u64, SystemTime)>, TreeError> {
     let mut out = BTreeMap::new();
     if !dir.exists() {
         return Ok(out);
     }
     for rel in list_tree(dir)?.files.keys() {
-        let m = std::fs::symlink_metadata(dir.join(rel))?;
-        out.insert(rel.clone(), (m.len(), m.modified()?));
+        let p = dir.join(rel);
+        let m = fs::symlink_metadata(&p).map_err(io(&p, "stat"))?;
+        out.insert(
+            rel.clone(),
+            (m.len(), m.modified().map_err(io(&p, "stat"))?),
+        );
     }
     Ok(out)
 }
@@ -187,50 +228,49 @@ fn replaced_not_rewritten(path: &Path) -> bool {
     }
 }
 
-fn link_or_copy(src: &Path, dst: &Path, stats: &mut SeedStats) -> std::io::Result<()> {
-    if replaced_not_rewritten(src) && std::fs::hard_link(src, dst).is_ok() {
+fn link_or_copy(src: &Path, dst: &Path, stats: &mut SeedStats) -> Result<(), TreeError> {
+    if replaced_not_rewritten(src) && fs::hard_link(src, dst).is_ok() {
         stats.linked += 1;
         return Ok(());
     }
-    std::fs::copy(src, dst)?;
-    let modified = std::fs::metadata(src)?.modified()?;
-    std::fs::File::options()
+    fs::copy(src, dst).map_err(io(src, "copy"))?;
+    let modified = fs::metadata(src)
+        .and_then(|m| m.modified())
+        .map_err(io(src, "stat"))?;
+    fs::File::options()
         .write(true)
-        .open(dst)?
-        .set_modified(modified)?;
+        .open(dst)
+        .and_then(|f| f.set_modified(modified))
+        .map_err(io(dst, "set modification time"))?;
     stats.copied += 1;
     Ok(())
 }
 
 /// Seeds `dst` from `src` (a file or a directory tree) unless `dst` exists.
-fn seed_entry(src: &Path, dst: &Path, stats: &mut SeedStats) -> std::io::Result<()> {
+fn seed_entry(src: &Path, dst: &Path, stats: &mut SeedStats) -> Result<(), TreeError> {
     if dst.symlink_metadata().is_ok() {
         return Ok(());
     }
-    let meta = src.symlink_metadata()?;
+    let meta = src.symlink_metadata().map_err(io(src, "stat"))?;
+    let mut tmp = dst.as_os_str().to_owned();
+    tmp.push(".harness-seed");
+    let tmp = PathBuf::from(tmp);
     if meta.is_dir() {
         // Fill a temporary sibling, then rename: an interrupted seed leaves no half-filled
         // entry that a later seed would take for complete.
-        let mut tmp = dst.as_os_str().to_owned();
-        tmp.push(".harness-seed");
-        let tmp = PathBuf::from(tmp);
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp)?;
-        for e in std::fs::read_dir(src)? {
-            let e = e?;
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp).map_err(io(&tmp, "create directory"))?;
+        for e in fs::read_dir(src).map_err(io(src, "read directory"))? {
+            let e = e.map_err(io(src, "read directory"))?;
             seed_entry(&e.path(), &tmp.join(e.file_name()), stats)?;
         }
-        std::fs::rename(&tmp, dst)
     } else if meta.is_file() {
-        let mut tmp = dst.as_os_str().to_owned();
-        tmp.push(".harness-seed");
-        let tmp = PathBuf::from(tmp);
-        let _ = std::fs::remove_file(&tmp);
+        let _ = fs::remove_file(&tmp);
         link_or_copy(src, &tmp, stats)?;
-        std::fs::rename(&tmp, dst)
     } else {
-        Ok(())
+        return Ok(());
     }
+    fs::rename(&tmp, dst).map_err(io(dst, "rename into place"))
 }
 
 /// Gives the profile directory `to` (`<scratch target>/debug`) the entries of `from` (the
@@ -243,24 +283,25 @@ fn seed_entry(src: &Path, dst: &Path, stats: &mut SeedStats) -> std::io::Result<
 /// Workspace members' entries and `incremental/` (members only) are never taken: the scratch
 /// copy builds its members itself. A `from` without `.fingerprint/` seeds nothing.
 ///
-/// Errors: any I/O error (the caller names the directories).
+/// Errors: [`TreeError::Io`] naming the path that could not be read or written.
 pub fn seed_dependencies(
     from: &Path,
     to: &Path,
     members: &Members,
-) -> Result<SeedStats, std::io::Error> {
+) -> Result<SeedStats, TreeError> {
     let mut stats = SeedStats::default();
     if !from.join(".fingerprint").is_dir() {
         return Ok(stats);
     }
     for sub in [".fingerprint", "build", "deps"] {
-        let Ok(entries) = std::fs::read_dir(from.join(sub)) else {
+        let dir = from.join(sub);
+        let Ok(entries) = fs::read_dir(&dir) else {
             continue;
         };
         let out = to.join(sub);
-        std::fs::create_dir_all(&out)?;
+        fs::create_dir_all(&out).map_err(io(&out, "create directory"))?;
         for e in entries {
-            let e = e?;
+            let e = e.map_err(io(&dir, "read directory"))?;
             let name = e.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.ends_with(".harness-seed") {
@@ -311,6 +352,47 @@ mod tests {
         assert!(!replaced_not_rewritten(Path::new(
             "deps/serde-0123456789abcdef.d"
         )));
+    }
+
+    fn scan_of(root: &Path) -> TreeScan {
+        crate::workspace::scan(root, &[]).unwrap()
+    }
+
+    #[test]
+    fn sync_copies_links_as_links_and_names_the_path_that_fails() {
+        let d = tempfile::tempdir().unwrap();
+        let (root, scratch) = (d.path().join("root"), d.path().join("scratch"));
+        touch(&root.join("src/lib.rs"), "fn f() {}\n");
+        std::os::unix::fs::symlink("src", root.join("to-dir")).unwrap();
+        std::os::unix::fs::symlink("src/lib.rs", root.join("to-file")).unwrap();
+        std::os::unix::fs::symlink("nowhere", root.join("dangling")).unwrap();
+        sync_tree(&root, &scan_of(&root), &scratch).unwrap();
+        for (link, target) in [
+            ("to-dir", "src"),
+            ("to-file", "src/lib.rs"),
+            ("dangling", "nowhere"),
+        ] {
+            assert_eq!(
+                fs::read_link(scratch.join(link)).unwrap(),
+                PathBuf::from(target),
+                "{link}"
+            );
+        }
+        assert_eq!(
+            fs::read(scratch.join("src/lib.rs")).unwrap(),
+            b"fn f() {}\n"
+        );
+        // A second sync over its own result changes nothing and fails nowhere.
+        sync_tree(&root, &scan_of(&root), &scratch).unwrap();
+        // A file the copy cannot read: the error names it.
+        let scan = scan_of(&root);
+        fs::remove_file(root.join("src/lib.rs")).unwrap();
+        fs::remove_file(scratch.join("src/lib.rs")).unwrap();
+        let e = sync_tree(&root, &scan, &scratch).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: ", root.join("src/lib.rs").display())),
+            "{e}"
+        );
     }
 
     fn touch(p: &Path, text: &str) {

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::Catalog;
+use crate::system::runner::{Finished, Output, RunError, Runner};
 
 /// The cargo-mutants version `harness mutants` drives (installed by
 /// `scripts/install-cargo-mutants`).
@@ -69,6 +70,48 @@ pub enum MutantsError {
     /// A catalog could not be loaded.
     #[error(transparent)]
     Catalog(#[from] crate::catalog::CatalogError),
+    /// A file could not be written.
+    #[error("{path}: cannot write: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// A signal asked the harness to stop; cargo-mutants' process group was killed.
+    #[error(transparent)]
+    Interrupted(#[from] crate::interrupt::Interrupted),
+}
+
+/// `cargo ARGS` in `dir` through the one child runner, without an inherited
+/// `CARGO_TARGET_DIR` (cargo-mutants builds each scratch copy in its own target directory;
+/// an inherited one would make every copy, and the user's tree, share one).
+fn cargo_mutants(dir: &Path, args: &[String], state: Option<&Path>) -> Runner {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    Runner::new(cargo)
+        .args(args)
+        .dir(dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .state_dir(state)
+}
+
+/// Runs `r`; a failure to start becomes [`MutantsError::Run`] looking for `outcomes`.
+fn finish(r: &Runner, outcomes: &Path) -> Result<Finished, MutantsError> {
+    r.run().map_err(|e| match e {
+        RunError::Interrupted(i) => MutantsError::Interrupted(i),
+        RunError::Spawn { command, source } => MutantsError::Run {
+            command,
+            status: source.to_string(),
+            outcomes: outcomes.to_path_buf(),
+            stderr: String::new(),
+        },
+    })
+}
+
+fn last_lines(bytes: &[u8], n: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// A 1-based (line, char column) position.
@@ -500,16 +543,15 @@ pub struct ToolOptions {
     pub test_targets: Vec<String>,
     /// Extra: `--timeout` seconds.
     pub timeout: Option<f64>,
+    /// Host state directory: cargo-mutants' process group is recorded there while it runs
+    /// (see [`crate::process::reap_orphans`]).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// The installed cargo-mutants version, or the error saying how to install the pinned one.
 pub fn check_tool() -> Result<(), MutantsError> {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = duct::cmd(cargo, ["mutants", "--version"])
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run();
+    let args = ["mutants".to_string(), "--version".to_string()];
+    let out = cargo_mutants(Path::new("."), &args, None).run();
     let found = match out {
         Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
         Ok(o) => format!(
@@ -560,45 +602,38 @@ pub fn tool_args(opts: &ToolOptions) -> Vec<String> {
     a
 }
 
-/// Runs cargo-mutants (pinned version checked first); returns `mutants.out` when it wrote
-/// outcomes (exit 0 all caught, 2 missed, 3 timeouts are all results).
+/// Runs cargo-mutants (pinned version checked first) through the one child runner: its
+/// own process group, recorded under the state directory, killed on interruption, its
+/// output teed to the terminal and to `<output>/cargo-mutants.log`. Returns `mutants.out`
+/// when it wrote outcomes (exit 0 all caught, 2 missed, 3 timeouts are all results).
 ///
-/// Errors: [`MutantsError::Tool`], [`MutantsError::Run`].
+/// Errors: [`MutantsError::Tool`], [`MutantsError::Run`] (with the log's last lines),
+/// [`MutantsError::Interrupted`].
 pub fn run_tool(opts: &ToolOptions) -> Result<PathBuf, MutantsError> {
     check_tool()?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let args = tool_args(opts);
     let out_dir = opts.output.join("mutants.out");
     let outcomes = out_dir.join("outcomes.json");
     let _ = std::fs::remove_file(&outcomes);
-    let res = duct::cmd(&cargo, &args)
-        .dir(&opts.workspace)
-        // cargo-mutants builds each scratch copy in its own target directory; an inherited
-        // CARGO_TARGET_DIR would make every copy (and the user's tree) share one.
-        .env_remove("CARGO_TARGET_DIR")
-        .stderr_capture()
-        .unchecked()
-        .run();
-    let command = format!("cargo {}", args.join(" "));
-    match res {
-        Ok(o) if outcomes.is_file() && matches!(o.status.code(), Some(0 | 2 | 3)) => Ok(out_dir),
-        Ok(o) => {
-            let err = String::from_utf8_lossy(&o.stderr);
-            let lines: Vec<&str> = err.lines().collect();
-            Err(MutantsError::Run {
-                command,
-                status: o.status.to_string(),
-                outcomes,
-                stderr: lines[lines.len().saturating_sub(20)..].join("\n"),
-            })
-        }
-        Err(e) => Err(MutantsError::Run {
-            command,
-            status: e.to_string(),
-            outcomes,
-            stderr: String::new(),
-        }),
+    let log = opts.output.join("cargo-mutants.log");
+    std::fs::create_dir_all(&opts.output)
+        .and_then(|_| std::fs::write(&log, ""))
+        .map_err(|source| MutantsError::Write {
+            path: log.clone(),
+            source,
+        })?;
+    let runner = cargo_mutants(&opts.workspace, &args, opts.state_dir.as_deref())
+        .output(Output::Tee(log.clone()));
+    let o = finish(&runner, &outcomes)?;
+    if outcomes.is_file() && matches!(o.status.code(), Some(0 | 2 | 3)) {
+        return Ok(out_dir);
     }
+    Err(MutantsError::Run {
+        command: runner.command_line(),
+        status: o.status.to_string(),
+        outcomes,
+        stderr: last_lines(&std::fs::read(&log).unwrap_or_default(), 20),
+    })
 }
 
 /// Byte offset of a 1-based (line, char column) position in `text`, if it exists.
@@ -696,30 +731,17 @@ pub fn to_catalog_mutation(
 /// Errors: [`MutantsError::Tool`], [`MutantsError::Run`], [`MutantsError::Format`].
 pub fn list_tool(opts: &ToolOptions) -> Result<Vec<MutantInfo>, MutantsError> {
     check_tool()?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut args = tool_args(&ToolOptions {
         test_targets: Vec::new(),
         ..opts.clone()
     });
     args.push("--list".into());
     args.push("--json".into());
-    let command = format!("cargo {}", args.join(" "));
-    let out = duct::cmd(&cargo, &args)
-        .dir(&opts.workspace)
-        .env_remove("CARGO_TARGET_DIR")
-        .stdout_capture()
-        .stderr_capture()
-        .unchecked()
-        .run()
-        .map_err(|e| MutantsError::Run {
-            command: command.clone(),
-            status: e.to_string(),
-            outcomes: PathBuf::from("(--list)"),
-            stderr: String::new(),
-        })?;
+    let runner = cargo_mutants(&opts.workspace, &args, opts.state_dir.as_deref());
+    let out = finish(&runner, Path::new("(--list)"))?;
     if !out.status.success() {
         return Err(MutantsError::Run {
-            command,
+            command: runner.command_line(),
             status: out.status.to_string(),
             outcomes: PathBuf::from("(--list)"),
             stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
@@ -817,6 +839,7 @@ mod tests {
             in_diff: Some("d.diff".into()),
             test_targets: vec!["contract".into()],
             timeout: None,
+            state_dir: None,
         });
         let s = a.join(" ");
         assert!(

@@ -65,7 +65,11 @@ pub enum TreeError {
     },
 }
 
-fn io(path: &Path, op: &'static str) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
+/// Maps an I/O error on `path` while doing `op` to [`TreeError::Io`], which names both.
+pub(crate) fn io(
+    path: &Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> TreeError + use<> {
     let path = path.to_path_buf();
     move |source| TreeError::Io { path, op, source }
 }

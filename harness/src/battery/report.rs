@@ -91,8 +91,9 @@ pub struct CatalogInfo {
 /// Why the battery refused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RefusalInfo {
-    /// CATALOG-DRIFT, FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY or LOCKED.
-    pub kind: String,
+    /// Which refusal (CATALOG-DRIFT, FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD,
+    /// TREE-DIRTY, LOCKED, SWITCH-UNREACHED or HARNESS-FAULT).
+    pub kind: crate::battery::RefusalKind,
     /// What exactly, naming files, tests and mutations.
     pub detail: String,
 }

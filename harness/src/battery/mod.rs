@@ -1,0 +1,326 @@
+//! The battery: a catalog of named mutations run against a workspace's tests, in rebuild
+//! mode ([`rebuild`]: each mutation applied to the tree and rebuilt) or switch mode
+//! ([`switch`]: compiled once in a scratch copy behind a run-time switch). Both go through
+//! the one run of [`run`]: lock, fingerprint, drift check, baseline, filter check, control
+//! runs, then per mutation build / test / restore / judge, and the final fingerprint.
+//!
+//! A battery that cannot be trusted refuses with one of the [`RefusalKind`]s and runs
+//! nothing more.
+
+pub mod catalog;
+pub mod diagnostics;
+pub mod lints;
+pub mod rebuild;
+pub mod refusal;
+pub mod report;
+pub mod run;
+pub mod scratch;
+pub mod switch;
+pub mod verdict;
+pub mod workspace;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::cargo::Outcome;
+use crate::progress::Progress;
+use crate::system::exit::ExitCode;
+use catalog::{Catalog, CatalogError};
+use refusal::Stop;
+pub use refusal::{Refusal, RefusalKind};
+use report::{BatteryReport, CatalogInfo, RefusalInfo, Status, Summary};
+use run::{ModeRun, Run, Shared};
+use verdict::KillMatrix;
+
+/// How a battery runs its mutations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Mode {
+    /// One rebuild per mutation, in the workspace itself (journaled, restored).
+    #[default]
+    Rebuild,
+    /// Compile once in a scratch copy, one test run per mutation (see [`switch`]).
+    Switch,
+}
+
+/// Options of one battery run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Host state directory (journals).
+    pub state_dir: PathBuf,
+    /// Where `<name>/` report directories go (default `<workspace>/reports`).
+    pub reports_root: Option<PathBuf>,
+    /// Run only these mutation ids.
+    pub only: Option<Vec<String>>,
+    /// How the host lock is held, for the report.
+    pub lock: String,
+}
+
+/// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The report.
+    pub report: BatteryReport,
+    /// Report files written.
+    pub written: Vec<PathBuf>,
+}
+
+/// Errors that prevent a report at all: a malformed catalog or an unknown `--only` id.
+#[derive(Debug, thiserror::Error)]
+pub enum BatteryError {
+    /// Malformed catalog.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// `--only` named an id the catalog does not have.
+    #[error("{catalog}: --only names unknown mutation id(s): {ids}")]
+    UnknownOnly {
+        /// Catalog path.
+        catalog: PathBuf,
+        /// The unknown ids.
+        ids: String,
+    },
+    /// The reports could not be written.
+    #[error("{path}: cannot write reports: {source}")]
+    Reports {
+        /// Report directory.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// Runs the battery in `catalog_path` in rebuild mode (the caller holds the host lock) and
+/// writes its reports; see [`run_mode`].
+pub fn run(
+    catalog_path: &Path,
+    opts: &Options,
+    progress: &Progress,
+) -> Result<RunResult, BatteryError> {
+    run_mode(catalog_path, opts, progress, Mode::Rebuild)
+}
+
+/// Runs the battery in `catalog_path` in `mode` (the caller holds the host lock) and writes
+/// its reports (`battery.json`, `battery.md`, `mutation-report.json`; switch mode adds
+/// `switch.json`). Refusals and interruptions are in the report's `status`; only a
+/// malformed catalog, an unknown `--only` id or unwritable reports are errors. Both modes
+/// give the same report, timings aside.
+pub fn run_mode(
+    catalog_path: &Path,
+    opts: &Options,
+    progress: &Progress,
+    mode: Mode,
+) -> Result<RunResult, BatteryError> {
+    let started = Instant::now();
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    // A catalog that does not load (malformed, or duplicate ids: drift) gets no report
+    // directory; the caller prints the error and exits 2.
+    let catalog = Catalog::load(catalog_path)?;
+    check_only(&catalog, opts.only.as_deref())?;
+    let reports_root = opts
+        .reports_root
+        .clone()
+        .unwrap_or_else(|| catalog.root.join("reports"));
+    let reports_root = std::fs::create_dir_all(&reports_root)
+        .and_then(|_| reports_root.canonicalize())
+        .map_err(|source| BatteryError::Reports {
+            path: reports_root.clone(),
+            source,
+        })?;
+    let mut mode: Box<dyn ModeRun> = match mode {
+        Mode::Rebuild => Box::new(rebuild::Rebuild::new(&catalog, opts)),
+        Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
+    };
+    let mut run = Run::new(Shared {
+        catalog: &catalog,
+        opts,
+        progress,
+        exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
+    });
+    let stop = run.go(mode.as_mut()).err();
+    let mut report = assemble(&catalog, opts, &run, stop);
+    report.started_unix = started_unix;
+    report.wall_seconds = started.elapsed().as_secs_f64();
+    let dir = report::report_dir(&reports_root, &catalog.name);
+    let mut written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+        path: dir.clone(),
+        source,
+    })?;
+    written.extend(mode.write_reports(&dir, &run.overheads)?);
+    Ok(RunResult { report, written })
+}
+
+/// `--only` must name ids the catalog has.
+fn check_only(catalog: &Catalog, only: Option<&[String]>) -> Result<(), BatteryError> {
+    let Some(only) = only else { return Ok(()) };
+    let known: BTreeSet<&str> = catalog
+        .spec
+        .mutations
+        .iter()
+        .map(|m| m.id.as_str())
+        .collect();
+    let unknown: Vec<&str> = only
+        .iter()
+        .map(String::as_str)
+        .filter(|i| !known.contains(i))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(BatteryError::UnknownOnly {
+        catalog: catalog.path.clone(),
+        ids: unknown.join(", "),
+    })
+}
+
+/// The report of a run that ended with `stop` (timings zero; the caller sets them).
+fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>) -> BatteryReport {
+    let (status, refusal) = match stop {
+        None => (Status::Complete, None),
+        Some(Stop::Interrupted) => (Status::Interrupted, None),
+        Some(Stop::Refused(r)) => (
+            Status::Refused,
+            Some(RefusalInfo {
+                kind: r.kind,
+                detail: r.detail,
+            }),
+        ),
+    };
+    let (mutations, columns): (Vec<_>, Vec<_>) = run.mutation_reports().into_iter().unzip();
+    let cols: Vec<(String, Option<&BTreeMap<String, Outcome>>)> = mutations
+        .iter()
+        .zip(&columns)
+        .map(|(m, o)| (m.id.clone(), o.as_ref()))
+        .collect();
+    let kill_matrix = KillMatrix::build(&catalog.spec.tests, &cols);
+    let unfalsified =
+        (status == Status::Complete && opts.only.is_none()).then(|| kill_matrix.unfalsified());
+    let summary = Summary::of(&mutations, unfalsified.as_ref());
+    let exit_code = match status {
+        Status::Interrupted => ExitCode::Interrupted,
+        Status::Refused => ExitCode::Refused,
+        Status::Complete if summary.unmet > 0 || summary.unfalsified > 0 => ExitCode::Weak,
+        Status::Complete => ExitCode::AllMet,
+    };
+    BatteryReport {
+        schema: report::SCHEMA.to_string(),
+        harness_version: env!("CARGO_PKG_VERSION").to_string(),
+        catalog: CatalogInfo {
+            name: catalog.name.clone(),
+            path: catalog.path.clone(),
+            workspace: catalog.root.clone(),
+            package: catalog.spec.package.clone(),
+            test_targets: catalog.spec.test_targets.clone(),
+            lib_tests: catalog.spec.lib_tests,
+            select: catalog.spec.select.clone(),
+            tests: catalog.spec.tests.clone(),
+        },
+        status,
+        refusal,
+        only: opts.only.clone(),
+        lock: opts.lock.clone(),
+        started_unix: 0,
+        wall_seconds: 0.0,
+        baseline: run.baseline.clone(),
+        mutations,
+        kill_matrix,
+        unfalsified,
+        summary,
+        exit_code: exit_code.code(),
+    }
+}
+
+/// The per-mutation test timeout: `max(floor, factor x slowest baseline run)`.
+pub fn derive_timeout(run_seconds: &[f64], factor: f64, floor: f64) -> Duration {
+    let slowest = run_seconds.iter().copied().fold(0.0, f64::max);
+    Duration::from_secs_f64((slowest * factor).max(floor))
+}
+
+/// Listed tests vs. the target's tests under the pattern: (missing from the target,
+/// matching the pattern but unlisted).
+pub fn filter_drift(
+    listed: &[String],
+    in_targets: &[String],
+    select: &str,
+) -> (Vec<String>, Vec<String>) {
+    let have: BTreeSet<&str> = in_targets.iter().map(String::as_str).collect();
+    let want: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
+    let missing = listed
+        .iter()
+        .filter(|t| !have.contains(t.as_str()))
+        .cloned()
+        .collect();
+    let unlisted = in_targets
+        .iter()
+        .filter(|t| t.contains(select) && !want.contains(t.as_str()))
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    (missing, unlisted)
+}
+
+/// The gist of a libtest failure message: its first few lines that are not the
+/// `thread '...' panicked at` header, a note or a backtrace, joined on one line.
+pub fn failure_summary(message: &str) -> String {
+    message
+        .lines()
+        .map(str::trim)
+        .take_while(|l| *l != "stack backtrace:")
+        .filter(|l| !l.is_empty() && !l.starts_with("thread '") && !l.starts_with("note: "))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+pub(crate) fn outcome_word(o: Option<&Outcome>) -> &'static str {
+    match o {
+        Some(Outcome::Passed) => "passed",
+        Some(Outcome::Failed) => "failed",
+        Some(Outcome::Ignored) => "ignored",
+        Some(Outcome::Unfinished) => "unfinished",
+        Some(Outcome::NoResult) => "no result",
+        None => "absent",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_is_factor_times_slowest_run_with_a_floor() {
+        assert_eq!(
+            derive_timeout(&[1.0, 3.0], 5.0, 2.0),
+            Duration::from_secs(15)
+        );
+        assert_eq!(
+            derive_timeout(&[0.1, 0.2], 5.0, 4.0),
+            Duration::from_secs(4)
+        );
+    }
+
+    #[test]
+    fn failure_summary_skips_header_notes_and_backtrace() {
+        let m = "thread 'a' (12) panicked at t.rs:1:1:\nassertion `left == right` failed\n  left: 1\n right: 2\nstack backtrace:\n   0: x\nnote: run with";
+        assert_eq!(
+            failure_summary(m),
+            "assertion `left == right` failed left: 1 right: 2"
+        );
+    }
+
+    #[test]
+    fn filter_drift_finds_missing_and_unlisted() {
+        let listed = vec!["c::a".to_string(), "c::b".to_string()];
+        let have = vec![
+            "c::a".to_string(),
+            "c::new".to_string(),
+            "other".to_string(),
+        ];
+        let (missing, unlisted) = filter_drift(&listed, &have, "c::");
+        assert_eq!(missing, vec!["c::b".to_string()]);
+        assert_eq!(unlisted, vec!["c::new".to_string()]);
+    }
+}

@@ -1,0 +1,632 @@
+//! One battery run, written once for both modes: the phases as data ([`PHASES`],
+//! [`MUTANT_PHASES`]), the opening checks, the control runs, the judging of each mutation,
+//! the closing fingerprint and the report; what differs between rebuild and switch mode is
+//! the [`ModeRun`] the run is given.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::refusal::{RefusalKind, Stop, refuse};
+use crate::cargo::{Build, Outcome, PackageMeta, TestRun};
+use crate::catalog::{Catalog, Mutation, PreparedMutation};
+use crate::progress::Progress;
+use crate::report::{Baseline, FailedTest, MutationReport};
+use crate::verdict::{self, Expectation, Observation};
+use crate::workspace::{self, TreeScan};
+
+use super::{BatteryError, Options, derive_timeout, failure_summary, filter_drift, outcome_word};
+
+/// The phases of a run, in order. Each ends the run with a refusal when what it checks
+/// does not hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Fingerprint the user's tree, check the catalog against it (CATALOG-DRIFT), make the
+    /// tree the builds run in, and check the package and test targets (CATALOG-DRIFT).
+    Opening,
+    /// The baseline build: the unmutated tree (rebuild mode) or the switched scratch copy
+    /// (switch mode); a failed build is BASELINE-RED.
+    BaselineBuild,
+    /// List the targets' tests and compare them with the catalog's list (FILTER-DRIFT).
+    ListTests,
+    /// Run the listed tests twice without any mutation (FLAKY, BASELINE-RED) and derive
+    /// the per-mutation timeout; then the mode's own controls (SWITCH-UNREACHED).
+    Controls,
+    /// Every selected mutation through [`MUTANT_PHASES`].
+    Mutations,
+    /// Fingerprint the user's tree again (TREE-DIRTY).
+    Closing,
+}
+
+/// Every run goes through these phases in this order.
+pub const PHASES: [Phase; 6] = [
+    Phase::Opening,
+    Phase::BaselineBuild,
+    Phase::ListTests,
+    Phase::Controls,
+    Phase::Mutations,
+    Phase::Closing,
+];
+
+/// The phases of one mutation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutantPhase {
+    /// Apply the mutation and build it (or find it compiled in behind the switch);
+    /// STALE-BUILD when the mutated package was not rebuilt.
+    Build,
+    /// Run the listed tests against it (skipped when UNVIABLE).
+    Test,
+    /// Put the original code back (always, whatever happened before) and remove the files
+    /// the run created; TREE-DIRTY when the file was edited meanwhile.
+    Restore,
+    /// The verdict and the expectation.
+    Judge,
+}
+
+/// Every mutation goes through these phases in this order.
+pub const MUTANT_PHASES: [MutantPhase; 4] = [
+    MutantPhase::Build,
+    MutantPhase::Test,
+    MutantPhase::Restore,
+    MutantPhase::Judge,
+];
+
+/// What building one mutation gave.
+#[derive(Debug, Clone)]
+pub(crate) enum Built {
+    /// Compiled in behind the switch already: nothing to build.
+    Switched,
+    /// Rebuilt (and verified rebuilt) in `seconds`.
+    Rebuilt {
+        /// Wall seconds of the build.
+        seconds: f64,
+    },
+    /// Does not compile.
+    Unviable {
+        /// The compiler's first error (rendered at its place in the mutated file).
+        error: String,
+        /// Wall seconds of the build (0 when found in the switched build).
+        seconds: f64,
+    },
+}
+
+/// One mutation as the mode sees it.
+pub(crate) struct Mutant<'a> {
+    /// The catalog entry.
+    pub m: &'a Mutation,
+    /// Its file's bytes, original and mutated.
+    pub pm: &'a PreparedMutation,
+    /// `[k/n] id`, for progress lines.
+    pub tag: String,
+}
+
+/// What both modes share while a run goes on.
+pub(crate) struct Shared<'a> {
+    /// The user's catalog.
+    pub catalog: &'a Catalog,
+    /// Run options.
+    pub opts: &'a Options,
+    /// Progress output.
+    pub progress: &'a Progress,
+    /// Directories the fingerprint never walks (the private target, the reports).
+    pub exclude: Vec<PathBuf>,
+}
+
+/// The mode of a run: where the code under test is built, how a mutant is selected, how
+/// the original is put back. Methods return [`Stop`] to end the run.
+pub(crate) trait ModeRun {
+    /// Makes the tree the builds run in (switch mode: syncs the scratch copy from `start`).
+    fn open(&mut self, sh: &Shared<'_>, start: &TreeScan) -> Result<(), Stop>;
+    /// The workspace packages of that tree (`cargo metadata`).
+    fn metadata(&mut self) -> Result<Vec<PackageMeta>, Stop>;
+    /// The baseline build of the `selected` mutations' tree; mutations found UNVIABLE on
+    /// the way are the mode's to remember.
+    fn build_baseline(
+        &mut self,
+        sh: &Shared<'_>,
+        packages: Vec<PackageMeta>,
+        selected: &[&PreparedMutation],
+    ) -> Result<Build, Stop>;
+    /// Every test the targets hold, in listing order.
+    fn list_tests(&self) -> Result<Vec<String>, Stop>;
+    /// The paths under the tree the tests run in (what a run created is removed).
+    fn snapshot(&self, sh: &Shared<'_>) -> Result<TreeScan, Stop>;
+    /// The root of that tree.
+    fn root(&self) -> &Path;
+    /// One run of the listed tests without any mutation.
+    fn control_run(&self, sh: &Shared<'_>, timeout: Duration) -> Result<TestRun, Stop>;
+    /// The mode's controls after the baseline (switch mode: the forced-fail control).
+    fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop>;
+    /// The order to run `selected` in (indices into it).
+    fn order(&self, selected: &[&PreparedMutation]) -> Vec<usize>;
+    /// [`MutantPhase::Build`].
+    fn build_mutant(&mut self, sh: &Shared<'_>, mu: &Mutant<'_>) -> Result<Built, Stop>;
+    /// [`MutantPhase::Test`].
+    fn test_mutant(
+        &mut self,
+        sh: &Shared<'_>,
+        mu: &Mutant<'_>,
+        timeout: Duration,
+    ) -> Result<TestRun, Stop>;
+    /// [`MutantPhase::Restore`] of the code (the run removes created files itself).
+    fn restore_mutant(&mut self, sh: &Shared<'_>, mu: &Mutant<'_>) -> Result<(), Stop>;
+    /// After the last mutation (switch mode: the scratch copy back to the original).
+    fn finish(&mut self) -> Result<(), Stop>;
+    /// Writes the mode's own reports into `dir`; `overheads` are the harness's seconds
+    /// around each switched mutant's test run.
+    fn write_reports(
+        &mut self,
+        dir: &Path,
+        overheads: &[f64],
+    ) -> Result<Vec<PathBuf>, BatteryError>;
+}
+
+/// One mutation's result.
+struct Ran {
+    built: Built,
+    run: Option<TestRun>,
+    created: Vec<PathBuf>,
+}
+
+/// The run's state from phase to phase.
+pub(crate) struct Run<'a> {
+    sh: Shared<'a>,
+    start: Option<TreeScan>,
+    prepared: Vec<PreparedMutation>,
+    /// Indices into `prepared` of the selected mutations, in catalog order.
+    selected: Vec<usize>,
+    build: Option<Build>,
+    tests_in_targets: usize,
+    timeout: Duration,
+    /// The baseline, once the control runs ran.
+    pub baseline: Option<Baseline>,
+    results: BTreeMap<usize, Ran>,
+    /// Seconds the harness spent around each switched mutant's test run.
+    pub overheads: Vec<f64>,
+}
+
+impl<'a> Run<'a> {
+    /// A run of `sh.catalog` that has not started.
+    pub fn new(sh: Shared<'a>) -> Run<'a> {
+        Run {
+            sh,
+            start: None,
+            prepared: Vec::new(),
+            selected: Vec::new(),
+            build: None,
+            tests_in_targets: 0,
+            timeout: Duration::ZERO,
+            baseline: None,
+            results: BTreeMap::new(),
+            overheads: Vec::new(),
+        }
+    }
+
+    /// Runs every phase of [`PHASES`] in order; the first refusal or interruption ends it.
+    pub fn go(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        for phase in PHASES {
+            match phase {
+                Phase::Opening => self.opening(mode)?,
+                Phase::BaselineBuild => self.baseline_build(mode)?,
+                Phase::ListTests => self.list_tests(mode)?,
+                Phase::Controls => {
+                    self.controls(mode)?;
+                    mode.after_controls(&self.sh, self.timeout)?;
+                }
+                Phase::Mutations => {
+                    self.mutations(mode)?;
+                    mode.finish()?;
+                }
+                Phase::Closing => self.closing()?,
+            }
+        }
+        Ok(())
+    }
+
+    fn opening(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        self.sh.progress.phase("fingerprinting the tree");
+        let start = workspace::scan(&c.root, &self.sh.exclude)?;
+        self.prepared = c.prepare()?;
+        let only = self.sh.opts.only.as_ref();
+        self.selected = (0..self.prepared.len())
+            .filter(|&k| {
+                let id = &c.spec.mutations[self.prepared[k].index].id;
+                only.is_none_or(|o| o.contains(id))
+            })
+            .collect();
+        mode.open(&self.sh, &start)?;
+        self.start = Some(start);
+        Ok(())
+    }
+
+    fn baseline_build(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        let packages = mode.metadata()?;
+        PackageMeta::check_targets(
+            &packages,
+            &c.spec.package,
+            &c.spec.test_targets,
+            c.spec.lib_tests,
+        )
+        .map_err(|e| {
+            refuse(
+                RefusalKind::CatalogDrift,
+                format!("{}: {e}", c.path.display()),
+            )
+        })?;
+        let selected: Vec<&PreparedMutation> =
+            self.selected.iter().map(|&k| &self.prepared[k]).collect();
+        let build = mode.build_baseline(&self.sh, packages, &selected)?;
+        if !build.success {
+            return Err(refuse(
+                RefusalKind::BaselineRed,
+                format!(
+                    "the unmutated tree does not build: {}",
+                    build.first_error.clone().unwrap_or_default()
+                ),
+            ));
+        }
+        self.build = Some(build);
+        Ok(())
+    }
+
+    fn list_tests(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        self.sh.progress.phase("listing tests");
+        let in_targets = mode.list_tests()?;
+        self.tests_in_targets = in_targets.len();
+        let (missing, unlisted) = filter_drift(&c.spec.tests, &in_targets, &c.spec.select);
+        let mut parts = Vec::new();
+        if !missing.is_empty() {
+            parts.push(format!(
+                "listed but not in the target: {}",
+                missing.join(", ")
+            ));
+        }
+        if !unlisted.is_empty() {
+            parts.push(format!(
+                "in the target under the pattern {:?} but not listed: {}",
+                c.spec.select,
+                unlisted.join(", ")
+            ));
+        }
+        if parts.is_empty() {
+            Ok(())
+        } else {
+            Err(refuse(RefusalKind::FilterDrift, parts.join("; ")))
+        }
+    }
+
+    fn controls(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        let p = self.sh.progress;
+        let baseline_timeout =
+            Duration::from_secs_f64((c.spec.timeout_floor_secs * 20.0).max(1800.0));
+        let before = mode.snapshot(&self.sh)?;
+        let mut runs = Vec::new();
+        for i in 1..=2 {
+            p.phase(&format!("baseline run {i}/2"));
+            runs.push(mode.control_run(&self.sh, baseline_timeout)?);
+        }
+        let after = mode.snapshot(&self.sh)?;
+        let created = workspace::remove_created(mode.root(), &before, &after)?;
+        let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
+        self.timeout = derive_timeout(
+            &run_seconds,
+            c.spec.timeout_factor,
+            c.spec.timeout_floor_secs,
+        );
+        let build_seconds = self.build.as_ref().map_or(0.0, |b| b.seconds);
+        p.line(&format!(
+            "baseline ran twice ({} tests; build {build_seconds:.1}s, runs {:.1}s and {:.1}s); test timeout {:.1}s",
+            c.spec.tests.len(),
+            run_seconds[0],
+            run_seconds[1],
+            self.timeout.as_secs_f64()
+        ));
+        self.baseline = Some(Baseline {
+            build_seconds,
+            run_seconds,
+            timeout_seconds: self.timeout.as_secs_f64(),
+            tests_in_targets: self.tests_in_targets,
+            created_files: created,
+        });
+        judge_controls(&c.spec.tests, &runs)
+    }
+
+    fn mutations(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        let selected: Vec<&PreparedMutation> =
+            self.selected.iter().map(|&k| &self.prepared[k]).collect();
+        let n = selected.len();
+        self.sh.progress.set_total(n);
+        for (k, at) in mode.order(&selected).into_iter().enumerate() {
+            if crate::interrupt::requested() {
+                return Err(Stop::Interrupted);
+            }
+            let pm = selected[at];
+            let m = &c.spec.mutations[pm.index];
+            let mu = Mutant {
+                m,
+                pm,
+                tag: format!("[{}/{n}] {}", k + 1, m.id),
+            };
+            let ran = one_mutant(&self.sh, mode, &mu, self.timeout, &mut self.overheads)?;
+            log_verdict(self.sh.progress, &mu, &ran);
+            self.results.insert(pm.index, ran);
+            self.sh.progress.advance();
+        }
+        Ok(())
+    }
+
+    fn closing(&mut self) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        self.sh.progress.phase("final fingerprint");
+        let end = workspace::scan(&c.root, &self.sh.exclude)?;
+        let start = self.start.as_ref().expect("the opening phase ran");
+        if end.fingerprint() != start.fingerprint() {
+            return Err(refuse(
+                RefusalKind::TreeDirty,
+                format!(
+                    "the tree differs from its state at the start: {}",
+                    start.differences(&end).join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The reports of the mutations that ran, in catalog order, and the kill matrix's
+    /// columns (outcomes; `None` for UNVIABLE).
+    pub fn mutation_reports(&self) -> Vec<(MutationReport, Option<BTreeMap<String, Outcome>>)> {
+        let c = self.sh.catalog;
+        self.selected
+            .iter()
+            .map(|&k| &self.prepared[k])
+            .filter_map(|pm| {
+                let ran = self.results.get(&pm.index)?;
+                Some(mutation_report(&c.spec.mutations[pm.index], pm, ran))
+            })
+            .collect()
+    }
+}
+
+/// FLAKY when the two control runs disagree on a listed test; BASELINE-RED when a listed
+/// test is not green in the first (or the run timed out).
+fn judge_controls(tests: &[String], runs: &[TestRun]) -> Result<(), Stop> {
+    let (a, b) = (&runs[0], &runs[1]);
+    let differing: Vec<String> = tests
+        .iter()
+        .filter(|t| a.outcomes.get(*t) != b.outcomes.get(*t))
+        .map(|t| {
+            format!(
+                "{t} ({} then {})",
+                outcome_word(a.outcomes.get(t)),
+                outcome_word(b.outcomes.get(t))
+            )
+        })
+        .collect();
+    if !differing.is_empty() {
+        return Err(refuse(
+            RefusalKind::Flaky,
+            format!("the two baseline runs disagree: {}", differing.join(", ")),
+        ));
+    }
+    let not_green: Vec<String> = a
+        .outcomes
+        .iter()
+        .filter(|(_, o)| **o != Outcome::Passed)
+        .map(|(t, o)| {
+            let msg = a
+                .messages
+                .get(t)
+                .map(|m| failure_summary(m))
+                .unwrap_or_default();
+            let sep = if msg.is_empty() { "" } else { ": " };
+            format!("{t} ({}{sep}{msg})", outcome_word(Some(o)))
+        })
+        .collect();
+    if !not_green.is_empty() || a.timed_out {
+        return Err(refuse(
+            RefusalKind::BaselineRed,
+            format!(
+                "listed tests are not green without any mutation: {}",
+                not_green.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// [`MUTANT_PHASES`] for one mutation: build, test, restore (always; a failed restore
+/// outranks what went wrong before it), remove what the run created.
+fn one_mutant(
+    sh: &Shared<'_>,
+    mode: &mut dyn ModeRun,
+    mu: &Mutant<'_>,
+    timeout: Duration,
+    overheads: &mut Vec<f64>,
+) -> Result<Ran, Stop> {
+    let t0 = Instant::now();
+    let before = mode.snapshot(sh)?;
+    let mut overhead = t0.elapsed().as_secs_f64();
+    let mut built = None;
+    let mut run = None;
+    let mut outcome = Ok(());
+    for phase in MUTANT_PHASES {
+        let step = match phase {
+            MutantPhase::Build => mode.build_mutant(sh, mu).map(|b| built = Some(b)),
+            MutantPhase::Test => match &built {
+                Some(Built::Switched | Built::Rebuilt { .. }) => {
+                    mode.test_mutant(sh, mu, timeout).map(|r| run = Some(r))
+                }
+                _ => Ok(()),
+            },
+            MutantPhase::Restore => {
+                let restored = mode.restore_mutant(sh, mu);
+                outcome = restored.and(outcome);
+                break;
+            }
+            MutantPhase::Judge => unreachable!("judged by the caller"),
+        };
+        if let Err(stop) = step {
+            outcome = Err(stop);
+            let restored = mode.restore_mutant(sh, mu);
+            outcome = restored.and(outcome);
+            break;
+        }
+    }
+    outcome?;
+    let t1 = Instant::now();
+    let after = mode.snapshot(sh)?;
+    let created = workspace::remove_created(mode.root(), &before, &after)?;
+    overhead += t1.elapsed().as_secs_f64();
+    if !created.is_empty() {
+        sh.progress.line(&format!(
+            "{}: removed files the run created: {}",
+            mu.tag,
+            created
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let built = built.expect("the build phase ran");
+    if matches!(built, Built::Switched) {
+        overheads.push(overhead);
+    }
+    Ok(Ran {
+        built,
+        run,
+        created,
+    })
+}
+
+fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
+    match &ran.run {
+        None => Observation::Unviable,
+        Some(r) => Observation::Ran {
+            outcomes: &r.outcomes,
+            messages: &r.messages,
+            timed_out: r.timed_out,
+        },
+    }
+}
+
+fn log_verdict(p: &Progress, mu: &Mutant<'_>, ran: &Ran) {
+    let j = verdict::judge(mu.m, &observation(ran));
+    let note = match j.expectation {
+        Expectation::Unmet => format!(": {}", j.reasons.join("; ")),
+        Expectation::Met => String::new(),
+    };
+    p.line(&format!(
+        "{}: {} ({}){note}",
+        mu.tag, j.verdict, j.expectation
+    ));
+}
+
+/// [`MutantPhase::Judge`]: the report of one mutation and its kill-matrix column.
+fn mutation_report(
+    m: &Mutation,
+    pm: &PreparedMutation,
+    ran: &Ran,
+) -> (MutationReport, Option<BTreeMap<String, Outcome>>) {
+    let j = verdict::judge(m, &observation(ran));
+    let (compiler_error, build_seconds) = match &ran.built {
+        Built::Switched => (None, 0.0),
+        Built::Rebuilt { seconds } => (None, *seconds),
+        Built::Unviable { error, seconds } => (Some(error.clone()), *seconds),
+    };
+    let r = ran.run.as_ref();
+    let report = MutationReport {
+        id: m.id.clone(),
+        title: m.title.clone(),
+        role: m.role,
+        file: pm.rel_path.clone(),
+        occurrences: m.occurrences,
+        line: pm.first_at.0,
+        column: pm.first_at.1,
+        end_line: pm.first_end.0,
+        end_column: pm.first_end.1,
+        replace: m.replace.clone(),
+        verdict: j.verdict,
+        expectation: j.expectation,
+        reasons: j.reasons,
+        expected_killers: m.killed_by.clone(),
+        failed_tests: r.map_or_else(Vec::new, failed_tests),
+        other_killers: j.other_killers,
+        outcomes: r.map(|r| r.outcomes.clone()).unwrap_or_default(),
+        compiler_error,
+        crash_output: r
+            .filter(|r| r.outcomes.values().any(|o| *o == Outcome::NoResult))
+            .map(|r| r.stderr_tail.clone()),
+        finished_tests: r.and_then(|r| {
+            r.timed_out.then(|| {
+                r.outcomes
+                    .iter()
+                    .filter(|(_, o)| !matches!(o, Outcome::Unfinished))
+                    .map(|(t, _)| t.clone())
+                    .collect()
+            })
+        }),
+        created_files: ran.created.clone(),
+        build_seconds,
+        test_seconds: r.map_or(0.0, |r| r.seconds),
+    };
+    (report, r.map(|r| r.outcomes.clone()))
+}
+
+fn failed_tests(r: &TestRun) -> Vec<FailedTest> {
+    r.outcomes
+        .iter()
+        .filter(|(_, o)| verdict::is_kill(**o))
+        .map(|(t, _)| FailedTest {
+            name: t.clone(),
+            message: r.messages.get(t).cloned().unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The package whose directory is the longest prefix of `file`.
+pub(crate) fn owning_package<'p>(
+    packages: &'p [PackageMeta],
+    file: &Path,
+) -> Option<&'p PackageMeta> {
+    packages
+        .iter()
+        .filter(|p| {
+            let dir = p.dir.canonicalize().unwrap_or_else(|_| p.dir.clone());
+            file.starts_with(dir)
+        })
+        .max_by_key(|p| p.dir.components().count())
+}
+
+/// STALE-BUILD unless a successful `build` compiled the package owning `file` (the
+/// mutated file, absolute) again: cargo reporting all its artifacts fresh means the
+/// mutated code was not rebuilt.
+pub(crate) fn check_rebuilt(
+    build: &Build,
+    packages: &[PackageMeta],
+    file: &Path,
+    mu: &Mutant<'_>,
+) -> Result<(), Stop> {
+    let owner = owning_package(packages, file);
+    let rebuilt = build
+        .artifacts
+        .iter()
+        .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id));
+    if !build.success || rebuilt {
+        return Ok(());
+    }
+    Err(refuse(
+        RefusalKind::StaleBuild,
+        format!(
+            "mutation {}: cargo reports every artifact of package {} fresh after {} was mutated: the mutated code was not rebuilt",
+            mu.m.id,
+            owner.map_or("(none)", |o| o.name.as_str()),
+            mu.pm.rel_path.display()
+        ),
+    ))
+}

@@ -1,0 +1,412 @@
+//! The one way the harness starts a child process: in its own process group (so a timeout or
+//! an interruption stops the child and everything it started, and the terminal's Ctrl-C
+//! reaches only the harness), recorded in the host state directory while it runs (so a later
+//! harness command can kill it if this process dies), with a timeout, and with its output
+//! captured, teed to a file and the terminal, or left on the terminal.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::interrupt;
+use crate::process::{kill_group, record_child};
+
+/// Where a child's standard output and error go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Captured into [`Finished::stdout`] and [`Finished::stderr`].
+    Capture,
+    /// Both streams through one pipe (so their lines keep the order the child wrote them
+    /// in), appended to this file as they come and copied to the harness's standard error;
+    /// nothing is kept in memory.
+    Tee(PathBuf),
+    /// Left on the harness's own standard output and error.
+    Inherit,
+}
+
+/// What an interruption (SIGINT, SIGTERM, SIGHUP to the harness) does to the child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnInterrupt {
+    /// Kill its process group and return [`RunError::Interrupted`].
+    Kill,
+    /// Send SIGTERM to its process group once and wait for it to exit on its own.
+    Forward,
+}
+
+/// A child process to run (a builder; [`Runner::run`] starts and waits for it).
+#[derive(Debug, Clone)]
+pub struct Runner {
+    program: OsString,
+    args: Vec<OsString>,
+    dir: Option<PathBuf>,
+    env: Vec<(OsString, Option<OsString>)>,
+    timeout: Option<Duration>,
+    state_dir: Option<PathBuf>,
+    output: Output,
+    on_interrupt: OnInterrupt,
+}
+
+/// A child that has exited.
+#[derive(Debug)]
+pub struct Finished {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Its standard output ([`Output::Capture`] only; empty otherwise).
+    pub stdout: Vec<u8>,
+    /// Its standard error ([`Output::Capture`] only; empty otherwise).
+    pub stderr: Vec<u8>,
+    /// Whether it was killed at the timeout.
+    pub timed_out: bool,
+    /// Wall seconds from start to exit.
+    pub seconds: f64,
+}
+
+/// Why a child could not be run to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The process could not be started or waited for, or its output not written.
+    #[error("cannot run `{command}`: {source}")]
+    Spawn {
+        /// The command line.
+        command: String,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// A signal asked the harness to stop; the child's group was killed.
+    #[error(transparent)]
+    Interrupted(#[from] interrupt::Interrupted),
+}
+
+impl Runner {
+    /// `program` with no arguments, output captured, no timeout, killed on interruption.
+    pub fn new(program: impl AsRef<OsStr>) -> Runner {
+        Runner {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            dir: None,
+            env: Vec::new(),
+            timeout: None,
+            state_dir: None,
+            output: Output::Capture,
+            on_interrupt: OnInterrupt::Kill,
+        }
+    }
+
+    /// Appends arguments.
+    pub fn args<I, S>(mut self, args: I) -> Runner
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    /// Runs it in `dir`.
+    pub fn dir(mut self, dir: &Path) -> Runner {
+        self.dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Sets an environment variable (later calls override earlier ones).
+    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Runner {
+        self.env
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Removes an environment variable.
+    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Runner {
+        self.env.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// Kills the process group after `timeout` ([`Finished::timed_out`]).
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Runner {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Records the process group under `state` while it runs (see
+    /// [`crate::process::reap_orphans`]).
+    pub fn state_dir(mut self, state: Option<&Path>) -> Runner {
+        self.state_dir = state.map(Path::to_path_buf);
+        self
+    }
+
+    /// Where the output goes.
+    pub fn output(mut self, output: Output) -> Runner {
+        self.output = output;
+        self
+    }
+
+    /// What an interruption does.
+    pub fn on_interrupt(mut self, on: OnInterrupt) -> Runner {
+        self.on_interrupt = on;
+        self
+    }
+
+    /// The command line, for messages.
+    pub fn command_line(&self) -> String {
+        let mut s = self.program.to_string_lossy().into_owned();
+        for a in &self.args {
+            s.push(' ');
+            s.push_str(&a.to_string_lossy());
+        }
+        s
+    }
+
+    fn command(&self) -> Result<(Command, Option<std::io::PipeReader>), RunError> {
+        let mut c = Command::new(&self.program);
+        c.args(&self.args).stdin(Stdio::null()).process_group(0);
+        if let Some(d) = &self.dir {
+            c.current_dir(d);
+        }
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        let mut shared = None;
+        match &self.output {
+            Output::Inherit => {}
+            Output::Capture => {
+                c.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+            Output::Tee(_) => {
+                let (reader, writer) = std::io::pipe().map_err(self.spawn_err())?;
+                let writer2 = writer.try_clone().map_err(self.spawn_err())?;
+                c.stdout(writer).stderr(writer2);
+                shared = Some(reader);
+            }
+        }
+        Ok((c, shared))
+    }
+
+    fn spawn_err(&self) -> impl Fn(std::io::Error) -> RunError + '_ {
+        move |source| RunError::Spawn {
+            command: self.command_line(),
+            source,
+        }
+    }
+
+    /// Starts the child and waits for it to exit, to be killed at the timeout, or to be
+    /// stopped by an interruption.
+    ///
+    /// Errors: [`RunError::Spawn`] (naming the command and, for a tee, the file),
+    /// [`RunError::Interrupted`] under [`OnInterrupt::Kill`].
+    pub fn run(&self) -> Result<Finished, RunError> {
+        let err = self.spawn_err();
+        let tee = match &self.output {
+            Output::Tee(path) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| {
+                        err(std::io::Error::new(
+                            e.kind(),
+                            format!("{}: {e}", path.display()),
+                        ))
+                    })?,
+            ),
+            _ => None,
+        };
+        let (mut command, shared) = self.command()?;
+        let start = Instant::now();
+        let spawned = command.spawn();
+        // The shared pipe's write ends now live only in the child: drop ours, so that the
+        // reader sees the end of the output when the child exits.
+        drop(command);
+        let mut child = spawned.map_err(&err)?;
+        let record = self
+            .state_dir
+            .as_ref()
+            .and_then(|s| record_child(s, child.id()).ok());
+        let readers = Readers::start(&mut child, shared, tee);
+        let waited = self.wait(&mut child, start);
+        if let Some(r) = record {
+            let _ = std::fs::remove_file(r);
+        }
+        let (stdout, stderr) = readers.finish();
+        let (status, timed_out) = waited?;
+        Ok(Finished {
+            status,
+            stdout,
+            stderr,
+            timed_out,
+            seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Polls the child until it exits, the timeout passes (kills the group) or a signal
+    /// asks the harness to stop.
+    fn wait(&self, child: &mut Child, start: Instant) -> Result<(ExitStatus, bool), RunError> {
+        let err = self.spawn_err();
+        let pgid = child.id();
+        let mut timed_out = false;
+        let mut forwarded = false;
+        loop {
+            if let Some(status) = child.try_wait().map_err(&err)? {
+                return Ok((status, timed_out));
+            }
+            if interrupt::requested() {
+                match self.on_interrupt {
+                    OnInterrupt::Kill => {
+                        kill_group(pgid);
+                        let _ = child.wait();
+                        return Err(interrupt::Interrupted.into());
+                    }
+                    OnInterrupt::Forward if !forwarded => {
+                        // SAFETY: signalling our own child's process group.
+                        unsafe {
+                            libc::kill(-(pgid as libc::pid_t), libc::SIGTERM);
+                        }
+                        forwarded = true;
+                    }
+                    OnInterrupt::Forward => {}
+                }
+            }
+            if !timed_out && self.timeout.is_some_and(|t| start.elapsed() > t) {
+                kill_group(pgid);
+                timed_out = true;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+/// The threads draining a child's pipes (so that a child writing much never blocks).
+struct Readers {
+    out: Option<JoinHandle<Vec<u8>>>,
+    err: Option<JoinHandle<Vec<u8>>>,
+}
+
+impl Readers {
+    fn start(
+        child: &mut Child,
+        shared: Option<std::io::PipeReader>,
+        tee: Option<std::fs::File>,
+    ) -> Readers {
+        let tee = tee.map(|f| std::sync::Arc::new(std::sync::Mutex::new(f)));
+        let spawn = |pipe: Option<Box<dyn Read + Send>>| {
+            let tee = tee.clone();
+            pipe.map(|mut p| {
+                std::thread::spawn(move || {
+                    let mut kept = Vec::new();
+                    let mut buf = [0u8; 8192];
+                    while let Ok(n) = p.read(&mut buf) {
+                        if n == 0 {
+                            break;
+                        }
+                        match &tee {
+                            Some(file) => {
+                                if let Ok(mut f) = file.lock() {
+                                    let _ = f.write_all(&buf[..n]);
+                                }
+                                let _ = std::io::stderr().write_all(&buf[..n]);
+                            }
+                            None => kept.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    kept
+                })
+            })
+        };
+        let out = match shared {
+            Some(r) => Some(Box::new(r) as Box<dyn Read + Send>),
+            None => child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        };
+        let err = child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>);
+        Readers {
+            out: spawn(out),
+            err: spawn(err),
+        }
+    }
+
+    fn finish(self) -> (Vec<u8>, Vec<u8>) {
+        let join = |h: Option<JoinHandle<Vec<u8>>>| {
+            h.map(|h| h.join().unwrap_or_default()).unwrap_or_default()
+        };
+        (join(self.out), join(self.err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captures_both_streams_and_the_status() {
+        let f = Runner::new("sh")
+            .args(["-c", "echo out; echo err >&2; exit 3"])
+            .run()
+            .unwrap();
+        assert_eq!(f.status.code(), Some(3));
+        assert_eq!(f.stdout, b"out\n");
+        assert_eq!(f.stderr, b"err\n");
+        assert!(!f.timed_out);
+    }
+
+    #[test]
+    fn the_timeout_kills_the_whole_group() {
+        let d = tempfile::tempdir().unwrap();
+        let marker = d.path().join("grandchild-lived");
+        // The grandchild would write the marker after the timeout if it survived.
+        let script = format!("(sleep 2; touch {}) & sleep 30", marker.display());
+        let f = Runner::new("sh")
+            .args(["-c", &script])
+            .timeout(Some(Duration::from_millis(300)))
+            .run()
+            .unwrap();
+        assert!(f.timed_out);
+        assert!(f.seconds < 10.0, "{}", f.seconds);
+        std::thread::sleep(Duration::from_millis(2500));
+        assert!(!marker.exists(), "the grandchild outlived the timeout");
+    }
+
+    #[test]
+    fn tee_appends_to_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let log = d.path().join("log");
+        let f = Runner::new("sh")
+            .args([
+                "-c",
+                "for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; done",
+            ])
+            .output(Output::Tee(log.clone()))
+            .run()
+            .unwrap();
+        assert!(f.status.success());
+        assert!(f.stdout.is_empty());
+        // One pipe for both streams: the lines keep the order they were written in.
+        let text = std::fs::read_to_string(&log).unwrap();
+        let want: String = (1..=5).map(|i| format!("out{i}\nerr{i}\n")).collect();
+        assert_eq!(text, want);
+    }
+
+    #[test]
+    fn a_missing_program_names_the_command() {
+        let e = Runner::new("/nonexistent/prog")
+            .args(["x"])
+            .run()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("cannot run `/nonexistent/prog x`"),
+            "{e}"
+        );
+    }
+}
