@@ -19,18 +19,15 @@
 
 #![warn(missing_docs)]
 
-pub mod audit;
 pub mod battery;
 pub mod cargo;
-pub mod cibase;
+pub mod ci;
 pub mod cli;
-pub mod gate;
 pub mod libtest;
 pub mod mutants;
-pub mod nextest;
 pub mod system;
-pub mod targets;
-pub mod testlog;
+
+pub use ci::{audit, cibase, gate, nextest, targets, testlog};
 
 pub use battery::{catalog, diagnostics, lints, report, scratch, switch, verdict, workspace};
 pub use system::exit::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK, ExitCode};
