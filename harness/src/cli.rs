@@ -32,8 +32,6 @@ Refusals (exit 2; the report's `refusal.kind`):
   TREE-DIRTY        the tree differs from its starting state, or a file was edited while
                     a mutation was applied to it
   LOCKED            the host lock is held by someone else (see --wait)
-  SWITCH-UNREACHED  switch mode: the forced-fail control passed every listed test, so no
-                    listed test reaches the switched code
   HARNESS-FAULT     the harness could not go on: cargo could not be run, a file could not
                     be read or written (named), a switched build failed outside every
                     mutated body
@@ -53,7 +51,7 @@ Exit codes:
   2    the instrument could not be trusted: the log cannot show which tests ran
        (`cargo test -q`: a catalog test UNKNOWN), a battery refusal (CATALOG-DRIFT,
        FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED,
-       SWITCH-UNREACHED, HARNESS-FAULT; see `harness battery --help`), a bad catalog,
+       HARNESS-FAULT; see `harness battery --help`), a bad catalog,
        catalogs of different workspaces, a test command that could not be started, or a
        harness fault
   130  interrupted by a signal (the tree was restored first)
@@ -124,7 +122,7 @@ pub enum Command {
     },
 }
 
-/// How a command takes the host lock (shared by `battery`, `mutants` and `lock run`).
+/// How a command takes the host lock (shared by `battery`, `gate`, `mutants` and `lock run`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct LockArgs {
     /// Wait for the host lock instead of refusing with LOCKED.
@@ -138,7 +136,7 @@ pub struct LockArgs {
     pub owner: Option<String>,
 }
 
-/// Where a command writes its reports (shared by `battery` and `mutants`).
+/// Where a command writes its reports (shared by `battery`, `gate` and `mutants`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ReportsArgs {
     /// Directory under which the report directories are written (default:
@@ -147,27 +145,53 @@ pub struct ReportsArgs {
     pub reports: Option<PathBuf>,
 }
 
+/// How a battery runs (shared by `battery` and `gate`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BatteryRunArgs {
+    /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub only: Option<Vec<String>>,
+    /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
+    /// compile every mutation that lies in one function body once, in a scratch copy,
+    /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
+    /// the scratch copy. Both give the same report, timings aside.
+    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
+    pub mode: Mode,
+}
+
+impl BatteryRunArgs {
+    /// The options of a battery run with host state in `state`, reports under `reports`
+    /// (default `<workspace>/reports`), the host lock held as `lock` says.
+    pub fn options(
+        &self,
+        state: &Path,
+        reports: Option<PathBuf>,
+        lock: String,
+    ) -> battery::Options {
+        battery::Options {
+            state_dir: state.to_path_buf(),
+            reports_root: reports,
+            only: self.only.clone(),
+            lock,
+        }
+    }
+}
+
 /// Arguments of `harness battery`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BatteryArgs {
     /// Catalog files, run in order.
     #[arg(required = true)]
     pub catalogs: Vec<PathBuf>,
-    /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
-    pub only: Option<Vec<String>>,
+    /// How the batteries run.
+    #[command(flatten)]
+    pub run: BatteryRunArgs,
     /// The host lock.
     #[command(flatten)]
     pub lock: LockArgs,
     /// The reports.
     #[command(flatten)]
     pub reports: ReportsArgs,
-    /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
-    /// compile every mutation that lies in one function body once, in a scratch copy,
-    /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
-    /// the scratch copy. Both give the same verdicts and kill matrix.
-    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
-    pub mode: Mode,
 }
 
 /// Arguments of `harness mutants`.
@@ -437,17 +461,14 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let opts = battery::Options {
-        state_dir: state.to_path_buf(),
-        reports_root: args.reports.reports.clone(),
-        only: args.only.clone(),
-        lock: lock_note,
-    };
+    let opts = args
+        .run
+        .options(state, args.reports.reports.clone(), lock_note);
     let mut code = ExitCode::AllMet;
     for path in &args.catalogs {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
-        let res = battery::run_mode(path, &opts, &progress, args.mode);
+        let res = battery::run_mode(path, &opts, &progress, args.run.mode);
         progress.finish();
         let c = match res {
             Ok(r) => {
@@ -510,12 +531,7 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
 }
 
 fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
-    let lock = LockArgs {
-        wait: args.wait,
-        ttl: args.ttl,
-        owner: args.owner.clone(),
-    };
-    let (hold, lock_note) = match take_lock(state, &lock) {
+    let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
         Err(code) => return code,
     };
@@ -728,10 +744,12 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         state,
         &BatteryArgs {
             catalogs: vec![path],
-            only: None,
+            run: BatteryRunArgs {
+                only: None,
+                mode: args.mode,
+            },
             lock: args.lock.clone(),
             reports: args.reports.clone(),
-            mode: args.mode,
         },
     ));
     if code.stops() {

@@ -92,7 +92,7 @@ pub struct CatalogInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RefusalInfo {
     /// Which refusal (CATALOG-DRIFT, FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD,
-    /// TREE-DIRTY, LOCKED, SWITCH-UNREACHED or HARNESS-FAULT).
+    /// TREE-DIRTY, LOCKED or HARNESS-FAULT).
     pub kind: crate::battery::RefusalKind,
     /// What exactly, naming files, tests and mutations.
     pub detail: String,

@@ -30,7 +30,8 @@ pub enum Phase {
     /// List the targets' tests and compare them with the catalog's list (FILTER-DRIFT).
     ListTests,
     /// Run the listed tests twice without any mutation (FLAKY, BASELINE-RED) and derive
-    /// the per-mutation timeout; then the mode's own controls (SWITCH-UNREACHED).
+    /// the per-mutation timeout; then the mode's own controls (switch mode's forced-fail
+    /// control).
     Controls,
     /// Every selected mutation through [`MUTANT_PHASES`].
     Mutations,
@@ -603,10 +604,33 @@ pub(crate) fn owning_package<'p>(
         .max_by_key(|p| p.dir.components().count())
 }
 
+/// [`MutantPhase::Build`] of a mutation written into a tree and rebuilt there (rebuild
+/// mode, and switch mode's fallback): STALE-BUILD unless the package owning `file` was
+/// compiled again ([`check_rebuilt`]); UNVIABLE with the compiler's first error when the
+/// build failed.
+pub(crate) fn rebuilt(
+    build: Build,
+    packages: &[PackageMeta],
+    file: &Path,
+    mu: &Mutant<'_>,
+) -> Result<Built, Stop> {
+    check_rebuilt(&build, packages, file, mu)?;
+    Ok(if build.success {
+        Built::Rebuilt {
+            seconds: build.seconds,
+        }
+    } else {
+        Built::Unviable {
+            error: build.first_error.unwrap_or_default(),
+            seconds: build.seconds,
+        }
+    })
+}
+
 /// STALE-BUILD unless a successful `build` compiled the package owning `file` (the
 /// mutated file, absolute) again: cargo reporting all its artifacts fresh means the
 /// mutated code was not rebuilt.
-pub(crate) fn check_rebuilt(
+fn check_rebuilt(
     build: &Build,
     packages: &[PackageMeta],
     file: &Path,
