@@ -102,7 +102,7 @@ pub enum LockError {
         /// Lock file.
         path: PathBuf,
         /// The holder.
-        record: LockRecord,
+        record: Box<LockRecord>,
         /// The processes holding the lock's descriptor now (empty when unknown).
         holders: Vec<u32>,
     },
@@ -317,7 +317,7 @@ pub fn acquire(
             };
             return Err(LockError::Held {
                 path,
-                record: holder,
+                record: Box::new(holder),
                 holders,
             });
         }
@@ -373,7 +373,7 @@ mod tests {
         // A second open file description in the same process conflicts under flock.
         let second = acquire(d.path(), rec.clone(), Nesting::Refuse, false, &mut |_| {});
         match second {
-            Err(LockError::Held { record, .. }) => assert_eq!(record, rec),
+            Err(LockError::Held { record, .. }) => assert_eq!(*record, rec),
             other => panic!("expected Held, got {other:?}"),
         }
         drop(hold);
