@@ -65,16 +65,21 @@ pub struct PackageMeta {
     pub test_targets: Vec<String>,
     /// Whether it has a library target.
     pub has_lib: bool,
+    /// The features it declares (`[features]`, and the implicit feature of each optional
+    /// dependency), as `cargo metadata` lists them.
+    pub features: Vec<String>,
 }
 
 impl PackageMeta {
     /// Checks that `package` exists among `packages` with the test targets (and library)
-    /// the catalog names; the error says what is missing and what exists.
+    /// and the features the catalog names; the error says what is missing and what exists.
+    /// A feature of a dependency (`dep/feature`) is cargo's to check.
     pub fn check_targets(
         packages: &[PackageMeta],
         package: &str,
         test_targets: &[String],
         lib: bool,
+        features: &[String],
     ) -> Result<(), String> {
         let Some(p) = packages.iter().find(|p| p.name == package) else {
             let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
@@ -95,6 +100,21 @@ impl PackageMeta {
             return Err(format!(
                 "package {package} has no library target, but lib_tests = true"
             ));
+        }
+        for f in features.iter().flat_map(|f| f.split([',', ' '])) {
+            if f.is_empty()
+                || f.contains('/')
+                || f == "default"
+                || p.features.iter().any(|x| x == f)
+            {
+                continue;
+            }
+            let have = if p.features.is_empty() {
+                "it declares none".to_string()
+            } else {
+                format!("it has: {}", p.features.join(", "))
+            };
+            return Err(format!("package {package} has no feature {f:?} ({have})"));
         }
         Ok(())
     }
@@ -248,17 +268,19 @@ impl CargoCmd {
     /// output and wall seconds; a failing exit status is the caller's to read.
     pub fn run_args(&self, args: &[String]) -> Result<(Output, f64), CargoError> {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        let (out, _, seconds) = self.exec(&args, None)?;
+        let (out, _, seconds) = self.exec(&args, None, false)?;
         Ok((out, seconds))
     }
 
     /// Runs cargo with `args` through the one child runner ([`Runner`]: its own process
     /// group, recorded in the state directory, killed at `timeout` or on interruption).
-    /// Returns (output, timed_out, seconds).
+    /// With `mark`, the child runs under [`crate::workspace::RUN_UMASK`] (the test runs: what
+    /// they create in the tree is recognised as theirs). Returns (output, timed_out, seconds).
     fn exec(
         &self,
         args: &[OsString],
         timeout: Option<Duration>,
+        mark: bool,
     ) -> Result<(Output, bool, f64), CargoError> {
         let mut runner = Runner::new(&self.cargo)
             .args(args)
@@ -269,6 +291,7 @@ impl CargoCmd {
             .env("RUST_BACKTRACE", "0")
             .env_remove("CARGO_TARGET_DIR")
             .timeout(timeout)
+            .umask(mark.then_some(crate::workspace::RUN_UMASK))
             .state_dir(self.state_dir.as_deref());
         for (k, v) in &self.env {
             runner = runner.env(k, v);
@@ -295,7 +318,7 @@ impl CargoCmd {
             "--manifest-path".into(),
             self.manifest().into(),
         ];
-        let (out, _, _) = self.exec(&args, None)?;
+        let (out, _, _) = self.exec(&args, None, false)?;
         let command = self.render(&args);
         if !out.status.success() {
             return Err(CargoError::Failed {
@@ -314,6 +337,8 @@ impl CargoCmd {
             name: String,
             manifest_path: PathBuf,
             targets: Vec<Target>,
+            #[serde(default)]
+            features: BTreeMap<String, serde_json::Value>,
         }
         #[derive(Deserialize)]
         struct Target {
@@ -338,6 +363,7 @@ impl CargoCmd {
                     .targets
                     .iter()
                     .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
+                features: p.features.into_keys().collect(),
                 id: p.id,
                 name: p.name,
                 dir: p
@@ -354,7 +380,7 @@ impl CargoCmd {
         let mut args = self.test_args();
         args.push("--no-run".into());
         args.push("--message-format=json".into());
-        let (out, _, seconds) = self.exec(&args, None)?;
+        let (out, _, seconds) = self.exec(&args, None, false)?;
         let (artifacts, first_error) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
         let success = out.status.success();
         let first_error = if success {
@@ -375,7 +401,7 @@ impl CargoCmd {
         let mut args = self.test_args();
         args.push("--".into());
         args.push("--list".into());
-        let (out, _, _) = self.exec(&args, None)?;
+        let (out, _, _) = self.exec(&args, None, false)?;
         if !out.status.success() {
             return Err(CargoError::Failed {
                 command: self.render(&args),
@@ -389,14 +415,14 @@ impl CargoCmd {
     }
 
     /// Runs exactly `tests` in one invocation (`--no-fail-fast -- --exact NAMES...`),
-    /// killed after `timeout`.
+    /// killed after `timeout`, under [`crate::workspace::RUN_UMASK`].
     pub fn run(&self, tests: &[String], timeout: Option<Duration>) -> Result<TestRun, CargoError> {
         let mut args = self.test_args();
         args.push("--no-fail-fast".into());
         args.push("--".into());
         args.push("--exact".into());
         args.extend(tests.iter().map(OsString::from));
-        let (out, timed_out, seconds) = self.exec(&args, timeout)?;
+        let (out, timed_out, seconds) = self.exec(&args, timeout, true)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let parsed = crate::libtest::parse_transcript(&stdout);
         let mut outcomes = BTreeMap::new();

@@ -23,15 +23,18 @@ Exit codes:
 
 Refusals (exit 2; the report's `refusal.kind`):
   CATALOG-DRIFT     the catalog no longer matches the tree (a find text absent or not
-                    occurring as stated, a duplicate id, a package or test target gone)
+                    occurring as stated, a duplicate id, a package, test target or
+                    feature gone, a mutated file under .git)
   FILTER-DRIFT      the listed tests and the target's tests under `select` differ
   BASELINE-RED      a listed test is not green without any mutation, or the unmutated
                     tree does not build
   FLAKY             the two baseline runs disagree
   STALE-BUILD       cargo reports the mutated package fresh: it was not rebuilt
-  TREE-DIRTY        the tree differs from its starting state, or a file was edited while
-                    a mutation was applied to it
-  LOCKED            the host lock is held by someone else (see --wait)
+  TREE-DIRTY        the tree differs from its starting state, a file was edited while a
+                    mutation was applied to it, or a file appeared while the tests ran
+                    that no process of the run created (kept, named)
+  LOCKED            the host lock is held by someone else (see --wait); the report is
+                    still written
   HARNESS-FAULT     the harness could not go on: cargo could not be run, a file could not
                     be read or written (named), a switched build failed outside every
                     mutated body
@@ -313,7 +316,7 @@ fn recover(state: &Path) -> bool {
             "harness: killed process group {pgid} left running by a harness run that was killed"
         );
     }
-    match workspace::recover(state) {
+    let restored_ok = match workspace::recover(state) {
         Ok(list) => {
             let mut ok = true;
             for r in list {
@@ -342,7 +345,43 @@ fn recover(state: &Path) -> bool {
             eprintln!("harness: cannot recover from the restore journals: {e}");
             false
         }
-    }
+    };
+    let created_ok = match workspace::recover_created(state) {
+        Ok(list) => {
+            let mut ok = true;
+            for r in list {
+                let (root, pid) = (r.journal.root.display(), r.journal.owner.pid);
+                match r.result {
+                    Ok(settled) => {
+                        for f in &settled.removed {
+                            eprintln!(
+                                "harness: removed {}, created in {root} by the tests of an interrupted run (pid {pid})",
+                                f.display()
+                            );
+                        }
+                        for f in &settled.kept {
+                            eprintln!(
+                                "harness: kept {}: it appeared in {root} during an interrupted run (pid {pid}) but no process of the run created it",
+                                f.display()
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        ok = false;
+                        eprintln!(
+                            "harness: cannot remove the files an interrupted run (pid {pid}) created in {root}: {e}"
+                        );
+                    }
+                }
+            }
+            ok
+        }
+        Err(e) => {
+            eprintln!("harness: cannot recover from the restore journals: {e}");
+            false
+        }
+    };
+    restored_ok && created_ok
 }
 
 fn report_catalog_error(e: &CatalogError) {
@@ -362,13 +401,19 @@ fn check(catalogs: &[PathBuf]) -> i32 {
                 eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
                 code = EXIT_REFUSED;
             }
-            Ok((c, p)) => println!(
-                "{}: ok ({} mutations, {} tests, workspace {})",
-                path.display(),
-                p.len(),
-                c.spec.tests.len(),
-                c.root.display()
-            ),
+            Ok((c, p)) => match c.check_target_dir() {
+                Ok(place) => println!(
+                    "{}: ok ({} mutations, {} tests, workspace {}, target directory {place})",
+                    path.display(),
+                    p.len(),
+                    c.spec.tests.len(),
+                    c.root.display()
+                ),
+                Err(e) => {
+                    report_catalog_error(&e);
+                    code = EXIT_REFUSED;
+                }
+            },
             Err(e) => {
                 report_catalog_error(&e);
                 code = EXIT_REFUSED;
@@ -386,6 +431,7 @@ fn check_targets(c: &Catalog) -> Result<(), String> {
         &c.spec.package,
         &c.spec.test_targets,
         c.spec.lib_tests,
+        &c.spec.features,
     )
 }
 
@@ -459,7 +505,14 @@ fn command_line() -> Vec<String> {
 fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
-        Err(code) => return code,
+        Err(LockFailure {
+            locked: Some(detail),
+            ..
+        }) => {
+            let opts = args.run.options(state, args.reports.reports.clone(), String::new());
+            return locked_reports(&args.catalogs, &opts, &detail);
+        }
+        Err(f) => return f.code,
     };
     let opts = args
         .run
@@ -499,9 +552,37 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
     code.code()
 }
 
+/// Writes the LOCKED report of each catalog (nothing ran); exit 2, or 2 with the error when a
+/// catalog cannot be loaded or its report written.
+fn locked_reports(catalogs: &[PathBuf], opts: &battery::Options, detail: &str) -> i32 {
+    let opts = battery::Options {
+        lock: "not taken (held by someone else)".into(),
+        ..opts.clone()
+    };
+    for path in catalogs {
+        match battery::write_locked(path, &opts, detail) {
+            Ok(r) => {
+                for w in &r.written {
+                    println!("report: {}", w.display());
+                }
+            }
+            Err(BatteryError::Catalog(e)) => report_catalog_error(&e),
+            Err(e) => eprintln!("harness: {e}"),
+        }
+    }
+    EXIT_REFUSED
+}
+
+/// Why the host lock was not taken: the exit code to return and, for LOCKED, the message
+/// (already printed).
+struct LockFailure {
+    code: i32,
+    locked: Option<String>,
+}
+
 /// Takes the host lock for a battery or gate (running under an ancestor's hold); on
-/// failure, the exit code to return.
-fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
+/// failure, what to return.
+fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailure> {
     let owner = args.owner.clone().unwrap_or_else(default_owner);
     let record = LockRecord::for_current(&owner, command_line(), args.ttl);
     let hold = match lock::acquire(state, record, Nesting::RunUnder, args.wait, &mut |h| {
@@ -511,10 +592,19 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
         )
     }) {
         Ok(h) => h,
-        Err(lock::LockError::Interrupted(_)) => return Err(interrupt::EXIT_INTERRUPTED),
+        Err(lock::LockError::Interrupted(_)) => {
+            return Err(LockFailure {
+                code: interrupt::EXIT_INTERRUPTED,
+                locked: None,
+            });
+        }
         Err(e) => {
             eprintln!("harness: {e}");
-            return Err(EXIT_REFUSED);
+            let locked = matches!(e, lock::LockError::Held { .. }).then(|| e.to_string());
+            return Err(LockFailure {
+                code: EXIT_REFUSED,
+                locked,
+            });
         }
     };
     let lock_note = match &hold {
@@ -533,7 +623,7 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
 fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
-        Err(code) => return code,
+        Err(f) => return f.code,
     };
     let progress = Progress::auto();
     let res = crate::gate::run(args, state, &lock_note, &progress);
@@ -574,11 +664,13 @@ fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> i32 {
             return EXIT_REFUSED;
         }
     };
+    // The command inherits the lock's descriptor and keeps the lock held for as long as it
+    // (or anything it started) lives, also if this process is killed; it is therefore not
+    // recorded as an orphan for a later command to kill.
     let res = Runner::new(&command[0])
         .args(&command[1..])
         .output(Output::Inherit)
         .on_interrupt(OnInterrupt::Forward)
-        .state_dir(Some(state))
         .run();
     drop(hold);
     match res {
@@ -600,7 +692,20 @@ fn lock_status(state: &Path) -> i32 {
             EXIT_ALL_MET
         }
         Ok(Some(r)) => {
-            println!("host lock {}: held by {}", state.display(), r.describe());
+            let now = if r.holder.is_alive() {
+                String::new()
+            } else {
+                let pids: Vec<String> = lock::fd_holders(&state.join("host.lock"))
+                    .iter()
+                    .map(u32::to_string)
+                    .collect();
+                format!("; held now by pid {}", pids.join(", "))
+            };
+            println!(
+                "host lock {}: held by {}{now}",
+                state.display(),
+                r.describe()
+            );
             EXIT_ALL_MET
         }
         Err(e) => {
@@ -627,7 +732,7 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
         None => {
             let hold = match take_lock(state, &args.lock) {
                 Ok((hold, _)) => hold,
-                Err(code) => return code,
+                Err(f) => return f.code,
             };
             let opts = mutants::ToolOptions {
                 workspace: args.workspace.clone(),

@@ -119,6 +119,8 @@ pub fn run_mode(
     // directory; the caller prints the error and exits 2.
     let catalog = Catalog::load(catalog_path)?;
     check_only(&catalog, opts.only.as_deref())?;
+    let place = catalog.check_target_dir()?;
+    progress.line(&format!("target directory {place}"));
     let reports_root = opts
         .reports_root
         .clone()
@@ -139,7 +141,12 @@ pub fn run_mode(
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
     });
-    let stop = run.go(mode.as_mut()).err();
+    let mut stop = run.go(mode.as_mut()).err();
+    // A signal that arrived at any point ends the run as interrupted, never as a verdict or
+    // a refusal it may have caused (a test binary killed by the same signal).
+    if crate::interrupt::requested() {
+        stop = Some(Stop::Interrupted);
+    }
     let mut report = assemble(&catalog, opts, &run, stop);
     report.started_unix = started_unix;
     report.wall_seconds = started.elapsed().as_secs_f64();
@@ -149,6 +156,45 @@ pub fn run_mode(
         source,
     })?;
     written.extend(mode.write_reports(&dir, &run.overheads)?);
+    Ok(RunResult { report, written })
+}
+
+/// The report of a battery that could not start because the host lock is held by someone
+/// else (LOCKED, `detail` names the holder): written like any refusal's, nothing run.
+///
+/// Errors: as [`run_mode`] before it runs anything (a malformed catalog, unwritable reports).
+pub fn write_locked(
+    catalog_path: &Path,
+    opts: &Options,
+    detail: &str,
+) -> Result<RunResult, BatteryError> {
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let catalog = Catalog::load(catalog_path)?;
+    let reports_root = opts
+        .reports_root
+        .clone()
+        .unwrap_or_else(|| catalog.root.join("reports"));
+    let progress = Progress::plain();
+    let run = Run::new(Shared {
+        catalog: &catalog,
+        opts,
+        progress: &progress,
+        exclude: Vec::new(),
+    });
+    let stop = Stop::Refused(Refusal {
+        kind: RefusalKind::Locked,
+        detail: detail.to_string(),
+    });
+    let mut report = assemble(&catalog, opts, &run, Some(stop));
+    report.started_unix = started_unix;
+    let dir = report::report_dir(&reports_root, &catalog.name);
+    let written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+        path: dir.clone(),
+        source,
+    })?;
     Ok(RunResult { report, written })
 }
 

@@ -204,8 +204,11 @@ impl<'a> Run<'a> {
     }
 
     /// Runs every phase of [`PHASES`] in order; the first refusal or interruption ends it.
+    /// A signal is looked for between phases as well as inside them, so that one arriving
+    /// at any point ends the run as interrupted.
     pub fn go(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         for phase in PHASES {
+            interrupted()?;
             match phase {
                 Phase::Opening => self.opening(mode)?,
                 Phase::BaselineBuild => self.baseline_build(mode)?,
@@ -221,7 +224,7 @@ impl<'a> Run<'a> {
                 Phase::Closing => self.closing()?,
             }
         }
-        Ok(())
+        interrupted()
     }
 
     fn opening(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
@@ -249,6 +252,7 @@ impl<'a> Run<'a> {
             &c.spec.package,
             &c.spec.test_targets,
             c.spec.lib_tests,
+            &c.spec.features,
         )
         .map_err(|e| {
             refuse(
@@ -304,14 +308,22 @@ impl<'a> Run<'a> {
         let p = self.sh.progress;
         let baseline_timeout =
             Duration::from_secs_f64((c.spec.timeout_floor_secs * 20.0).max(1800.0));
-        let before = mode.snapshot(&self.sh)?;
+        let before = Created::watch(&self.sh, mode)?;
         let mut runs = Vec::new();
+        let mut ran = Ok(());
         for i in 1..=2 {
             p.phase(&format!("baseline run {i}/2"));
-            runs.push(mode.control_run(&self.sh, baseline_timeout)?);
+            match mode.control_run(&self.sh, baseline_timeout) {
+                Ok(r) => runs.push(r),
+                Err(stop) => {
+                    ran = Err(stop);
+                    break;
+                }
+            }
         }
-        let after = mode.snapshot(&self.sh)?;
-        let created = workspace::remove_created(mode.root(), &before, &after)?;
+        let created = before.settle(&self.sh, mode, "baseline runs");
+        ran?;
+        let created = created?;
         let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
         self.timeout = derive_timeout(
             &run_seconds,
@@ -343,9 +355,7 @@ impl<'a> Run<'a> {
         let n = selected.len();
         self.sh.progress.set_total(n);
         for (k, at) in mode.order(&selected).into_iter().enumerate() {
-            if crate::interrupt::requested() {
-                return Err(Stop::Interrupted);
-            }
+            interrupted()?;
             let pm = selected[at];
             let m = &c.spec.mutations[pm.index];
             let mu = Mutant {
@@ -354,6 +364,9 @@ impl<'a> Run<'a> {
                 tag: format!("[{}/{n}] {}", k + 1, m.id),
             };
             let ran = one_mutant(&self.sh, mode, &mu, self.timeout, &mut self.overheads)?;
+            // A signal during the mutant (its test binary may have died of it) is never a
+            // verdict.
+            interrupted()?;
             log_verdict(self.sh.progress, &mu, &ran);
             self.results.insert(pm.index, ran);
             self.sh.progress.advance();
@@ -391,6 +404,85 @@ impl<'a> Run<'a> {
             })
             .collect()
     }
+}
+
+/// [`Stop::Interrupted`] once a signal has asked the harness to stop.
+fn interrupted() -> Result<(), Stop> {
+    if crate::interrupt::requested() {
+        Err(Stop::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// The tree the tests run in, as it was before a test phase: what they create is settled
+/// against it afterwards. In the user's tree (rebuild mode) its file set is journaled, so a
+/// later command can settle it if the run is killed; switch mode's scratch copy is the
+/// run's own, and everything new in it is removed.
+struct Created {
+    before: TreeScan,
+    journal: Option<PathBuf>,
+}
+
+impl Created {
+    fn watch(sh: &Shared<'_>, mode: &dyn ModeRun) -> Result<Created, Stop> {
+        let before = mode.snapshot(sh)?;
+        let journal = if user_tree(sh, mode) {
+            Some(workspace::journal_tree(
+                &sh.opts.state_dir,
+                mode.root(),
+                &sh.exclude,
+                &before,
+            )?)
+        } else {
+            None
+        };
+        Ok(Created { before, journal })
+    }
+
+    /// Removes the files the run created since [`Created::watch`]; in the user's tree, a new
+    /// file the run did not make is kept and the run refused TREE-DIRTY naming it (`during`
+    /// says when it appeared).
+    fn settle(
+        self,
+        sh: &Shared<'_>,
+        mode: &dyn ModeRun,
+        during: &str,
+    ) -> Result<Vec<PathBuf>, Stop> {
+        let after = mode.snapshot(sh)?;
+        if !user_tree(sh, mode) {
+            return Ok(workspace::remove_created(
+                mode.root(),
+                &self.before,
+                &after,
+            )?);
+        }
+        let settled = workspace::settle_created(mode.root(), &self.before, &after)?;
+        if let Some(j) = &self.journal {
+            workspace::forget_tree(j);
+        }
+        if settled.kept.is_empty() {
+            return Ok(settled.removed);
+        }
+        Err(refuse(
+            RefusalKind::TreeDirty,
+            format!(
+                "files appeared in the tree during the {during} that no process of the run created; kept: {}",
+                settled
+                    .kept
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+}
+
+/// Whether the tests run in the user's tree (rebuild mode) rather than in a copy the run
+/// owns (switch mode's scratch copy).
+fn user_tree(sh: &Shared<'_>, mode: &dyn ModeRun) -> bool {
+    mode.root() == sh.catalog.root
 }
 
 /// FLAKY when the two control runs disagree on a listed test; BASELINE-RED when a listed
@@ -450,7 +542,7 @@ fn one_mutant(
     overheads: &mut Vec<f64>,
 ) -> Result<Ran, Stop> {
     let t0 = Instant::now();
-    let before = mode.snapshot(sh)?;
+    let watch = Created::watch(sh, mode)?;
     let mut overhead = t0.elapsed().as_secs_f64();
     let mut built = None;
     let mut run = None;
@@ -478,10 +570,16 @@ fn one_mutant(
             break;
         }
     }
-    outcome?;
+    // The created files are settled whatever happened before (an interrupted run removes
+    // them too); what went wrong first is reported first.
     let t1 = Instant::now();
-    let after = mode.snapshot(sh)?;
-    let created = workspace::remove_created(mode.root(), &before, &after)?;
+    let created = watch.settle(
+        sh,
+        mode,
+        &format!("build and tests of mutation {}", mu.m.id),
+    );
+    outcome?;
+    let created = created?;
     overhead += t1.elapsed().as_secs_f64();
     if !created.is_empty() {
         sh.progress.line(&format!(
