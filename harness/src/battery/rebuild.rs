@@ -94,7 +94,7 @@ impl ModeRun for Rebuild {
             .line(&format!("{}: applied to {}", mu.tag, pm.rel_path.display()));
         sh.progress.phase(&format!("{}: building", mu.tag));
         let build = self.cargo.build()?;
-        check_rebuilt(&build, &self.packages, &pm.abs_path, mu)?;
+        check_rebuilt(&build, &self.packages, &self.root, &pm.abs_path, mu)?;
         Ok(if build.success {
             Built::Rebuilt {
                 seconds: build.seconds,
