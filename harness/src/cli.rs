@@ -29,7 +29,7 @@ Refusals (exit 2; the report's `refusal.kind`):
   BASELINE-RED      a listed test is not green without any mutation, or the unmutated
                     tree does not build
   FLAKY             the two baseline runs disagree
-  STALE-BUILD       cargo reports the mutated package fresh: it was not rebuilt
+  STALE-BUILD       the mutated file is in no target rebuilt for the tests (dep-info)
   TREE-DIRTY        the tree differs from its starting state, a file was edited while a
                     mutation was applied to it, or a file appeared while the tests ran
                     that no process of the run created (kept, named)
@@ -230,8 +230,10 @@ pub struct MutantsArgs {
     /// Run the generated mutants (`cargo mutants --list --json`) through the harness's own
     /// battery runner instead, with the first `--catalog`'s package, targets and test list:
     /// listed tests, per-test kill attribution, verified rebuilds, byte-identical restore
-    /// and the kill matrix. Generated mutants carry no expected killers (role `gap`), so the
-    /// exit code is 0 unless the battery refuses (2).
+    /// and the kill matrix. The mutants are reported in their own terms (caught with the
+    /// failing tests, missed, unviable, timeout, crashed, tests missing) in
+    /// `<reports>/mutants/`, the battery's reports beside them. Exit 0: no mutant missed;
+    /// 1: some mutant missed; 2: the battery refused or could not run; 130: interrupted.
     #[arg(long, requires = "catalog")]
     pub via_harness: bool,
     /// Battery mode for `--via-harness`.
@@ -509,7 +511,9 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
             locked: Some(detail),
             ..
         }) => {
-            let opts = args.run.options(state, args.reports.reports.clone(), String::new());
+            let opts = args
+                .run
+                .options(state, args.reports.reports.clone(), String::new());
             return locked_reports(&args.catalogs, &opts, &detail);
         }
         Err(f) => return f.code,
@@ -845,20 +849,65 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         spec.mutations.len(),
         path.display()
     );
-    let code = ExitCode::of(run_battery(
-        state,
-        &BatteryArgs {
-            catalogs: vec![path],
-            run: BatteryRunArgs {
-                only: None,
-                mode: args.mode,
-            },
-            lock: args.lock.clone(),
-            reports: args.reports.clone(),
-        },
-    ));
-    if code.stops() {
-        code.code()
+    let named = match mutants::named_sites(&args.catalog) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let (hold, lock_note) = match take_lock(state, &args.lock) {
+        Ok(x) => x,
+        Err(f) => return f.code,
+    };
+    let opts = battery::Options {
+        state_dir: state.to_path_buf(),
+        reports_root: args.reports.reports.clone(),
+        only: None,
+        lock: lock_note,
+    };
+    let progress = Progress::auto();
+    progress.line(&format!("battery {}", path.display()));
+    let res = battery::run_mode(&path, &opts, &progress, args.mode);
+    progress.finish();
+    drop(hold);
+    let run = match res {
+        Ok(r) => r,
+        Err(BatteryError::Catalog(e)) => {
+            report_catalog_error(&e);
+            return EXIT_REFUSED;
+        }
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let battery_code = ExitCode::of(run.report.exit_code);
+    if battery_code.stops() {
+        if let Some(f) = &run.report.refusal {
+            eprintln!("harness: {}: {}", f.kind, f.detail);
+        }
+        return battery_code.code();
+    }
+    let report =
+        mutants::from_battery(&run.report, &listed, mutants::CARGO_MUTANTS_VERSION, &named);
+    print!("{}", mutants::markdown(&report));
+    let dir = args
+        .reports
+        .reports
+        .clone()
+        .unwrap_or_else(|| base.root.join("reports"))
+        .join("mutants");
+    let written = mutants::write_reports(&dir, &report);
+    for p in run.written.iter().chain(written.iter().flatten()) {
+        println!("report: {}", p.display());
+    }
+    if let Err(e) = written {
+        eprintln!("harness: {}: cannot write reports: {e}", dir.display());
+        return EXIT_REFUSED;
+    }
+    if report.missed > 0 {
+        crate::EXIT_WEAK
     } else {
         EXIT_ALL_MET
     }

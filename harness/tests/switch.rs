@@ -203,11 +203,11 @@ rationale = "Not inside one body: falls back to a rebuild."
 
 [[mutation]]
 id = "doc-comment"
-title = "a doc comment outside every function"
+title = "an attribute outside every function"
 role = "gap"
 file = "src/lib.rs"
-find = "/// Sum of two integers."
-replace = "/// Sum of two integers, mutated."
+find = "/// Sum of two integers.\n"
+replace = "/// Sum of two integers.\n#[inline]\n"
 rationale = "Outside any function body: falls back and survives."
 "#
     );

@@ -292,7 +292,10 @@ impl Catalog {
     }
 
     /// Checks every mutation against the tree: the file exists inside the workspace, is UTF-8,
-    /// and `find` occurs exactly `occurrences` times. Returns the prepared mutations in order.
+    /// `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it changes
+    /// something the compiler reads, not only comments, doc comments, whitespace or string
+    /// literals whose value is discarded ([`super::inert`]). Returns the prepared mutations
+    /// in order.
     ///
     /// Errors: [`CatalogError::Drift`] naming the mutation, file and counts.
     pub fn prepare(&self) -> Result<Vec<PreparedMutation>, CatalogError> {
@@ -366,7 +369,18 @@ impl Catalog {
                 )));
             }
             let start = text.find(m.find.as_str()).unwrap_or(0);
-            let mutated = text.replace(m.find.as_str(), &m.replace).into_bytes();
+            let mutated = text.replace(m.find.as_str(), &m.replace);
+            if rel.extension().is_some_and(|e| e == "rs")
+                && let Some(why) = super::inert::inert_change(text, &mutated)
+            {
+                return Err(drift(format!(
+                    "mutation {}: `find` text {:?} in {}: {why}; no test can tell this mutant from the original",
+                    m.id,
+                    m.find,
+                    rel.display()
+                )));
+            }
+            let mutated = mutated.into_bytes();
             out.push(PreparedMutation {
                 index,
                 abs_path: abs,

@@ -9,6 +9,7 @@
 
 pub mod catalog;
 pub mod diagnostics;
+pub mod inert;
 pub mod lints;
 pub mod rebuild;
 pub mod refusal;
@@ -328,6 +329,7 @@ pub(crate) fn outcome_word(o: Option<&Outcome>) -> &'static str {
         Some(Outcome::Ignored) => "ignored",
         Some(Outcome::Unfinished) => "unfinished",
         Some(Outcome::NoResult) => "no result",
+        Some(Outcome::Missing) => "missing",
         None => "absent",
     }
 }

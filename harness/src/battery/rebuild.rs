@@ -93,7 +93,13 @@ impl ModeRun for Rebuild {
         sh.progress
             .line(&format!("{}: applied to {}", mu.tag, pm.rel_path.display()));
         sh.progress.phase(&format!("{}: building", mu.tag));
-        rebuilt(self.cargo.build()?, &self.packages, &pm.abs_path, mu)
+        rebuilt(
+            self.cargo.build()?,
+            &self.packages,
+            &self.root,
+            &pm.abs_path,
+            mu,
+        )
     }
 
     fn test_mutant(

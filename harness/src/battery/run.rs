@@ -610,6 +610,7 @@ fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
             outcomes: &r.outcomes,
             messages: &r.messages,
             timed_out: r.timed_out,
+            died: &r.died,
         },
     }
 }
@@ -661,6 +662,7 @@ fn mutation_report(
         crash_output: r
             .filter(|r| r.outcomes.values().any(|o| *o == Outcome::NoResult))
             .map(|r| r.stderr_tail.clone()),
+        died: r.map(|r| r.died.clone()).unwrap_or_default(),
         finished_tests: r.and_then(|r| {
             r.timed_out.then(|| {
                 r.outcomes
@@ -703,16 +705,17 @@ pub(crate) fn owning_package<'p>(
 }
 
 /// [`MutantPhase::Build`] of a mutation written into a tree and rebuilt there (rebuild
-/// mode, and switch mode's fallback): STALE-BUILD unless the package owning `file` was
-/// compiled again ([`check_rebuilt`]); UNVIABLE with the compiler's first error when the
-/// build failed.
+/// mode, and switch mode's fallback): STALE-BUILD unless the build compiled `file` again
+/// ([`check_rebuilt`]); UNVIABLE with the compiler's first error when the build failed.
+/// `root` is the root of the workspace that was built.
 pub(crate) fn rebuilt(
     build: Build,
     packages: &[PackageMeta],
+    root: &Path,
     file: &Path,
     mu: &Mutant<'_>,
 ) -> Result<Built, Stop> {
-    check_rebuilt(&build, packages, file, mu)?;
+    check_rebuilt(&build, packages, root, file, mu)?;
     Ok(if build.success {
         Built::Rebuilt {
             seconds: build.seconds,
@@ -725,30 +728,79 @@ pub(crate) fn rebuilt(
     })
 }
 
-/// STALE-BUILD unless a successful `build` compiled the package owning `file` (the
-/// mutated file, absolute) again: cargo reporting all its artifacts fresh means the
-/// mutated code was not rebuilt.
-fn check_rebuilt(
+/// STALE-BUILD unless a successful `build` compiled `file` (the mutated file, absolute)
+/// again into a target the tests run: `file` must be among the sources (rustc's dep-info,
+/// [`crate::cargo::Artifact::sources`]) of an artifact cargo did not report fresh, build
+/// scripts aside. `root` is the root of the workspace that was built. Cargo reporting every
+/// artifact of the owning package fresh, or rebuilding only targets that do not compile
+/// `file` (a binary the tests do not build, a file no `mod` declares, a build script
+/// re-run), means the tests run code without the mutation.
+pub(crate) fn check_rebuilt(
     build: &Build,
     packages: &[PackageMeta],
+    root: &Path,
     file: &Path,
     mu: &Mutant<'_>,
 ) -> Result<(), Stop> {
-    let owner = owning_package(packages, file);
-    let rebuilt = build
-        .artifacts
-        .iter()
-        .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id));
-    if !build.success || rebuilt {
+    if !build.success {
         return Ok(());
     }
-    Err(refuse(
-        RefusalKind::StaleBuild,
+    stale_detail(build, packages, root, file).map_or(Ok(()), |why| {
+        Err(refuse(
+            RefusalKind::StaleBuild,
+            format!("mutation {}: {why}", mu.m.id),
+        ))
+    })
+}
+
+/// Why a successful `build` does not hold `file` compiled afresh into a target the tests
+/// run, or `None` when it does (see [`check_rebuilt`]). The reason names `file` relative to
+/// `root`.
+pub(crate) fn stale_detail(
+    build: &Build,
+    packages: &[PackageMeta],
+    root: &Path,
+    file: &Path,
+) -> Option<String> {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let want = canon(file);
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    let owner = owning_package(packages, &want);
+    let rebuilt: Vec<&crate::cargo::Artifact> = build
+        .artifacts
+        .iter()
+        .filter(|a| !a.fresh && !a.kind.iter().any(|k| k == "custom-build"))
+        .collect();
+    let mut unread = Vec::new();
+    for a in &rebuilt {
+        match a.sources(root) {
+            Some(srcs) if srcs.iter().any(|s| canon(s) == want) => return None,
+            Some(_) => {}
+            None => unread.push(a.target.clone()),
+        }
+    }
+    let of_owner: Vec<String> = rebuilt
+        .iter()
+        .filter(|a| owner.is_none_or(|o| o.id == a.package_id))
+        .map(|a| format!("{} ({})", a.target, a.kind.join(", ")))
+        .collect();
+    let owner_name = owner.map_or("(none)", |o| o.name.as_str());
+    let mut why = if of_owner.is_empty() {
         format!(
-            "mutation {}: cargo reports every artifact of package {} fresh after {} was mutated: the mutated code was not rebuilt",
-            mu.m.id,
-            owner.map_or("(none)", |o| o.name.as_str()),
-            mu.pm.rel_path.display()
-        ),
-    ))
+            "cargo reports every artifact of package {owner_name} fresh after {shown} was mutated: the mutated code was not rebuilt"
+        )
+    } else {
+        format!(
+            "{shown} is not among the sources of any target cargo rebuilt for the tests (rebuilt of package {owner_name}: {}; rustc's dep-info lists their sources): the tests run code without the mutation",
+            of_owner.join(", ")
+        )
+    };
+    if !unread.is_empty() {
+        why.push_str(&format!(" (no dep-info found for: {})", unread.join(", ")));
+    }
+    Some(why)
 }

@@ -60,7 +60,7 @@ use crate::verdict;
 use crate::workspace::TreeScan;
 
 use super::refusal::{RefusalKind, Stop, io_fault, refuse};
-use super::run::{Built, ModeRun, Mutant, Shared, owning_package, rebuilt};
+use super::run::{Built, ModeRun, Mutant, Shared, owning_package, rebuilt, stale_detail};
 use super::{BatteryError, Options, failure_summary};
 
 /// The environment variable that selects the mutant in a switched build: a mutation id,
@@ -1017,19 +1017,17 @@ impl ModeRun for Switch {
             .map(|a| package_name(&a.package_id))
             .collect();
         self.info.fresh_packages = fresh.into_iter().collect();
-        if let Some(file) = self.switched.keys().next() {
-            let owner = owning_package(&self.packages, &sroot.join(file));
-            let rebuilt = build
-                .artifacts
-                .iter()
-                .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id));
-            if build.success && !rebuilt {
+        // Every switched file must be compiled into a target the tests run, as rebuild mode
+        // checks for each mutation (`check_rebuilt`).
+        for (file, fns) in &self.switched {
+            if !build.success {
+                break;
+            }
+            if let Some(why) = stale_detail(&build, &self.packages, &sroot, &sroot.join(file)) {
+                let ids: Vec<&str> = fns.values().flatten().map(|&i| self.id(i)).collect();
                 return Err(refuse(
                     RefusalKind::StaleBuild,
-                    format!(
-                        "cargo reports the package fresh after the switched {} was written",
-                        file.display()
-                    ),
+                    format!("mutation {}: {why}", ids.join(", ")),
                 ));
             }
         }
@@ -1120,7 +1118,13 @@ impl ModeRun for Switch {
         let dst = self.scratch.root.join(&mu.pm.rel_path);
         self.fallback = Some((dst.clone(), mu.pm.original.clone()));
         write_file(&dst, &mu.pm.mutated)?;
-        rebuilt(self.cargo(None).build()?, &self.packages, &dst, mu)
+        rebuilt(
+            self.cargo(None).build()?,
+            &self.packages,
+            &self.scratch.root,
+            &dst,
+            mu,
+        )
     }
 
     fn test_mutant(
