@@ -50,7 +50,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::batch::{Batch, Done, Finish, Piece, SeqSpec, Sink};
-use crate::chat::{ChatTemplate, Message, Role};
+use crate::chat::{self, ChatTemplate};
 use crate::kernels::sample::SamplerConfig;
 use crate::runtime::{Engine, EngineError, EngineOptions, Flow, GenerateRequest, Prompt};
 use crate::scheduler::{Admission, AdmissionError, ReservationId, Submitted};
@@ -352,21 +352,23 @@ enum Kind {
     Chat,
 }
 
+/// The start of a generation handler: the loaded app, the body parsed as `R` and checked
+/// by `check`; a refusal (loading, draining, bad body, unsupported field) is the response.
+fn accept<R: for<'de> Deserialize<'de>, T>(
+    s: &Shared,
+    body: Result<Bytes, BytesRejection>,
+    check: impl FnOnce(R) -> Result<T, Unsupported>,
+) -> Result<(Arc<App>, T), Response> {
+    let app = s.ready()?;
+    let req: R = parse(body).inspect_err(|_| s.metrics.refused("bad_request"))?;
+    let checked = check(req).map_err(|u| unsupported(s, u))?;
+    Ok((app, checked))
+}
+
 async fn completions(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let app = match s.ready() {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let req: CompletionRequest = match parse(body) {
-        Ok(r) => r,
-        Err(r) => {
-            s.metrics.refused("bad_request");
-            return r;
-        }
-    };
-    let (prompt, common) = match req.check() {
+    let (app, (prompt, common)) = match accept(&s, body, CompletionRequest::check) {
         Ok(x) => x,
-        Err(u) => return unsupported(&s, u),
+        Err(r) => return r,
     };
     let prompt = match prompt {
         CompletionPrompt::Text(t) => Prompt::Text(t),
@@ -381,36 +383,18 @@ async fn chat_completions(
     State(s): State<Shared>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let app = match s.ready() {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let req: ChatRequest = match parse(body) {
-        Ok(r) => r,
-        Err(r) => {
-            s.metrics.refused("bad_request");
-            return r;
-        }
-    };
-    let (turns, common) = match req.check() {
+    let (app, (turns, common)) = match accept(&s, body, ChatRequest::check) {
         Ok(x) => x,
-        Err(u) => return unsupported(&s, u),
+        Err(r) => return r,
     };
     let Some(template) = &app.template else {
         return bad_request(Some("messages"), "this model has no chat template");
     };
-    let messages: Vec<Message> = turns
-        .into_iter()
-        .map(|t| {
-            let role = match t.role.as_str() {
-                "system" => Role::System,
-                "assistant" => Role::Assistant,
-                _ => Role::User,
-            };
-            Message::new(role, t.content)
-        })
-        .collect();
-    let text = match template.render(&messages, true) {
+    let request = chat::ChatRequest {
+        messages: minijinja::Value::from_serialize(&turns),
+        ..chat::ChatRequest::new(&[], true)
+    };
+    let text = match template.render_request(&request) {
         Ok(t) => t,
         Err(e) => return bad_request(Some("messages"), e.to_string()),
     };
