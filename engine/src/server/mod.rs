@@ -290,35 +290,47 @@ struct TokenizeBody {
     with_pieces: Option<bool>,
 }
 
-async fn tokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+/// A tokenizer endpoint: the loaded app's tokenizer and the body parsed as `B`, handed to
+/// `answer`; loading, draining, a bad body or a model without tokenizer is the response.
+fn with_tokenizer<B: for<'de> Deserialize<'de>>(
+    s: &Shared,
+    body: Result<Bytes, BytesRejection>,
+    answer: impl FnOnce(&crate::tokenizer::Tokenizer, B) -> Response,
+) -> Response {
     let app = match s.ready() {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let b: TokenizeBody = match parse(body) {
+    let b: B = match parse(body) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Some(tok) = app.engine.tokenizer() else {
-        return bad_request(None, "this model has no tokenizer");
-    };
-    let mut ids = match tok.encode(&b.content) {
-        Ok(ids) => ids,
-        Err(e) => return bad_request(Some("content"), e.to_string()),
-    };
-    if b.add_special == Some(true)
-        && let Some(bos) = tok.bos()
-    {
-        ids.insert(0, bos);
+    match app.engine.tokenizer() {
+        Some(tok) => answer(tok, b),
+        None => bad_request(None, "this model has no tokenizer"),
     }
-    if b.with_pieces == Some(true) {
-        let tokens: Vec<Value> = ids
-            .iter()
-            .map(|&id| json!({"id": id, "piece": tok.token_to_piece(id).unwrap_or_default()}))
-            .collect();
-        return axum::Json(json!({"tokens": tokens})).into_response();
-    }
-    axum::Json(json!({"tokens": ids})).into_response()
+}
+
+async fn tokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+    with_tokenizer(&s, body, |tok, b: TokenizeBody| {
+        let mut ids = match tok.encode(&b.content) {
+            Ok(ids) => ids,
+            Err(e) => return bad_request(Some("content"), e.to_string()),
+        };
+        if b.add_special == Some(true)
+            && let Some(bos) = tok.bos()
+        {
+            ids.insert(0, bos);
+        }
+        if b.with_pieces == Some(true) {
+            let tokens: Vec<Value> = ids
+                .iter()
+                .map(|&id| json!({"id": id, "piece": tok.token_to_piece(id).unwrap_or_default()}))
+                .collect();
+            return axum::Json(json!({"tokens": tokens})).into_response();
+        }
+        axum::Json(json!({"tokens": ids})).into_response()
+    })
 }
 
 #[derive(Deserialize)]
@@ -328,21 +340,12 @@ struct DetokenizeBody {
 }
 
 async fn detokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let app = match s.ready() {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let b: DetokenizeBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let Some(tok) = app.engine.tokenizer() else {
-        return bad_request(None, "this model has no tokenizer");
-    };
-    match tok.decode(&b.tokens) {
-        Ok(content) => axum::Json(json!({"content": content})).into_response(),
-        Err(e) => bad_request(Some("tokens"), e.to_string()),
-    }
+    with_tokenizer(&s, body, |tok, b: DetokenizeBody| {
+        match tok.decode(&b.tokens) {
+            Ok(content) => axum::Json(json!({"content": content})).into_response(),
+            Err(e) => bad_request(Some("tokens"), e.to_string()),
+        }
+    })
 }
 
 /// Which endpoint a generation answers.
