@@ -1,6 +1,6 @@
 //! Faults injected at known points of a battery run on a private copy of the sample
 //! workspace: files created by someone else while the tests run, a SIGKILL after a test
-//! wrote a file, a signal to the harness and its test processes at once, a `lock run`
+//! wrote a file (its cargo dies with the harness), a signal to the harness and its test processes at once, a `lock run`
 //! killed while its command runs, a target directory among the tree's files, closed output
 //! streams, and the smaller refusals (a mutation under `.git`, a misspelt feature, LOCKED).
 //!
@@ -156,6 +156,35 @@ fn restore_after_sigkill_removes_exactly_the_files_the_tests_created() {
     let again = sb.run(&["restore"]);
     again.expect_code(0);
     assert!(!again.stderr.contains("removed"), "{}", again.stderr);
+}
+
+#[test]
+fn cargo_dies_with_a_killed_harness_and_the_next_command_kills_its_tests() {
+    let sb = Sandbox::new();
+    let dir = pause_here(&sb);
+    let cat = sb.catalog.to_str().unwrap();
+    let (mut child, rx) = sb.spawn(&["battery", cat, "--only", "add-subtracts"]);
+    let test_pid = wait_paused(&dir, &mut child, &rx);
+    // cargo, the harness's own child, leads the group the test binary runs in.
+    let cargo = pgid_of(test_pid) as u32;
+    assert_ne!(cargo, test_pid);
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    child.wait().unwrap();
+    // The direct child goes with the harness at once, not only once a later command
+    // reaps its recorded group (it would otherwise wait for its paused test for ever).
+    let start = Instant::now();
+    while alive(cargo) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "cargo (pid {cargo}) outlived the killed harness"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(alive(test_pid), "the test binary is left to the record");
+    sb.run(&["restore"])
+        .expect_code(0)
+        .stderr_has(&format!("killed process group {cargo}"));
+    wait_gone(test_pid);
 }
 
 #[test]

@@ -176,6 +176,9 @@ impl Runner {
         if let Some(d) = &self.dir {
             c.current_dir(d);
         }
+        if self.state_dir.is_some() {
+            die_with_parent(&mut c);
+        }
         if let Some(mask) = self.umask {
             // SAFETY: umask(2) is async-signal-safe and cannot fail.
             unsafe {
@@ -366,6 +369,34 @@ impl Readers {
         };
         (join(self.out), join(self.err))
     }
+}
+
+/// Makes a recorded child die with the harness (Linux `PR_SET_PDEATHSIG`, SIGKILL): if the
+/// harness is killed between starting the child and writing its record (the record is what
+/// lets the next command kill a killed run's processes, see
+/// [`crate::process::reap_orphans`]), the child would otherwise run on unrecorded, holding
+/// the inherited host lock. A child whose parent is already gone when the setting takes
+/// effect exits at once. Grandchildren are left to the record; commands meant to outlive
+/// the harness (`lock run`) are not recorded and do not get this.
+fn die_with_parent(c: &mut Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: prctl(2), getppid(2) and _exit(2) are async-signal-safe.
+        unsafe {
+            c.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = c;
 }
 
 #[cfg(test)]
