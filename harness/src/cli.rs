@@ -116,6 +116,12 @@ pub enum Command {
     /// run the batteries, and write one pull-request report to `reports/gate/`.
     #[command(after_help = GATE_EXIT_CODES)]
     Gate(crate::gate::GateArgs),
+    /// Join the reports of a battery's shards (`battery --shard K/N`) into the report the
+    /// unsharded run writes. Each DIR is one shard's `--reports` folder (holding
+    /// `<catalog>/battery.json`). Refuses (exit 2) missing, duplicate or foreign shards,
+    /// shards balanced by different timings and shards that did not complete; otherwise
+    /// exits as the unsharded battery would (0 all MET, 1 weak).
+    Merge(MergeArgs),
     /// The host lock.
     Lock {
         /// Lock subcommand.
@@ -154,8 +160,17 @@ pub struct BatteryArgs {
     #[arg(required = true)]
     pub catalogs: Vec<PathBuf>,
     /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    #[arg(long, value_delimiter = ',', value_name = "IDS", conflicts_with = "shard")]
     pub only: Option<Vec<String>>,
+    /// Run shard K of N (1-based): a deterministic part of each catalog's mutations, dealt
+    /// in catalog order, or balanced by `--timings`. The report carries a manifest that
+    /// `harness merge` checks; UNFALSIFIED is computed by the merge.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::battery::shard::ShardSpec>,
+    /// Balance the shards by the per-mutation seconds of an earlier `battery.json` (every
+    /// shard must be given the same file).
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    pub timings: Option<PathBuf>,
     /// The host lock.
     #[command(flatten)]
     pub lock: LockArgs,
@@ -168,6 +183,17 @@ pub struct BatteryArgs {
     /// the scratch copy. Both give the same verdicts and kill matrix.
     #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
     pub mode: Mode,
+}
+
+/// Arguments of `harness merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The shards' report folders.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where the merged `<catalog>/` folders go.
+    #[arg(long, value_name = "OUT")]
+    pub reports: PathBuf,
 }
 
 /// Arguments of `harness mutants`.
@@ -261,6 +287,7 @@ pub fn run(cli: Cli) -> i32 {
         Command::Mutants(args) => run_mutants(&state, &args),
         Command::List { catalog } => list(&catalog),
         Command::Battery(args) => run_battery(&state, &args),
+        Command::Merge(args) => run_merge(&args),
         Command::Gate(args) => run_gate(&state, &args),
         Command::Lock {
             command: LockCommand::Run { lock, command },
@@ -437,10 +464,22 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
         Ok(x) => x,
         Err(code) => return code,
     };
+    let shard = match (args.shard, &args.timings) {
+        (None, _) => None,
+        (Some(spec), None) => Some(battery::shard::Shard::by_order(spec)),
+        (Some(spec), Some(path)) => match battery::shard::Shard::with_timings(spec, path) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return EXIT_REFUSED;
+            }
+        },
+    };
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
         reports_root: args.reports.reports.clone(),
         only: args.only.clone(),
+        shard,
         lock: lock_note,
     };
     let mut code = ExitCode::AllMet;
@@ -476,6 +515,26 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
     }
     drop(hold);
     code.code()
+}
+
+fn run_merge(args: &MergeArgs) -> i32 {
+    match battery::merge::merge(&args.dirs, &args.reports) {
+        Ok(merged) => {
+            let mut code = ExitCode::AllMet;
+            for m in merged {
+                print!("{}", report::table(&m.report));
+                for w in &m.written {
+                    println!("report: {}", w.display());
+                }
+                code = code.worst(ExitCode::of(m.report.exit_code));
+            }
+            code.code()
+        }
+        Err(e) => {
+            eprintln!("harness: merge: {e}");
+            EXIT_REFUSED
+        }
+    }
 }
 
 /// Takes the host lock for a battery or gate (running under an ancestor's hold); on
@@ -729,6 +788,8 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         &BatteryArgs {
             catalogs: vec![path],
             only: None,
+            shard: None,
+            timings: None,
             lock: args.lock.clone(),
             reports: args.reports.clone(),
             mode: args.mode,

@@ -9,12 +9,15 @@
 
 pub mod catalog;
 pub mod diagnostics;
+pub mod html;
 pub mod lints;
+pub mod merge;
 pub mod rebuild;
 pub mod refusal;
 pub mod report;
 pub mod run;
 pub mod scratch;
+pub mod shard;
 pub mod switch;
 pub mod verdict;
 pub mod workspace;
@@ -52,6 +55,9 @@ pub struct Options {
     pub reports_root: Option<PathBuf>,
     /// Run only these mutation ids.
     pub only: Option<Vec<String>>,
+    /// Run only this shard's part of the catalog (`--shard K/N`); UNFALSIFIED is then
+    /// computed by `harness merge`, not here.
+    pub shard: Option<shard::Shard>,
     /// How the host lock is held, for the report.
     pub lock: String,
 }
@@ -141,6 +147,9 @@ pub fn run_mode(
     });
     let stop = run.go(mode.as_mut()).err();
     let mut report = assemble(&catalog, opts, &run, stop);
+    if let Some(s) = &opts.shard {
+        report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
+    }
     report.started_unix = started_unix;
     report.wall_seconds = started.elapsed().as_secs_f64();
     let dir = report::report_dir(&reports_root, &catalog.name);
@@ -150,6 +159,29 @@ pub fn run_mode(
     })?;
     written.extend(mode.write_reports(&dir, &run.overheads)?);
     Ok(RunResult { report, written })
+}
+
+/// The manifest of a shard's report: the catalog's bytes, the tree, the partition.
+fn shard_manifest(
+    catalog: &Catalog,
+    s: &shard::Shard,
+    run: &Run<'_>,
+    report: &BatteryReport,
+) -> Result<shard::ShardManifest, BatteryError> {
+    let bytes = std::fs::read(&catalog.path).map_err(|source| BatteryError::Reports {
+        path: catalog.path.clone(),
+        source,
+    })?;
+    let all = catalog.mutation_ids();
+    Ok(shard::ShardManifest {
+        k: s.spec.k,
+        n: s.spec.n,
+        catalog_sha256: workspace::sha256_hex(&bytes),
+        tree_fingerprint: run.start_fingerprint().unwrap_or_default(),
+        timings: s.source.clone(),
+        mutations: report.mutations.iter().map(|m| m.id.clone()).collect(),
+        catalog_mutations: all,
+    })
 }
 
 /// `--only` must name ids the catalog has.
@@ -195,8 +227,8 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         .map(|(m, o)| (m.id.clone(), o.as_ref()))
         .collect();
     let kill_matrix = KillMatrix::build(&catalog.spec.tests, &cols);
-    let unfalsified =
-        (status == Status::Complete && opts.only.is_none()).then(|| kill_matrix.unfalsified());
+    let unfalsified = (status == Status::Complete && opts.only.is_none() && opts.shard.is_none())
+        .then(|| kill_matrix.unfalsified());
     let summary = Summary::of(&mutations, unfalsified.as_ref());
     let exit_code = match status {
         Status::Interrupted => ExitCode::Interrupted,
@@ -220,6 +252,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         status,
         refusal,
         only: opts.only.clone(),
+        shard: None,
         lock: opts.lock.clone(),
         started_unix: 0,
         wall_seconds: 0.0,

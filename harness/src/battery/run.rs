@@ -229,10 +229,11 @@ impl<'a> Run<'a> {
         let start = workspace::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
         let only = self.sh.opts.only.as_ref();
+        let shard = self.sh.opts.shard.as_ref().map(|s| s.select(&c.mutation_ids()));
         self.selected = (0..self.prepared.len())
             .filter(|&k| {
                 let id = &c.spec.mutations[self.prepared[k].index].id;
-                only.is_none_or(|o| o.contains(id))
+                only.is_none_or(|o| o.contains(id)) && shard.as_ref().is_none_or(|s| s.contains(id))
             })
             .collect();
         mode.open(&self.sh, &start)?;
@@ -379,6 +380,11 @@ impl<'a> Run<'a> {
 
     /// The reports of the mutations that ran, in catalog order, and the kill matrix's
     /// columns (outcomes; `None` for UNVIABLE).
+    /// The tree's fingerprint at the start of the run (`None` before the opening scan).
+    pub fn start_fingerprint(&self) -> Option<String> {
+        self.start.as_ref().map(TreeScan::fingerprint)
+    }
+
     pub fn mutation_reports(&self) -> Vec<(MutationReport, Option<BTreeMap<String, Outcome>>)> {
         let c = self.sh.catalog;
         self.selected

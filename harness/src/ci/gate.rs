@@ -481,6 +481,7 @@ pub fn run(
             state_dir: state.to_path_buf(),
             reports_root: Some(reports_root.clone()),
             only: args.only.clone(),
+            shard: None,
             lock: lock.to_string(),
         };
         for c in &catalogs {
