@@ -3,7 +3,10 @@
 //! Retry-After, cancellation on disconnect), the OpenAI shapes, the continuous batch
 //! (output in a batch equals output alone) and SIGTERM.
 
-mod serve {
+/// Every test here is listed by the admission battery (`mutations/admission.toml`), which
+/// selects them by the module name `admission::`; a test no mutation of that catalog reaches
+/// belongs in another module.
+mod admission {
     use std::io::{BufRead, BufReader};
     use std::net::SocketAddr;
     use std::process::{Child, Command, Stdio};
@@ -168,7 +171,7 @@ mod serve {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    pub(crate) async fn http_never_fits_is_400_with_byte_arithmetic_and_levers() {
+    async fn http_never_fits_is_400_with_byte_arithmetic_and_levers() {
         let s = Server::start(config(64)).await;
         // A prompt of 100 tokens cannot fit 64 tokens' worth of bytes, even with one new token.
         let r = s
@@ -201,7 +204,7 @@ mod serve {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    pub(crate) async fn http_queue_full_is_429_with_retry_after_and_queued_request_completes() {
+    async fn http_queue_full_is_429_with_retry_after_and_queued_request_completes() {
         // One request fits at a time; one may wait.
         let s = Server::start(ServerConfig {
             max_running: 1,
@@ -252,7 +255,7 @@ mod serve {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    pub(crate) async fn http_disconnect_cancels_and_releases_the_reservation() {
+    async fn http_disconnect_cancels_and_releases_the_reservation() {
         let s = Server::start(ServerConfig {
             step_interval: Duration::from_millis(50),
             ..config(256)
@@ -316,15 +319,26 @@ mod serve {
             assert_eq!(e["error"]["param"], field, "{e}");
             assert!(e["error"]["message"].as_str().unwrap().contains(field));
         }
-        let r = s
-            .post(
-                "/v1/chat/completions",
-                json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
-            )
-            .await;
-        assert_eq!(r.status(), 400);
-        let e: Value = r.json().await.unwrap();
-        assert_eq!(e["error"]["param"], "messages[0].role");
+        for (message, field) in [
+            (
+                json!({"role": "function", "content": "x"}),
+                "messages[0].role",
+            ),
+            (
+                json!({"role": "tool", "content": "x"}),
+                "messages[0].tool_call_id",
+            ),
+        ] {
+            let r = s
+                .post(
+                    "/v1/chat/completions",
+                    json!({"model": "m", "messages": [message]}),
+                )
+                .await;
+            assert_eq!(r.status(), 400);
+            let e: Value = r.json().await.unwrap();
+            assert_eq!(e["error"]["param"], field, "{e}");
+        }
         let big = json!({"model": "m", "prompt": "x".repeat(4096)});
         assert_eq!(s.post("/v1/completions", big).await.status(), 413);
         s.stop().await;
@@ -394,7 +408,7 @@ mod serve {
 
     /// Greedy output of several requests running together equals each run alone, over HTTP.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    pub(crate) async fn http_batch_output_equals_alone() {
+    async fn http_batch_output_equals_alone() {
         let s = Server::start(ServerConfig {
             step_interval: Duration::from_millis(5),
             ..config(1024)
@@ -453,7 +467,7 @@ mod serve {
     /// Every step of a batch computes one token for every running sequence, and each
     /// sequence's greedy tokens equal its tokens alone (prefill chunked, joins staggered).
     #[test]
-    pub(crate) fn batch_step_output_equals_alone() {
+    fn batch_step_output_equals_alone() {
         let engine = Engine::load_gguf(
             MODEL,
             EngineOptions {
@@ -602,31 +616,5 @@ mod serve {
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert!(status.success(), "{status:?}");
-    }
-}
-
-/// The tests the admission battery lists (`mutations/admission.toml`), by the names it selects
-/// with `admission::`; the rest of the HTTP contract runs in `serve` only, since no mutation
-/// of that catalog reaches it.
-mod admission {
-    #[test]
-    fn http_never_fits_is_400_with_byte_arithmetic_and_levers() {
-        super::serve::http_never_fits_is_400_with_byte_arithmetic_and_levers();
-    }
-    #[test]
-    fn http_queue_full_is_429_with_retry_after_and_queued_request_completes() {
-        super::serve::http_queue_full_is_429_with_retry_after_and_queued_request_completes();
-    }
-    #[test]
-    fn http_disconnect_cancels_and_releases_the_reservation() {
-        super::serve::http_disconnect_cancels_and_releases_the_reservation();
-    }
-    #[test]
-    fn http_batch_output_equals_alone() {
-        super::serve::http_batch_output_equals_alone();
-    }
-    #[test]
-    fn batch_step_output_equals_alone() {
-        super::serve::batch_step_output_equals_alone();
     }
 }

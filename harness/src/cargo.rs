@@ -65,16 +65,21 @@ pub struct PackageMeta {
     pub test_targets: Vec<String>,
     /// Whether it has a library target.
     pub has_lib: bool,
+    /// The features it declares (`[features]`, and the implicit feature of each optional
+    /// dependency), as `cargo metadata` lists them.
+    pub features: Vec<String>,
 }
 
 impl PackageMeta {
     /// Checks that `package` exists among `packages` with the test targets (and library)
-    /// the catalog names; the error says what is missing and what exists.
+    /// and the features the catalog names; the error says what is missing and what exists.
+    /// A feature of a dependency (`dep/feature`) is cargo's to check.
     pub fn check_targets(
         packages: &[PackageMeta],
         package: &str,
         test_targets: &[String],
         lib: bool,
+        features: &[String],
     ) -> Result<(), String> {
         let Some(p) = packages.iter().find(|p| p.name == package) else {
             let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
@@ -96,6 +101,21 @@ impl PackageMeta {
                 "package {package} has no library target, but lib_tests = true"
             ));
         }
+        for f in features.iter().flat_map(|f| f.split([',', ' '])) {
+            if f.is_empty()
+                || f.contains('/')
+                || f == "default"
+                || p.features.iter().any(|x| x == f)
+            {
+                continue;
+            }
+            let have = if p.features.is_empty() {
+                "it declares none".to_string()
+            } else {
+                format!("it has: {}", p.features.join(", "))
+            };
+            return Err(format!("package {package} has no feature {f:?} ({have})"));
+        }
         Ok(())
     }
 }
@@ -107,8 +127,82 @@ pub struct Artifact {
     pub package_id: String,
     /// Target name.
     pub target: String,
+    /// The target's kinds (`lib`, `bin`, `test`, `custom-build`, ...).
+    pub kind: Vec<String>,
     /// Whether cargo reused the artifact without compiling.
     pub fresh: bool,
+    /// The files cargo produced for it (`filenames`: the rlib and rmeta of a library, the
+    /// executable of a test or binary).
+    pub filenames: Vec<PathBuf>,
+}
+
+impl Artifact {
+    /// The source files rustc compiled into this artifact, from the dep-info file beside
+    /// one of its `filenames` (`deps/NAME-HASH.d` for `deps/libNAME-HASH.rlib` or
+    /// `deps/NAME-HASH`; `NAME.d` for an uplifted `NAME`); relative paths are resolved
+    /// against `root` (the workspace root: rustc runs there for workspace members). `None`
+    /// when no dep-info file is found.
+    pub fn sources(&self, root: &Path) -> Option<Vec<PathBuf>> {
+        self.filenames.iter().find_map(|f| {
+            let dir = f.parent()?;
+            let stem = f.file_stem()?.to_string_lossy().into_owned();
+            let mut names = vec![stem.clone()];
+            if let Some(s) = stem.strip_prefix("lib") {
+                names.push(s.to_string());
+            }
+            names.iter().find_map(|n| {
+                let text = std::fs::read_to_string(dir.join(format!("{n}.d"))).ok()?;
+                Some(
+                    parse_dep_info(&text)
+                        .into_iter()
+                        .map(|p| root.join(p))
+                        .collect(),
+                )
+            })
+        })
+    }
+}
+
+/// The prerequisites of a Makefile-style dep-info file as rustc and cargo write it
+/// (`TARGET: DEP DEP...` lines, a space inside a path escaped as `\ `, `# env-dep:` comment
+/// lines, and one `DEP:` line per prerequisite), in order of first appearance.
+pub fn parse_dep_info(text: &str) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        // The separator is the first `: ` (or a trailing `:`) not escaped.
+        let Some(at) = line
+            .find(": ")
+            .or_else(|| line.strip_suffix(':').map(str::len))
+        else {
+            continue;
+        };
+        let rhs = line[at + 1..].trim_start();
+        let mut cur = String::new();
+        let mut chars = rhs.chars().peekable();
+        let flush = |cur: &mut String, out: &mut Vec<PathBuf>| {
+            if !cur.is_empty() {
+                let p = PathBuf::from(std::mem::take(cur));
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        };
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    cur.push(' ');
+                    chars.next();
+                }
+                ' ' => flush(&mut cur, &mut out),
+                c => cur.push(c),
+            }
+        }
+        flush(&mut cur, &mut out);
+    }
+    out
 }
 
 /// Result of `cargo test --no-run --message-format=json`.
@@ -136,9 +230,12 @@ pub enum Outcome {
     Ignored,
     /// No result line: the run timed out before the test finished.
     Unfinished,
-    /// No result line although the run ended: the test binary died (crash, abort) or the
-    /// test does not exist.
+    /// No result line although the run ended, and a test binary of the run stopped before
+    /// its `test result:` summary (crash, abort, exit): the test may have been in it.
     NoResult,
+    /// No result line although every test binary of the run reported its summary: the
+    /// test does not exist (for example renamed away or compiled out by a mutation).
+    Missing,
 }
 
 /// Result of one test run.
@@ -154,6 +251,11 @@ pub struct TestRun {
     pub success: bool,
     /// Last lines of cargo's standard error (for crashed binaries).
     pub stderr_tail: String,
+    /// The test binaries that stopped before their `test result:` summary, each named by
+    /// its source with its exit status or signal as cargo reports it (`tests/one.rs (signal:
+    /// 6, SIGABRT: process abort signal)`, see [`dead_binaries`]); empty when every binary of
+    /// the run reported its summary.
+    pub died: Vec<String>,
     /// Wall seconds.
     pub seconds: f64,
 }
@@ -248,17 +350,19 @@ impl CargoCmd {
     /// output and wall seconds; a failing exit status is the caller's to read.
     pub fn run_args(&self, args: &[String]) -> Result<(Output, f64), CargoError> {
         let args: Vec<OsString> = args.iter().map(OsString::from).collect();
-        let (out, _, seconds) = self.exec(&args, None)?;
+        let (out, _, seconds) = self.exec(&args, None, false)?;
         Ok((out, seconds))
     }
 
     /// Runs cargo with `args` through the one child runner ([`Runner`]: its own process
     /// group, recorded in the state directory, killed at `timeout` or on interruption).
-    /// Returns (output, timed_out, seconds).
+    /// With `mark`, the child runs under [`crate::workspace::RUN_UMASK`] (the test runs: what
+    /// they create in the tree is recognised as theirs). Returns (output, timed_out, seconds).
     fn exec(
         &self,
         args: &[OsString],
         timeout: Option<Duration>,
+        mark: bool,
     ) -> Result<(Output, bool, f64), CargoError> {
         let mut runner = Runner::new(&self.cargo)
             .args(args)
@@ -269,6 +373,7 @@ impl CargoCmd {
             .env("RUST_BACKTRACE", "0")
             .env_remove("CARGO_TARGET_DIR")
             .timeout(timeout)
+            .umask(mark.then_some(crate::workspace::RUN_UMASK))
             .state_dir(self.state_dir.as_deref());
         for (k, v) in &self.env {
             runner = runner.env(k, v);
@@ -295,7 +400,7 @@ impl CargoCmd {
             "--manifest-path".into(),
             self.manifest().into(),
         ];
-        let (out, _, _) = self.exec(&args, None)?;
+        let (out, _, _) = self.exec(&args, None, false)?;
         let command = self.render(&args);
         if !out.status.success() {
             return Err(CargoError::Failed {
@@ -314,6 +419,8 @@ impl CargoCmd {
             name: String,
             manifest_path: PathBuf,
             targets: Vec<Target>,
+            #[serde(default)]
+            features: BTreeMap<String, serde_json::Value>,
         }
         #[derive(Deserialize)]
         struct Target {
@@ -338,6 +445,7 @@ impl CargoCmd {
                     .targets
                     .iter()
                     .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
+                features: p.features.into_keys().collect(),
                 id: p.id,
                 name: p.name,
                 dir: p
@@ -354,7 +462,7 @@ impl CargoCmd {
         let mut args = self.test_args();
         args.push("--no-run".into());
         args.push("--message-format=json".into());
-        let (out, _, seconds) = self.exec(&args, None)?;
+        let (out, _, seconds) = self.exec(&args, None, false)?;
         let (artifacts, first_error) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
         let success = out.status.success();
         let first_error = if success {
@@ -375,7 +483,7 @@ impl CargoCmd {
         let mut args = self.test_args();
         args.push("--".into());
         args.push("--list".into());
-        let (out, _, _) = self.exec(&args, None)?;
+        let (out, _, _) = self.exec(&args, None, false)?;
         if !out.status.success() {
             return Err(CargoError::Failed {
                 command: self.render(&args),
@@ -389,22 +497,29 @@ impl CargoCmd {
     }
 
     /// Runs exactly `tests` in one invocation (`--no-fail-fast -- --exact NAMES...`),
-    /// killed after `timeout`.
+    /// killed after `timeout`, under [`crate::workspace::RUN_UMASK`].
     pub fn run(&self, tests: &[String], timeout: Option<Duration>) -> Result<TestRun, CargoError> {
         let mut args = self.test_args();
         args.push("--no-fail-fast".into());
         args.push("--".into());
         args.push("--exact".into());
         args.extend(tests.iter().map(OsString::from));
-        let (out, timed_out, seconds) = self.exec(&args, timeout)?;
+        let (out, timed_out, seconds) = self.exec(&args, timeout, true)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
         let parsed = crate::libtest::parse_transcript(&stdout);
+        let died = if timed_out {
+            Vec::new()
+        } else {
+            dead_binaries(&stderr, &parsed.blocks)
+        };
         let mut outcomes = BTreeMap::new();
         let mut messages = BTreeMap::new();
         for t in tests {
             let o = match parsed.results.get(t) {
                 Some(o) => Outcome::from(*o),
                 None if timed_out => Outcome::Unfinished,
+                None if died.is_empty() => Outcome::Missing,
                 None => Outcome::NoResult,
             };
             if o == Outcome::Failed {
@@ -420,10 +535,61 @@ impl CargoCmd {
             messages,
             timed_out,
             success: out.status.success(),
-            stderr_tail: tail(&String::from_utf8_lossy(&out.stderr), 20),
+            stderr_tail: tail(&stderr, 20),
+            died,
             seconds,
         })
     }
+}
+
+/// The test binaries of a finished `cargo test` run that stopped before their summary line.
+/// `stderr` is cargo's standard error: one `Running SRC (PATH)` line per test binary started,
+/// in the order they ran, and `process didn't exit successfully: `PATH ARGS...` (STATUS)` for
+/// each binary that exited non-zero. `blocks` is, per `running N tests` block of libtest's
+/// standard output (same order), whether its `test result:` summary followed
+/// ([`crate::libtest::Transcript::blocks`]). Each entry names the binary by its source
+/// (`tests/one.rs`) and gives its exit status or signal as cargo reports it (`signal: 6,
+/// SIGABRT: process abort signal`), or "exited before its summary line" when cargo reports
+/// none (a test calling `std::process::exit(0)`). Empty when every binary printed its summary.
+pub fn dead_binaries(stderr: &str, blocks: &[bool]) -> Vec<String> {
+    let mut started: Vec<(String, String)> = Vec::new();
+    let mut status_of: BTreeMap<String, String> = BTreeMap::new();
+    let file_name = |p: &str| {
+        Path::new(p)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.to_string())
+    };
+    for line in stderr.lines() {
+        let t = line.trim();
+        if let Some(rest) = t.strip_prefix("Running ") {
+            // `Running tests/one.rs (target/debug/deps/one-HASH)`
+            let (src, path) = rest
+                .rsplit_once(" (")
+                .map(|(s, p)| (s, p.strip_suffix(')').unwrap_or(p)))
+                .unwrap_or((rest, rest));
+            started.push((src.to_string(), file_name(path)));
+        } else if let Some((_, rest)) = t.split_once("process didn't exit successfully: `")
+            && let Some((cmd, status)) = rest.rsplit_once("` (")
+        {
+            let status = status.strip_suffix(')').unwrap_or(status);
+            let bin = cmd.split(' ').next().unwrap_or(cmd);
+            status_of.insert(file_name(bin), status.to_string());
+        }
+    }
+    let n = started.len().max(blocks.len());
+    (0..n)
+        .filter(|&k| !blocks.get(k).copied().unwrap_or(false))
+        .map(|k| match started.get(k) {
+            Some((src, bin)) => format!(
+                "{src} ({})",
+                status_of
+                    .get(bin)
+                    .map_or("exited before its summary line", String::as_str)
+            ),
+            None => "a test binary (exited before its summary line)".to_string(),
+        })
+        .collect()
 }
 
 /// Artifacts and the first rendered compiler error from cargo's JSON message stream
@@ -436,11 +602,27 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
             continue;
         };
         match v["reason"].as_str() {
-            Some("compiler-artifact") => artifacts.push(Artifact {
-                package_id: v["package_id"].as_str().unwrap_or_default().to_string(),
-                target: v["target"]["name"].as_str().unwrap_or_default().to_string(),
-                fresh: v["fresh"].as_bool().unwrap_or(false),
-            }),
+            Some("compiler-artifact") => {
+                let strings = |x: &serde_json::Value| -> Vec<String> {
+                    x.as_array()
+                        .map(|a| {
+                            a.iter()
+                                .filter_map(|s| s.as_str().map(str::to_string))
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                artifacts.push(Artifact {
+                    package_id: v["package_id"].as_str().unwrap_or_default().to_string(),
+                    target: v["target"]["name"].as_str().unwrap_or_default().to_string(),
+                    kind: strings(&v["target"]["kind"]),
+                    fresh: v["fresh"].as_bool().unwrap_or(false),
+                    filenames: strings(&v["filenames"])
+                        .into_iter()
+                        .map(PathBuf::from)
+                        .collect(),
+                })
+            }
             Some("compiler-message")
                 if first_error.is_none() && v["message"]["level"].as_str() == Some("error") =>
             {
@@ -476,5 +658,41 @@ mod tests {
         assert_eq!(a.len(), 1);
         assert!(a[0].fresh);
         assert_eq!(e.as_deref(), Some("error[E0308]: mismatched types"));
+    }
+
+    #[test]
+    fn dep_info_lists_the_sources_of_an_artifact() {
+        // As rustc writes `deps/NAME-HASH.d` (the first line names every output).
+        let dir = tempfile::tempdir().unwrap();
+        let deps = dir.path().join("deps");
+        std::fs::create_dir_all(&deps).unwrap();
+        std::fs::write(
+            deps.join("faults-bd10.d"),
+            format!(
+                "{0}/faults-bd10.d: src/lib.rs src/my\\ mod.rs\n\n{0}/libfaults-bd10.rlib: src/lib.rs src/my\\ mod.rs\n\nsrc/lib.rs:\nsrc/my\\ mod.rs:\n\n# env-dep:CARGO_PKG_NAME=faults\n",
+                deps.display()
+            ),
+        )
+        .unwrap();
+        let a = Artifact {
+            package_id: "p".into(),
+            target: "faults".into(),
+            kind: vec!["lib".into()],
+            fresh: false,
+            filenames: vec![
+                deps.join("libfaults-bd10.rlib"),
+                deps.join("libfaults-bd10.rmeta"),
+            ],
+        };
+        let root = Path::new("/ws");
+        assert_eq!(
+            a.sources(root).unwrap(),
+            vec![root.join("src/lib.rs"), root.join("src/my mod.rs")]
+        );
+        let none = Artifact {
+            filenames: vec![deps.join("other-1")],
+            ..a
+        };
+        assert_eq!(none.sources(root), None);
     }
 }

@@ -23,17 +23,18 @@ Exit codes:
 
 Refusals (exit 2; the report's `refusal.kind`):
   CATALOG-DRIFT     the catalog no longer matches the tree (a find text absent or not
-                    occurring as stated, a duplicate id, a package or test target gone)
+                    occurring as stated, a duplicate id, a package, test target or
+                    feature gone, a mutated file under .git)
   FILTER-DRIFT      the listed tests and the target's tests under `select` differ
   BASELINE-RED      a listed test is not green without any mutation, or the unmutated
                     tree does not build
   FLAKY             the two baseline runs disagree
-  STALE-BUILD       cargo reports the mutated package fresh: it was not rebuilt
-  TREE-DIRTY        the tree differs from its starting state, or a file was edited while
-                    a mutation was applied to it
-  LOCKED            the host lock is held by someone else (see --wait)
-  SWITCH-UNREACHED  switch mode: the forced-fail control passed every listed test, so no
-                    listed test reaches the switched code
+  STALE-BUILD       the mutated file is in no target rebuilt for the tests (dep-info)
+  TREE-DIRTY        the tree differs from its starting state, a file was edited while a
+                    mutation was applied to it, or a file appeared while the tests ran
+                    that no process of the run created (kept, named)
+  LOCKED            the host lock is held by someone else (see --wait); the report is
+                    still written
   HARNESS-FAULT     the harness could not go on: cargo could not be run, a file could not
                     be read or written (named), a switched build failed outside every
                     mutated body
@@ -53,7 +54,7 @@ Exit codes:
   2    the instrument could not be trusted: the log cannot show which tests ran
        (`cargo test -q`: a catalog test UNKNOWN), a battery refusal (CATALOG-DRIFT,
        FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED,
-       SWITCH-UNREACHED, HARNESS-FAULT; see `harness battery --help`), a bad catalog,
+       HARNESS-FAULT; see `harness battery --help`), a bad catalog,
        catalogs of different workspaces, a test command that could not be started, or a
        harness fault
   130  interrupted by a signal (the tree was restored first)
@@ -130,7 +131,7 @@ pub enum Command {
     },
 }
 
-/// How a command takes the host lock (shared by `battery`, `mutants` and `lock run`).
+/// How a command takes the host lock (shared by `battery`, `gate`, `mutants` and `lock run`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct LockArgs {
     /// Wait for the host lock instead of refusing with LOCKED.
@@ -144,7 +145,7 @@ pub struct LockArgs {
     pub owner: Option<String>,
 }
 
-/// Where a command writes its reports (shared by `battery` and `mutants`).
+/// Where a command writes its reports (shared by `battery`, `gate` and `mutants`).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ReportsArgs {
     /// Directory under which the report directories are written (default:
@@ -153,14 +154,16 @@ pub struct ReportsArgs {
     pub reports: Option<PathBuf>,
 }
 
-/// Arguments of `harness battery`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct BatteryArgs {
-    /// Catalog files, run in order.
-    #[arg(required = true)]
-    pub catalogs: Vec<PathBuf>,
+/// How a battery runs (shared by `battery` and `gate`).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct BatteryRunArgs {
     /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
-    #[arg(long, value_delimiter = ',', value_name = "IDS", conflicts_with = "shard")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "IDS",
+        conflicts_with = "shard"
+    )]
     pub only: Option<Vec<String>>,
     /// Run shard K of N (1-based): a deterministic part of each catalog's mutations, dealt
     /// in catalog order, or balanced by `--timings`. The report carries a manifest that
@@ -171,18 +174,55 @@ pub struct BatteryArgs {
     /// shard must be given the same file).
     #[arg(long, value_name = "FILE", requires = "shard")]
     pub timings: Option<PathBuf>,
+    /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
+    /// compile every mutation that lies in one function body once, in a scratch copy,
+    /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
+    /// the scratch copy. Both give the same report, timings aside.
+    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
+    pub mode: Mode,
+}
+
+impl BatteryRunArgs {
+    /// The options of a battery run with host state in `state`, reports under `reports`
+    /// (default `<workspace>/reports`), the host lock held as `lock` says.
+    ///
+    /// Errors: the `--timings` file cannot be read or is not a battery report with timings.
+    pub fn options(
+        &self,
+        state: &Path,
+        reports: Option<PathBuf>,
+        lock: String,
+    ) -> Result<battery::Options, battery::shard::TimingsError> {
+        let shard = match (self.shard, &self.timings) {
+            (None, _) => None,
+            (Some(spec), None) => Some(battery::shard::Shard::by_order(spec)),
+            (Some(spec), Some(path)) => Some(battery::shard::Shard::with_timings(spec, path)?),
+        };
+        Ok(battery::Options {
+            state_dir: state.to_path_buf(),
+            reports_root: reports,
+            only: self.only.clone(),
+            shard,
+            lock,
+        })
+    }
+}
+
+/// Arguments of `harness battery`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BatteryArgs {
+    /// Catalog files, run in order.
+    #[arg(required = true)]
+    pub catalogs: Vec<PathBuf>,
+    /// How the batteries run.
+    #[command(flatten)]
+    pub run: BatteryRunArgs,
     /// The host lock.
     #[command(flatten)]
     pub lock: LockArgs,
     /// The reports.
     #[command(flatten)]
     pub reports: ReportsArgs,
-    /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
-    /// compile every mutation that lies in one function body once, in a scratch copy,
-    /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
-    /// the scratch copy. Both give the same verdicts and kill matrix.
-    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
-    pub mode: Mode,
 }
 
 /// Arguments of `harness merge`.
@@ -229,8 +269,10 @@ pub struct MutantsArgs {
     /// Run the generated mutants (`cargo mutants --list --json`) through the harness's own
     /// battery runner instead, with the first `--catalog`'s package, targets and test list:
     /// listed tests, per-test kill attribution, verified rebuilds, byte-identical restore
-    /// and the kill matrix. Generated mutants carry no expected killers (role `gap`), so the
-    /// exit code is 0 unless the battery refuses (2).
+    /// and the kill matrix. The mutants are reported in their own terms (caught with the
+    /// failing tests, missed, unviable, timeout, crashed, tests missing) in
+    /// `<reports>/mutants/`, the battery's reports beside them. Exit 0: no mutant missed;
+    /// 1: some mutant missed; 2: the battery refused or could not run; 130: interrupted.
     #[arg(long, requires = "catalog")]
     pub via_harness: bool,
     /// Battery mode for `--via-harness`.
@@ -316,7 +358,7 @@ fn recover(state: &Path) -> bool {
             "harness: killed process group {pgid} left running by a harness run that was killed"
         );
     }
-    match workspace::recover(state) {
+    let restored_ok = match workspace::recover(state) {
         Ok(list) => {
             let mut ok = true;
             for r in list {
@@ -345,7 +387,43 @@ fn recover(state: &Path) -> bool {
             eprintln!("harness: cannot recover from the restore journals: {e}");
             false
         }
-    }
+    };
+    let created_ok = match workspace::recover_created(state) {
+        Ok(list) => {
+            let mut ok = true;
+            for r in list {
+                let (root, pid) = (r.journal.root.display(), r.journal.owner.pid);
+                match r.result {
+                    Ok(settled) => {
+                        for f in &settled.removed {
+                            eprintln!(
+                                "harness: removed {}, created in {root} by the tests of an interrupted run (pid {pid})",
+                                f.display()
+                            );
+                        }
+                        for f in &settled.kept {
+                            eprintln!(
+                                "harness: kept {}: it appeared in {root} during an interrupted run (pid {pid}) but no process of the run created it",
+                                f.display()
+                            );
+                        }
+                    }
+                    Err(e) => {
+                        ok = false;
+                        eprintln!(
+                            "harness: cannot remove the files an interrupted run (pid {pid}) created in {root}: {e}"
+                        );
+                    }
+                }
+            }
+            ok
+        }
+        Err(e) => {
+            eprintln!("harness: cannot recover from the restore journals: {e}");
+            false
+        }
+    };
+    restored_ok && created_ok
 }
 
 fn report_catalog_error(e: &CatalogError) {
@@ -365,13 +443,19 @@ fn check(catalogs: &[PathBuf]) -> i32 {
                 eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
                 code = EXIT_REFUSED;
             }
-            Ok((c, p)) => println!(
-                "{}: ok ({} mutations, {} tests, workspace {})",
-                path.display(),
-                p.len(),
-                c.spec.tests.len(),
-                c.root.display()
-            ),
+            Ok((c, p)) => match c.check_target_dir() {
+                Ok(place) => println!(
+                    "{}: ok ({} mutations, {} tests, workspace {}, target directory {place})",
+                    path.display(),
+                    p.len(),
+                    c.spec.tests.len(),
+                    c.root.display()
+                ),
+                Err(e) => {
+                    report_catalog_error(&e);
+                    code = EXIT_REFUSED;
+                }
+            },
             Err(e) => {
                 report_catalog_error(&e);
                 code = EXIT_REFUSED;
@@ -389,6 +473,7 @@ fn check_targets(c: &Catalog) -> Result<(), String> {
         &c.spec.package,
         &c.spec.test_targets,
         c.spec.lib_tests,
+        &c.spec.features,
     )
 }
 
@@ -460,33 +545,33 @@ fn command_line() -> Vec<String> {
 }
 
 fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
+    let opts = match args
+        .run
+        .options(state, args.reports.reports.clone(), String::new())
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
-        Err(code) => return code,
-    };
-    let shard = match (args.shard, &args.timings) {
-        (None, _) => None,
-        (Some(spec), None) => Some(battery::shard::Shard::by_order(spec)),
-        (Some(spec), Some(path)) => match battery::shard::Shard::with_timings(spec, path) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return EXIT_REFUSED;
-            }
-        },
+        Err(LockFailure {
+            locked: Some(detail),
+            ..
+        }) => return locked_reports(&args.catalogs, &opts, &detail),
+        Err(f) => return f.code,
     };
     let opts = battery::Options {
-        state_dir: state.to_path_buf(),
-        reports_root: args.reports.reports.clone(),
-        only: args.only.clone(),
-        shard,
         lock: lock_note,
+        ..opts
     };
     let mut code = ExitCode::AllMet;
     for path in &args.catalogs {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
-        let res = battery::run_mode(path, &opts, &progress, args.mode);
+        let res = battery::run_mode(path, &opts, &progress, args.run.mode);
         progress.finish();
         let c = match res {
             Ok(r) => {
@@ -537,9 +622,37 @@ fn run_merge(args: &MergeArgs) -> i32 {
     }
 }
 
+/// Writes the LOCKED report of each catalog (nothing ran); exit 2, or 2 with the error when a
+/// catalog cannot be loaded or its report written.
+fn locked_reports(catalogs: &[PathBuf], opts: &battery::Options, detail: &str) -> i32 {
+    let opts = battery::Options {
+        lock: "not taken (held by someone else)".into(),
+        ..opts.clone()
+    };
+    for path in catalogs {
+        match battery::write_locked(path, &opts, detail) {
+            Ok(r) => {
+                for w in &r.written {
+                    println!("report: {}", w.display());
+                }
+            }
+            Err(BatteryError::Catalog(e)) => report_catalog_error(&e),
+            Err(e) => eprintln!("harness: {e}"),
+        }
+    }
+    EXIT_REFUSED
+}
+
+/// Why the host lock was not taken: the exit code to return and, for LOCKED, the message
+/// (already printed).
+struct LockFailure {
+    code: i32,
+    locked: Option<String>,
+}
+
 /// Takes the host lock for a battery or gate (running under an ancestor's hold); on
-/// failure, the exit code to return.
-fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
+/// failure, what to return.
+fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailure> {
     let owner = args.owner.clone().unwrap_or_else(default_owner);
     let record = LockRecord::for_current(&owner, command_line(), args.ttl);
     let hold = match lock::acquire(state, record, Nesting::RunUnder, args.wait, &mut |h| {
@@ -549,10 +662,19 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
         )
     }) {
         Ok(h) => h,
-        Err(lock::LockError::Interrupted(_)) => return Err(interrupt::EXIT_INTERRUPTED),
+        Err(lock::LockError::Interrupted(_)) => {
+            return Err(LockFailure {
+                code: interrupt::EXIT_INTERRUPTED,
+                locked: None,
+            });
+        }
         Err(e) => {
             eprintln!("harness: {e}");
-            return Err(EXIT_REFUSED);
+            let locked = matches!(e, lock::LockError::Held { .. }).then(|| e.to_string());
+            return Err(LockFailure {
+                code: EXIT_REFUSED,
+                locked,
+            });
         }
     };
     let lock_note = match &hold {
@@ -569,14 +691,9 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), i32> {
 }
 
 fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
-    let lock = LockArgs {
-        wait: args.wait,
-        ttl: args.ttl,
-        owner: args.owner.clone(),
-    };
-    let (hold, lock_note) = match take_lock(state, &lock) {
+    let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
-        Err(code) => return code,
+        Err(f) => return f.code,
     };
     let progress = Progress::auto();
     let res = crate::gate::run(args, state, &lock_note, &progress);
@@ -617,11 +734,13 @@ fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> i32 {
             return EXIT_REFUSED;
         }
     };
+    // The command inherits the lock's descriptor and keeps the lock held for as long as it
+    // (or anything it started) lives, also if this process is killed; it is therefore not
+    // recorded as an orphan for a later command to kill.
     let res = Runner::new(&command[0])
         .args(&command[1..])
         .output(Output::Inherit)
         .on_interrupt(OnInterrupt::Forward)
-        .state_dir(Some(state))
         .run();
     drop(hold);
     match res {
@@ -643,7 +762,20 @@ fn lock_status(state: &Path) -> i32 {
             EXIT_ALL_MET
         }
         Ok(Some(r)) => {
-            println!("host lock {}: held by {}", state.display(), r.describe());
+            let now = if r.holder.is_alive() {
+                String::new()
+            } else {
+                let pids: Vec<String> = lock::fd_holders(&state.join("host.lock"))
+                    .iter()
+                    .map(u32::to_string)
+                    .collect();
+                format!("; held now by pid {}", pids.join(", "))
+            };
+            println!(
+                "host lock {}: held by {}{now}",
+                state.display(),
+                r.describe()
+            );
             EXIT_ALL_MET
         }
         Err(e) => {
@@ -670,7 +802,7 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
         None => {
             let hold = match take_lock(state, &args.lock) {
                 Ok((hold, _)) => hold,
-                Err(code) => return code,
+                Err(f) => return f.code,
             };
             let opts = mutants::ToolOptions {
                 workspace: args.workspace.clone(),
@@ -783,20 +915,66 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         spec.mutations.len(),
         path.display()
     );
-    let code = ExitCode::of(run_battery(
-        state,
-        &BatteryArgs {
-            catalogs: vec![path],
-            only: None,
-            shard: None,
-            timings: None,
-            lock: args.lock.clone(),
-            reports: args.reports.clone(),
-            mode: args.mode,
-        },
-    ));
-    if code.stops() {
-        code.code()
+    let named = match mutants::named_sites(&args.catalog) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let (hold, lock_note) = match take_lock(state, &args.lock) {
+        Ok(x) => x,
+        Err(f) => return f.code,
+    };
+    let opts = battery::Options {
+        state_dir: state.to_path_buf(),
+        reports_root: args.reports.reports.clone(),
+        only: None,
+        shard: None,
+        lock: lock_note,
+    };
+    let progress = Progress::auto();
+    progress.line(&format!("battery {}", path.display()));
+    let res = battery::run_mode(&path, &opts, &progress, args.mode);
+    progress.finish();
+    drop(hold);
+    let run = match res {
+        Ok(r) => r,
+        Err(BatteryError::Catalog(e)) => {
+            report_catalog_error(&e);
+            return EXIT_REFUSED;
+        }
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let battery_code = ExitCode::of(run.report.exit_code);
+    if battery_code.stops() {
+        if let Some(f) = &run.report.refusal {
+            eprintln!("harness: {}: {}", f.kind, f.detail);
+        }
+        return battery_code.code();
+    }
+    let report =
+        mutants::from_battery(&run.report, &listed, mutants::CARGO_MUTANTS_VERSION, &named);
+    print!("{}", mutants::markdown(&report));
+    let dir = args
+        .reports
+        .reports
+        .clone()
+        .unwrap_or_else(|| base.root.join("reports"))
+        .join("mutants");
+    let written = mutants::write_reports(&dir, &report);
+    for p in run.written.iter().chain(written.iter().flatten()) {
+        println!("report: {}", p.display());
+    }
+    if let Err(e) = written {
+        eprintln!("harness: {}: cannot write reports: {e}", dir.display());
+        return EXIT_REFUSED;
+    }
+    if report.missed > 0 {
+        crate::EXIT_WEAK
     } else {
         EXIT_ALL_MET
     }

@@ -19,6 +19,20 @@
 
 #![warn(missing_docs)]
 
+// Printing never panics in this crate: these shadow std's macros for every module below, and
+// a write to a closed stream is dropped (see `system::output`).
+macro_rules! println {
+    () => { $crate::system::output::out(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::system::output::out(format_args!($($arg)*), true) };
+}
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::system::output::out(format_args!($($arg)*), false) };
+}
+macro_rules! eprintln {
+    () => { $crate::system::output::err(format_args!(""), true) };
+    ($($arg:tt)*) => { $crate::system::output::err(format_args!($($arg)*), true) };
+}
+
 pub mod battery;
 pub mod cargo;
 pub mod ci;

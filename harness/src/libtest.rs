@@ -221,6 +221,9 @@ pub struct Transcript {
     pub results: BTreeMap<String, Status>,
     /// Captured output per failed test (its `---- NAME stdout ----` section).
     pub messages: BTreeMap<String, String>,
+    /// One entry per `running N tests` line (one per test binary that started its tests),
+    /// in order: whether that binary's `test result:` summary line followed it.
+    pub blocks: Vec<bool>,
 }
 
 /// Parse libtest's human output of one run: result lines (names normalised by
@@ -242,6 +245,14 @@ pub fn parse_transcript(stdout: &str) -> Transcript {
             close(&mut section, &mut out);
             section = Some((name.to_string(), Vec::new()));
             continue;
+        }
+        if parse_running(line).is_some() {
+            out.blocks.push(false);
+        }
+        if line.starts_with("test result: ")
+            && let Some(done) = out.blocks.last_mut()
+        {
+            *done = true;
         }
         if line == "failures:" || line.starts_with("test result: ") {
             close(&mut section, &mut out);

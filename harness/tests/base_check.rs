@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use git2::{Oid, Repository, Signature, Time};
-use harness::cibase::{self, Answer, BaseReport, JobStatus};
+use harness::cibase::{self, Answer, BaseReport, JobStatus, Questions};
 
 /// A commit with an empty tree, a fixed author and the given time (seconds): the same
 /// inputs always give the same sha, so snapshots are stable.
@@ -19,6 +19,22 @@ fn commit(repo: &Repository, parents: &[Oid], msg: &str, time: i64) -> Oid {
         .collect();
     let refs: Vec<&git2::Commit> = parents.iter().collect();
     repo.commit(None, &sig, &sig, msg, &tree, &refs).unwrap()
+}
+
+/// `cibase::check` with the named commits and an optional `--merge`.
+fn check(
+    repo: &Repository,
+    jobs: &[cibase::Job],
+    commits: &[(String, String)],
+    merge: Option<&str>,
+    log: &str,
+) -> BaseReport {
+    let questions = Questions {
+        commits: commits.to_vec(),
+        merge: merge.map(str::to_string),
+        pr_head: None,
+    };
+    cibase::check(repo, jobs, &questions, log)
 }
 
 fn branch(repo: &Repository, name: &str, oid: Oid) {
@@ -154,7 +170,7 @@ fn stale_base_predates_a_fix_that_landed_before_the_job_ran() {
     assert_eq!(jobs.len(), 2, "one answer per job");
     assert_eq!(jobs[0].status, JobStatus::Red);
     assert_eq!(jobs[1].status, JobStatus::Green);
-    let report = cibase::check(
+    let report = check(
         &h.repo,
         &jobs,
         &commits(&[
@@ -228,7 +244,7 @@ fn fix_merged_from_a_side_branch_is_in_later_bases_only() {
     );
     let log = github_job("2026-11-29T10:00", 3, m_before, pr, c2, true)
         + &github_job("2026-11-29T10:05", 3, m_after, pr, merged, true);
-    let report = cibase::check(
+    let report = check(
         &repo,
         &cibase::parse_jobs(&log),
         &commits(&[("fix", fix.to_string())]),
@@ -259,15 +275,15 @@ fn gitlab_merged_results_takes_parents_from_the_repository() {
     let jobs = cibase::parse_jobs(&log);
     assert_eq!(jobs.len(), 1);
     assert_eq!(jobs[0].status, JobStatus::Green);
-    let checkout = jobs[0].checkout.as_ref().unwrap();
-    assert_eq!(checkout.abbrev.as_deref(), Some(sha8));
+    let checkout = &jobs[0].steps[0];
+    assert_eq!(checkout.short.as_deref(), Some(sha8));
     assert_eq!(
         checkout.ref_name.as_deref(),
         Some("refs/merge-requests/7/merge")
     );
     // A known break that landed on main after c4 is not in the tested base.
     let brk = commit(&h.repo, &[h.c4], "break", 6000);
-    let report = cibase::check(
+    let report = check(
         &h.repo,
         &jobs,
         &commits(&[("break", brk.to_string()), ("fix", h.fix.to_string())]),
@@ -297,7 +313,7 @@ fn gitlab_merged_results_takes_parents_from_the_repository() {
 fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
     let h = pr_history();
     let log = gitlab_job("deadbeef", 9, false);
-    let report = cibase::check(
+    let report = check(
         &h.repo,
         &cibase::parse_jobs(&log),
         &commits(&[("fix", h.fix.to_string())]),
@@ -316,7 +332,7 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
     );
     assert_eq!(report.exit_code, 2);
     // --merge names the commit instead.
-    let report = cibase::check(
+    let report = check(
         &h.repo,
         &cibase::parse_jobs(&log),
         &commits(&[("fix", h.fix.to_string())]),
@@ -334,7 +350,7 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
 fn log_without_checkout_line_exits_2() {
     let h = pr_history();
     let log = "2026-11-29T10:00:00.0000000Z Current runner version: '2.321.0'\n2026-11-29T10:00:01.0000000Z ##[group]Run cargo test\n";
-    let report = cibase::check(
+    let report = check(
         &h.repo,
         &cibase::parse_jobs(log),
         &commits(&[("fix", h.fix.to_string())]),
@@ -347,7 +363,7 @@ fn log_without_checkout_line_exits_2() {
     assert_eq!(report.exit_code, 2);
     // Even with no commit asked about.
     assert_eq!(
-        cibase::check(&h.repo, &cibase::parse_jobs(log), &[], None, "job.log").exit_code,
+        check(&h.repo, &cibase::parse_jobs(log), &[], None, "job.log").exit_code,
         2
     );
 }
@@ -377,7 +393,7 @@ fn abbreviation_shared_by_two_commits_is_unknown() {
         30,
     );
     let log = github_job("2026-11-29T10:00", 1, merge, root, base, false);
-    let report = cibase::check(
+    let report = check(
         &repo,
         &cibase::parse_jobs(&log),
         &commits(&[
@@ -455,7 +471,7 @@ fn shallow_clone_answers_unknown_not_no() {
     assert!(repo.is_shallow());
 
     let log = github_job("2026-11-29T10:00", 4, merge, pr, main[9], true);
-    let report = cibase::check(
+    let report = check(
         &repo,
         &cibase::parse_jobs(&log),
         &commits(&[
@@ -487,7 +503,7 @@ fn shallow_clone_answers_unknown_not_no() {
         &["fetch", "--quiet", "--unshallow"],
     );
     let repo = Repository::open(clone_dir.path().join("shallow")).unwrap();
-    let report = cibase::check(
+    let report = check(
         &repo,
         &cibase::parse_jobs(&log),
         &commits(&[("old", main[1].to_string()), ("side", side.to_string())]),
@@ -553,7 +569,7 @@ fn cli_exit_codes_and_formats() {
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["schema"], "harness.base-check/1");
+    assert_eq!(v["schema"], "harness.base-check/2");
     assert_eq!(v["jobs"][0]["answers"][0]["in_base"]["answer"], "no");
     let (code, _, _) = harness(&[
         "base-check",

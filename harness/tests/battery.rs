@@ -118,7 +118,10 @@ fn full_battery_gives_every_verdict_and_restores_the_tree() {
     assert!(page.contains("<mutation-test-report-app"));
     for id in r["kill_matrix"]["mutations"].as_array().unwrap() {
         let id = id.as_str().unwrap();
-        assert!(page.contains(&format!("<th><code>{id}</code></th>")), "{id} not in the matrix");
+        assert!(
+            page.contains(&format!("<th><code>{id}</code></th>")),
+            "{id} not in the matrix"
+        );
     }
     redact(&mut stryker, &ws);
     insta::assert_json_snapshot!("sample_battery_stryker", stryker);
@@ -321,7 +324,7 @@ fn stale_build_when_the_mutated_file_is_not_compiled() {
 }
 
 #[test]
-fn a_test_binary_that_dies_kills_the_mutation_but_names_no_killer() {
+fn a_test_binary_that_dies_is_crashed_never_killed() {
     let sb = Sandbox::new();
     let cat = sb.read("mutations/sample.toml");
     sb.write(
@@ -333,18 +336,24 @@ fn a_test_binary_that_dies_kills_the_mutation_but_names_no_killer() {
     sb.battery(&["--only", "add-aborts"]).expect_code(1);
     let r = sb.report_json();
     let m = &r["mutations"][0];
-    assert_eq!(m["verdict"], "KILLED");
+    assert_eq!(m["verdict"], "CRASHED");
     assert_eq!(m["expectation"], "UNMET");
     assert_eq!(
         m["outcomes"]["contract::adds_two_numbers"], "no_result",
         "{m}"
     );
     assert_eq!(m["failed_tests"], serde_json::json!([]));
-    assert!(
-        m["crash_output"].as_str().unwrap().contains("SIGABRT")
-            || m["crash_output"].as_str().unwrap().contains("signal"),
+    assert_eq!(
+        m["died"],
+        serde_json::json!(["tests/contract.rs (signal: 6, SIGABRT: process abort signal)"]),
         "{m}"
     );
+    assert!(
+        m["crash_output"].as_str().unwrap().contains("SIGABRT"),
+        "{m}"
+    );
+    assert_eq!(r["summary"]["killed"], 0);
+    assert_eq!(r["summary"]["crashed"], 1);
 }
 
 /// Processes whose command line mentions this sandbox's target directory.

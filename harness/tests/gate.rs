@@ -4,6 +4,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::Sandbox;
 
 /// The four sample mutations whose expectations are MET (no UNVIABLE or TIMEOUT one), so
@@ -312,4 +314,86 @@ fn help_documents_the_gate_exit_codes() {
         .stdout_has("1    the tests are weak or did not run")
         .stdout_has("2    the instrument could not be trusted")
         .stdout_has("harness-gate/1");
+}
+
+#[test]
+fn the_gate_runs_its_batteries_in_the_mode_it_is_given() {
+    let sb = Sandbox::new();
+    let before = sb.tree();
+    let cat = sb.catalog.to_str().unwrap();
+    let run = sb.run(&[
+        "gate",
+        cat,
+        "--only",
+        "add-subtracts",
+        "--mode",
+        "switch",
+        "--test-command",
+        "cargo test --no-fail-fast",
+    ]);
+    run.expect_code(0).stdout_has("gate: PASS (exit 0)");
+    assert_eq!(sb.tree(), before, "the gate left the tree changed");
+    let j = gate_json(&sb);
+    let b = &j["batteries"][0];
+    assert_eq!(b["status"], "ran");
+    assert_eq!(b["report"]["mutations"][0]["verdict"], "KILLED");
+    // Switch mode's plan is written beside the report, and the mutant cost no build of
+    // its own: it ran behind the switch.
+    let written: Vec<&str> = b["written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        written.contains(&"reports/sample/switch.json"),
+        "{written:?}"
+    );
+    assert_eq!(b["report"]["mutations"][0]["build_seconds"], 0.0);
+}
+
+#[test]
+fn an_interrupted_test_command_is_killed_and_the_gate_exits_130() {
+    let sb = Sandbox::new();
+    let cat = sb.catalog.to_str().unwrap();
+    let marker = sb.dir.path().join("survived");
+    // The command's child would write the marker if it outlived the interruption.
+    let cmd = format!(
+        "echo started; (sleep 3; touch {}) & sleep 60",
+        marker.display()
+    );
+    let (mut child, rx) = sb.spawn(&["gate", cat, "--test-command", &cmd]);
+    common::wait_for_line(&rx, "started", Duration::from_secs(60));
+    // While it runs, its process group is recorded in the host state directory.
+    let records = || std::fs::read_dir(sb.state.join("children")).map_or(0, |d| d.count());
+    let start = std::time::Instant::now();
+    while records() == 0 && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(records(), 1);
+    // SAFETY: signalling our own child.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let status = common::wait_with_limit(&mut child, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130));
+    let j = gate_json(&sb);
+    assert_eq!(j["verdict"], "interrupted");
+    assert_eq!(j["exit_code"], 130);
+    assert_eq!(
+        j["reasons"],
+        serde_json::json!(["interrupted by a signal while the test command ran"])
+    );
+    assert!(j["test_run"]["exit_code"].is_null());
+    assert!(j["audit"].is_null());
+    assert_eq!(j["batteries"], serde_json::json!([]));
+    let log = std::fs::read_to_string(sb.ws.join("reports/gate/test.log")).unwrap();
+    assert_eq!(log, "started\n");
+    assert_eq!(j["test_run"]["log_lines"], 1);
+    assert_eq!(records(), 0);
+    std::thread::sleep(Duration::from_millis(3500));
+    assert!(
+        !marker.exists(),
+        "the test command's child outlived the gate"
+    );
 }

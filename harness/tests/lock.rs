@@ -96,8 +96,10 @@ fn battery_runs_under_its_ancestors_hold_and_says_so() {
 #[test]
 fn held_lock_refuses_without_wait_waits_with_it_and_dead_holders_never_block() {
     let sb = Sandbox::new();
+    let pidfile = sb.dir.path().join("command.pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
     let (mut holder, _rx) = sb.spawn(&[
-        "lock", "run", "--owner", "long-job", "--ttl", "1", "--", "sleep", "30",
+        "lock", "run", "--owner", "long-job", "--ttl", "1", "--", "sh", "-c", &script,
     ]);
     let status = wait_until_held(&sb);
     assert!(status.contains(&format!("pid {}", holder.id())), "{status}");
@@ -118,8 +120,8 @@ fn held_lock_refuses_without_wait_waits_with_it_and_dead_holders_never_block() {
         .expect_code(2)
         .stderr_has("LOCKED");
 
-    // With --wait: says whom it waits on, and runs once the holder is gone. The holder
-    // dies by SIGKILL, so it never releases anything itself.
+    // With --wait: says whom it waits on, and runs once the holder and its command are
+    // gone. Both die by SIGKILL, so they never release anything themselves.
     let (mut waiter, rx) = sb.spawn(&["lock", "run", "--wait", "--", "true"]);
     let line = wait_for_line(
         &rx,
@@ -127,8 +129,17 @@ fn held_lock_refuses_without_wait_waits_with_it_and_dead_holders_never_block() {
         Duration::from_secs(30),
     );
     assert!(line.contains("owner long-job"), "{line}");
+    let command: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     holder.kill().unwrap();
     holder.wait().unwrap();
+    // SAFETY: killing the command this test started.
+    unsafe {
+        libc::kill(command, libc::SIGKILL);
+    }
     let st = wait_with_limit(&mut waiter, Duration::from_secs(30));
     assert_eq!(st.code(), Some(0));
 

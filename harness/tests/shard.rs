@@ -32,8 +32,22 @@ fn merged_shards_equal_the_full_run_and_foreign_shards_are_refused() {
     let dir = |name: &str| out.join(name).display().to_string();
     let full = sb.run(&["battery", &catalog, "--reports", &dir("full")]);
     let full_code = full.code;
-    let s1 = sb.run(&["battery", &catalog, "--shard", "1/2", "--reports", &dir("s1")]);
-    let s2 = sb.run(&["battery", &catalog, "--shard", "2/2", "--reports", &dir("s2")]);
+    let s1 = sb.run(&[
+        "battery",
+        &catalog,
+        "--shard",
+        "1/2",
+        "--reports",
+        &dir("s1"),
+    ]);
+    let s2 = sb.run(&[
+        "battery",
+        &catalog,
+        "--shard",
+        "2/2",
+        "--reports",
+        &dir("s2"),
+    ]);
     assert!(s1.code != Some(2) && s2.code != Some(2), "{s1:?}\n{s2:?}");
 
     // Each shard ran its part, dealt in catalog order, and says which.
@@ -48,7 +62,11 @@ fn merged_shards_equal_the_full_run_and_foreign_shards_are_refused() {
     };
     assert_eq!(
         ids(&shard1),
-        ["add-subtracts", "clamp-upper-inverted", "add-does-not-compile"]
+        [
+            "add-subtracts",
+            "clamp-upper-inverted",
+            "add-does-not-compile"
+        ]
     );
     assert_eq!(shard1["shard"]["k"], 1);
     assert_eq!(shard1["shard"]["timings"]["kind"], "mutation_order");
@@ -83,7 +101,11 @@ fn merged_shards_equal_the_full_run_and_foreign_shards_are_refused() {
 
     // A shard of another tree, or balanced by other timings, is foreign.
     for (field, value, says) in [
-        ("tree_fingerprint", serde_json::json!("0000"), "the tree's fingerprint"),
+        (
+            "tree_fingerprint",
+            serde_json::json!("0000"),
+            "the tree's fingerprint",
+        ),
         (
             "timings",
             serde_json::json!({"kind": "report", "path": "old.json", "sha256": "ab"}),
@@ -98,9 +120,15 @@ fn merged_shards_equal_the_full_run_and_foreign_shards_are_refused() {
         .unwrap();
         r["shard"][field] = value;
         std::fs::write(copy.join("sample/battery.json"), r.to_string()).unwrap();
-        sb.run(&["merge", &dir("s1"), copy.to_str().unwrap(), "--reports", &dir("m5")])
-            .expect_code(2)
-            .stderr_has(says);
+        sb.run(&[
+            "merge",
+            &dir("s1"),
+            copy.to_str().unwrap(),
+            "--reports",
+            &dir("m5"),
+        ])
+        .expect_code(2)
+        .stderr_has(says);
     }
 }
 
@@ -121,12 +149,28 @@ fn timings_balance_the_shards_and_are_recorded() {
     .iter()
     .map(|(id, s)| serde_json::json!({"id": id, "build_seconds": s, "test_seconds": 0.5}))
     .collect();
-    std::fs::write(&timings, serde_json::json!({ "mutations": mutations }).to_string()).unwrap();
+    std::fs::write(
+        &timings,
+        serde_json::json!({ "mutations": mutations }).to_string(),
+    )
+    .unwrap();
     let t = timings.display().to_string();
     let reports = out.join("s1").display().to_string();
-    sb.run(&["battery", &catalog, "--shard", "1/2", "--timings", &t, "--reports", &reports]);
+    sb.run(&[
+        "battery",
+        &catalog,
+        "--shard",
+        "1/2",
+        "--timings",
+        &t,
+        "--reports",
+        &reports,
+    ]);
     let r = json(&out.join("s1/sample/battery.json"), &sb.ws);
-    assert_eq!(r["shard"]["mutations"], serde_json::json!(["clamp-upper-inverted"]));
+    assert_eq!(
+        r["shard"]["mutations"],
+        serde_json::json!(["clamp-upper-inverted"])
+    );
     assert_eq!(r["shard"]["timings"]["kind"], "report");
 
     // A timings file that is not a battery report is refused, naming the field.
@@ -134,5 +178,6 @@ fn timings_balance_the_shards_and_are_recorded() {
     sb.run(&["battery", &catalog, "--shard", "1/2", "--timings", &t])
         .expect_code(2)
         .stderr_has("mutations[0].build_seconds");
-    sb.run(&["battery", &catalog, "--shard", "3/2"]).expect_code(2);
+    sb.run(&["battery", &catalog, "--shard", "3/2"])
+        .expect_code(2);
 }

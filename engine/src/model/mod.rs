@@ -11,8 +11,6 @@ mod weights;
 use std::path::Path;
 use std::sync::Arc;
 
-use rayon::prelude::*;
-
 pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
 pub use weights::{LayerWeights, MatrixRef, Weights};
 
@@ -216,23 +214,47 @@ impl Model {
         kv: &mut KvCache,
         seq: SeqId,
     ) -> Result<(), ModelError> {
-        let cfg = &self.cfg;
-        let h = cfg.hidden;
+        let h = self.cfg.hidden;
         assert_eq!(x.len() % h, 0, "x must be [n, hidden]");
         let n = x.len() / h;
         if n == 0 {
             return Err(ModelError::Empty);
         }
         let p0 = kv.len(seq);
-        if p0 + n > cfg.context_len {
-            return Err(ModelError::ContextOverflow {
-                positions: p0 + n,
-                context: cfg.context_len,
-            });
-        }
+        self.check_context(p0 + n)?;
         let positions = kv.grow(seq, n)?;
         debug_assert_eq!(positions.start, p0);
+        let rows: Vec<(SeqId, usize)> = positions.map(|p| (seq, p)).collect();
+        self.blocks(x, kv, &rows)
+    }
 
+    /// [`ModelError::ContextOverflow`] when a sequence would hold more than the context.
+    fn check_context(&self, positions: usize) -> Result<(), ModelError> {
+        if positions > self.cfg.context_len {
+            return Err(ModelError::ContextOverflow {
+                positions,
+                context: self.cfg.context_len,
+            });
+        }
+        Ok(())
+    }
+
+    /// Every block over activation rows whose KV positions are already grown: row `i` of
+    /// `x` (`[rows.len(), hidden]`) is position `rows[i].1` of sequence `rows[i].0`. The
+    /// rows of one prefill chunk share a sequence (consecutive positions); the rows of a
+    /// batched decode step each extend their own. Projections are one product over all
+    /// rows (matrix-vector for one row); RoPE, the KV write and attention run per row on
+    /// its own sequence, one task per (row, query head).
+    fn blocks(
+        &self,
+        x: &mut [f32],
+        kv: &mut KvCache,
+        rows: &[(SeqId, usize)],
+    ) -> Result<(), ModelError> {
+        let cfg = &self.cfg;
+        let h = cfg.hidden;
+        let n = rows.len();
+        assert_eq!(x.len(), n * h, "x must be [rows, hidden]");
         let (qw, kvw, f) = (cfg.q_width(), cfg.kv_width(), cfg.ffn);
         let mut xn = vec![0.0f32; n * h];
         let mut q = vec![0.0f32; n * qw];
@@ -244,26 +266,20 @@ impl Model {
         let mut up = vec![0.0f32; n * f];
         let mut act = vec![0.0f32; n * f];
         let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+        let (n_heads, d) = (cfg.n_heads, cfg.head_dim);
+        let group = n_heads / cfg.n_kv_heads;
 
         for (l, lw) in self.weights.layers.iter().enumerate() {
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
                 rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
             }
-            if n == 1 {
-                let ws = [&lw.wq, &lw.wk, &lw.wv].map(|m| self.weights.matrix(m));
-                matvec_multi(
-                    &self.cpu,
-                    &[&ws[0], &ws[1], &ws[2]],
-                    &xn,
-                    &mut [&mut q, &mut k, &mut v],
-                );
-            } else {
-                self.project(&lw.wq, &xn, n, &mut q);
-                self.project(&lw.wk, &xn, n, &mut k);
-                self.project(&lw.wv, &xn, n, &mut v);
-            }
-            for i in 0..n {
-                let pos = p0 + i;
+            self.project_many(
+                &[&lw.wq, &lw.wk, &lw.wv],
+                &xn,
+                n,
+                &mut [&mut q, &mut k, &mut v],
+            );
+            for (i, &(seq, pos)) in rows.iter().enumerate() {
                 self.rope
                     .apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos);
                 self.rope
@@ -276,66 +292,37 @@ impl Model {
                     &v[i * kvw..(i + 1) * kvw],
                 )?;
             }
-            let layer_kv = kv.layer(seq, l);
-            let n_heads = cfg.n_heads;
-            if n == 1 {
-                // Decode: one task per query head (reading its GQA group's KV head), so
-                // the heads spread evenly over the threads.
-                let group = n_heads / cfg.n_kv_heads;
-                let d = cfg.head_dim;
-                let one_head = |(h, (out, qr)): (usize, (&mut [f32], &[f32])),
-                                scratch: &mut Vec<f32>| {
-                    let view = OneKvHead {
-                        inner: &layer_kv,
-                        head: h / group,
-                    };
-                    gqa_attention(qr, &view, 0, p0 + 1, 1, scale, None, out, scratch);
+            // One task per (row, query head), each on its row's own sequence, reading its
+            // GQA group's KV head, so the heads spread evenly over the threads.
+            let views: Vec<_> = rows.iter().map(|&(s, _)| kv.layer(s, l)).collect();
+            let (q, views) = (&q, &views);
+            self.cpu.for_chunks(&mut att, d, &|t, out| {
+                let (i, hd) = (t / n_heads, t % n_heads);
+                let view = OneKvHead {
+                    inner: &views[i],
+                    head: hd / group,
                 };
-                if self.cpu.threads() == 1 {
-                    let mut scratch = Vec::new();
-                    for t in att.chunks_mut(d).zip(q.chunks(d)).enumerate() {
-                        one_head(t, &mut scratch);
-                    }
-                } else {
-                    let q = &q;
-                    self.cpu.for_chunks(&mut att, d, &|h, out| {
-                        let mut scratch = Vec::new();
-                        one_head((h, (out, &q[h * d..(h + 1) * d])), &mut scratch);
-                    });
-                }
-            } else {
-                self.cpu.pool().install(|| {
-                    att.par_chunks_mut(qw)
-                        .zip(q.par_chunks(qw))
-                        .enumerate()
-                        .for_each_init(Vec::new, |scratch, (i, (out, qr))| {
-                            gqa_attention(
-                                qr,
-                                &layer_kv,
-                                0,
-                                p0 + i + 1,
-                                n_heads,
-                                scale,
-                                None,
-                                out,
-                                scratch,
-                            );
-                        });
-                });
-            }
+                let mut scratch = Vec::new();
+                let qr = &q[t * d..(t + 1) * d];
+                gqa_attention(
+                    qr,
+                    &view,
+                    0,
+                    rows[i].1 + 1,
+                    1,
+                    scale,
+                    None,
+                    out,
+                    &mut scratch,
+                );
+            });
             self.project(&lw.wo, &att, n, &mut o);
             add_in_place(x, &o);
 
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
                 rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
             }
-            if n == 1 {
-                let ws = [&lw.w_gate, &lw.w_up].map(|m| self.weights.matrix(m));
-                matvec_multi(&self.cpu, &[&ws[0], &ws[1]], &xn, &mut [&mut gate, &mut up]);
-            } else {
-                self.project(&lw.w_gate, &xn, n, &mut gate);
-                self.project(&lw.w_up, &xn, n, &mut up);
-            }
+            self.project_many(&[&lw.w_gate, &lw.w_up], &xn, n, &mut [&mut gate, &mut up]);
             for ((g, u), a) in gate
                 .chunks_exact(f)
                 .zip(up.chunks_exact(f))
@@ -422,99 +409,39 @@ impl Model {
         }
     }
 
-    /// The blocks over one new position of each of `seqs` (`x`: `[seqs.len(), hidden]`).
+    /// The blocks over one new position of each of `seqs` (`x`: `[seqs.len(), hidden]`);
+    /// every sequence's context is checked before any grows.
     fn decoder_batch(
         &self,
         x: &mut [f32],
         kv: &mut KvCache,
         seqs: &[SeqId],
     ) -> Result<(), ModelError> {
-        let cfg = &self.cfg;
-        let h = cfg.hidden;
-        let n = seqs.len();
-        assert_eq!(x.len(), n * h, "x must be [seqs, hidden]");
-        let mut pos = Vec::with_capacity(n);
+        let mut rows = Vec::with_capacity(seqs.len());
         for &seq in seqs {
             let p = kv.len(seq);
-            if p + 1 > cfg.context_len {
-                return Err(ModelError::ContextOverflow {
-                    positions: p + 1,
-                    context: cfg.context_len,
-                });
-            }
-            pos.push(p);
+            self.check_context(p + 1)?;
+            rows.push((seq, p));
         }
         for &seq in seqs {
             kv.grow(seq, 1)?;
         }
-        let (qw, kvw, f) = (cfg.q_width(), cfg.kv_width(), cfg.ffn);
-        let mut xn = vec![0.0f32; n * h];
-        let mut q = vec![0.0f32; n * qw];
-        let mut k = vec![0.0f32; n * kvw];
-        let mut v = vec![0.0f32; n * kvw];
-        let mut att = vec![0.0f32; n * qw];
-        let mut o = vec![0.0f32; n * h];
-        let mut gate = vec![0.0f32; n * f];
-        let mut up = vec![0.0f32; n * f];
-        let mut act = vec![0.0f32; n * f];
-        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-        let (n_heads, d) = (cfg.n_heads, cfg.head_dim);
-        let group = n_heads / cfg.n_kv_heads;
+        self.blocks(x, kv, &rows)
+    }
 
-        for (l, lw) in self.weights.layers.iter().enumerate() {
-            for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
-                rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
+    /// `ys[m] = x · W[m]ᵀ` for `n` rows and matrices sharing the input: one fused
+    /// matrix-vector pass for one row ([`matvec_multi`]), a matrix product per matrix
+    /// otherwise.
+    fn project_many(&self, ms: &[&MatrixRef], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
+        if n == 1 {
+            let ws: Vec<WeightMatrix<'_>> = ms.iter().map(|m| self.weights.matrix(m)).collect();
+            let ws: Vec<&WeightMatrix<'_>> = ws.iter().collect();
+            matvec_multi(&self.cpu, &ws, x, ys);
+        } else {
+            for (m, y) in ms.iter().zip(ys.iter_mut()) {
+                self.project(m, x, n, y);
             }
-            self.project(&lw.wq, &xn, n, &mut q);
-            self.project(&lw.wk, &xn, n, &mut k);
-            self.project(&lw.wv, &xn, n, &mut v);
-            for (i, &seq) in seqs.iter().enumerate() {
-                self.rope
-                    .apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos[i]);
-                self.rope
-                    .apply(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, pos[i]);
-                kv.write(
-                    seq,
-                    l,
-                    pos[i],
-                    &k[i * kvw..(i + 1) * kvw],
-                    &v[i * kvw..(i + 1) * kvw],
-                )?;
-            }
-            // One task per (row, query head), each on its row's own sequence.
-            let views: Vec<_> = seqs.iter().map(|&s| kv.layer(s, l)).collect();
-            let q = &q;
-            let views = &views;
-            let pos = &pos;
-            self.cpu.for_chunks(&mut att, d, &|t, out| {
-                let (i, hd) = (t / n_heads, t % n_heads);
-                let view = OneKvHead {
-                    inner: &views[i],
-                    head: hd / group,
-                };
-                let mut scratch = Vec::new();
-                let qr = &q[t * d..(t + 1) * d];
-                gqa_attention(qr, &view, 0, pos[i] + 1, 1, scale, None, out, &mut scratch);
-            });
-            self.project(&lw.wo, &att, n, &mut o);
-            add_in_place(x, &o);
-
-            for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
-                rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
-            }
-            self.project(&lw.w_gate, &xn, n, &mut gate);
-            self.project(&lw.w_up, &xn, n, &mut up);
-            for ((g, u), a) in gate
-                .chunks_exact(f)
-                .zip(up.chunks_exact(f))
-                .zip(act.chunks_exact_mut(f))
-            {
-                swiglu(g, u, a);
-            }
-            self.project(&lw.w_down, &act, n, &mut o);
-            add_in_place(x, &o);
         }
-        Ok(())
     }
 
     /// `y = x · Wᵀ` for `n` rows: matrix-vector for one row, matrix-matrix otherwise.

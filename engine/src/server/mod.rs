@@ -50,7 +50,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::batch::{Batch, Done, Finish, Piece, SeqSpec, Sink};
-use crate::chat::{ChatTemplate, Message, Role};
+use crate::chat::{self, ChatTemplate};
 use crate::kernels::sample::SamplerConfig;
 use crate::runtime::{Engine, EngineError, EngineOptions, Flow, GenerateRequest, Prompt};
 use crate::scheduler::{Admission, AdmissionError, ReservationId, Submitted};
@@ -290,35 +290,47 @@ struct TokenizeBody {
     with_pieces: Option<bool>,
 }
 
-async fn tokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+/// A tokenizer endpoint: the loaded app's tokenizer and the body parsed as `B`, handed to
+/// `answer`; loading, draining, a bad body or a model without tokenizer is the response.
+fn with_tokenizer<B: for<'de> Deserialize<'de>>(
+    s: &Shared,
+    body: Result<Bytes, BytesRejection>,
+    answer: impl FnOnce(&crate::tokenizer::Tokenizer, B) -> Response,
+) -> Response {
     let app = match s.ready() {
         Ok(a) => a,
         Err(r) => return r,
     };
-    let b: TokenizeBody = match parse(body) {
+    let b: B = match parse(body) {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let Some(tok) = app.engine.tokenizer() else {
-        return bad_request(None, "this model has no tokenizer");
-    };
-    let mut ids = match tok.encode(&b.content) {
-        Ok(ids) => ids,
-        Err(e) => return bad_request(Some("content"), e.to_string()),
-    };
-    if b.add_special == Some(true)
-        && let Some(bos) = tok.bos()
-    {
-        ids.insert(0, bos);
+    match app.engine.tokenizer() {
+        Some(tok) => answer(tok, b),
+        None => bad_request(None, "this model has no tokenizer"),
     }
-    if b.with_pieces == Some(true) {
-        let tokens: Vec<Value> = ids
-            .iter()
-            .map(|&id| json!({"id": id, "piece": tok.token_to_piece(id).unwrap_or_default()}))
-            .collect();
-        return axum::Json(json!({"tokens": tokens})).into_response();
-    }
-    axum::Json(json!({"tokens": ids})).into_response()
+}
+
+async fn tokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
+    with_tokenizer(&s, body, |tok, b: TokenizeBody| {
+        let mut ids = match tok.encode(&b.content) {
+            Ok(ids) => ids,
+            Err(e) => return bad_request(Some("content"), e.to_string()),
+        };
+        if b.add_special == Some(true)
+            && let Some(bos) = tok.bos()
+        {
+            ids.insert(0, bos);
+        }
+        if b.with_pieces == Some(true) {
+            let tokens: Vec<Value> = ids
+                .iter()
+                .map(|&id| json!({"id": id, "piece": tok.token_to_piece(id).unwrap_or_default()}))
+                .collect();
+            return axum::Json(json!({"tokens": tokens})).into_response();
+        }
+        axum::Json(json!({"tokens": ids})).into_response()
+    })
 }
 
 #[derive(Deserialize)]
@@ -328,21 +340,12 @@ struct DetokenizeBody {
 }
 
 async fn detokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let app = match s.ready() {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let b: DetokenizeBody = match parse(body) {
-        Ok(b) => b,
-        Err(r) => return r,
-    };
-    let Some(tok) = app.engine.tokenizer() else {
-        return bad_request(None, "this model has no tokenizer");
-    };
-    match tok.decode(&b.tokens) {
-        Ok(content) => axum::Json(json!({"content": content})).into_response(),
-        Err(e) => bad_request(Some("tokens"), e.to_string()),
-    }
+    with_tokenizer(&s, body, |tok, b: DetokenizeBody| {
+        match tok.decode(&b.tokens) {
+            Ok(content) => axum::Json(json!({"content": content})).into_response(),
+            Err(e) => bad_request(Some("tokens"), e.to_string()),
+        }
+    })
 }
 
 /// Which endpoint a generation answers.
@@ -352,21 +355,23 @@ enum Kind {
     Chat,
 }
 
+/// The start of a generation handler: the loaded app, the body parsed as `R` and checked
+/// by `check`; a refusal (loading, draining, bad body, unsupported field) is the response.
+fn accept<R: for<'de> Deserialize<'de>, T>(
+    s: &Shared,
+    body: Result<Bytes, BytesRejection>,
+    check: impl FnOnce(R) -> Result<T, Unsupported>,
+) -> Result<(Arc<App>, T), Response> {
+    let app = s.ready()?;
+    let req: R = parse(body).inspect_err(|_| s.metrics.refused("bad_request"))?;
+    let checked = check(req).map_err(|u| unsupported(s, u))?;
+    Ok((app, checked))
+}
+
 async fn completions(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
-    let app = match s.ready() {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let req: CompletionRequest = match parse(body) {
-        Ok(r) => r,
-        Err(r) => {
-            s.metrics.refused("bad_request");
-            return r;
-        }
-    };
-    let (prompt, common) = match req.check() {
+    let (app, (prompt, common)) = match accept(&s, body, CompletionRequest::check) {
         Ok(x) => x,
-        Err(u) => return unsupported(&s, u),
+        Err(r) => return r,
     };
     let prompt = match prompt {
         CompletionPrompt::Text(t) => Prompt::Text(t),
@@ -381,36 +386,18 @@ async fn chat_completions(
     State(s): State<Shared>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let app = match s.ready() {
-        Ok(a) => a,
-        Err(r) => return r,
-    };
-    let req: ChatRequest = match parse(body) {
-        Ok(r) => r,
-        Err(r) => {
-            s.metrics.refused("bad_request");
-            return r;
-        }
-    };
-    let (turns, common) = match req.check() {
+    let (app, (turns, common)) = match accept(&s, body, ChatRequest::check) {
         Ok(x) => x,
-        Err(u) => return unsupported(&s, u),
+        Err(r) => return r,
     };
     let Some(template) = &app.template else {
         return bad_request(Some("messages"), "this model has no chat template");
     };
-    let messages: Vec<Message> = turns
-        .into_iter()
-        .map(|t| {
-            let role = match t.role.as_str() {
-                "system" => Role::System,
-                "assistant" => Role::Assistant,
-                _ => Role::User,
-            };
-            Message::new(role, t.content)
-        })
-        .collect();
-    let text = match template.render(&messages, true) {
+    let request = chat::ChatRequest {
+        messages: minijinja::Value::from_serialize(&turns),
+        ..chat::ChatRequest::new(&[], true)
+    };
+    let text = match template.render_request(&request) {
         Ok(t) => t,
         Err(e) => return bad_request(Some("messages"), e.to_string()),
     };

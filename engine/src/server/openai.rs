@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// `prompt`: a string, a list of strings, a list of token ids, or a list of id lists.
@@ -56,29 +56,62 @@ pub struct StreamOptions {
     pub include_obfuscation: Option<bool>,
 }
 
-/// The body of `POST /v1/completions`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct CompletionRequest {
-    pub model: String,
-    pub prompt: PromptInput,
-    pub best_of: Option<u32>,
-    pub echo: Option<bool>,
-    pub frequency_penalty: Option<f32>,
-    pub logit_bias: Option<BTreeMap<String, f32>>,
-    pub logprobs: Option<u32>,
-    pub max_tokens: Option<u32>,
-    pub n: Option<u32>,
-    pub presence_penalty: Option<f32>,
-    pub seed: Option<i64>,
-    pub stop: Option<StopInput>,
-    pub stream: Option<bool>,
-    pub stream_options: Option<StreamOptions>,
-    pub suffix: Option<String>,
-    pub temperature: Option<f32>,
-    pub top_p: Option<f32>,
-    pub user: Option<String>,
+/// Declares an OpenAI request body: the fields both endpoints share (sampling, limits,
+/// streaming; checked by [`common`]), then the endpoint's own. Every field is optional
+/// unless its type says otherwise; unknown fields are refused.
+macro_rules! request_body {
+    ($(#[$meta:meta])* $name:ident { $(pub $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(missing_docs)]
+        pub struct $name {
+            pub model: String,
+            pub frequency_penalty: Option<f32>,
+            pub logit_bias: Option<BTreeMap<String, f32>>,
+            pub n: Option<u32>,
+            pub presence_penalty: Option<f32>,
+            pub seed: Option<i64>,
+            pub stop: Option<StopInput>,
+            pub stream: Option<bool>,
+            pub stream_options: Option<StreamOptions>,
+            pub temperature: Option<f32>,
+            pub top_p: Option<f32>,
+            pub user: Option<String>,
+            $(pub $field: $ty,)*
+        }
+
+        impl $name {
+            /// The shared fields checked; `max_tokens` names the limit field and its value.
+            fn common(&mut self, max_tokens: Option<(&str, u32)>) -> Result<Common, Unsupported> {
+                common(
+                    self.n,
+                    self.temperature,
+                    self.top_p,
+                    self.frequency_penalty,
+                    self.presence_penalty,
+                    &self.logit_bias,
+                    self.seed,
+                    self.stop.take(),
+                    max_tokens,
+                    self.stream,
+                    self.stream_options.take(),
+                )
+            }
+        }
+    };
+}
+
+request_body! {
+    /// The body of `POST /v1/completions`.
+    CompletionRequest {
+        pub prompt: PromptInput,
+        pub best_of: Option<u32>,
+        pub echo: Option<bool>,
+        pub logprobs: Option<u32>,
+        pub max_tokens: Option<u32>,
+        pub suffix: Option<String>,
+    }
 }
 
 /// A chat message's `content`: text or a list of content parts.
@@ -115,50 +148,61 @@ pub struct ChatMessage {
     pub name: Option<String>,
     pub refusal: Option<String>,
     pub audio: Option<Value>,
-    pub tool_calls: Option<Value>,
+    pub tool_calls: Option<Vec<ToolCall>>,
     pub tool_call_id: Option<String>,
     pub function_call: Option<Value>,
 }
 
-/// The body of `POST /v1/chat/completions`.
-#[derive(Debug, Clone, Deserialize)]
+/// One tool call of an assistant message (`messages[i].tool_calls[j]`), handed to the
+/// chat template as given.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-#[allow(missing_docs)]
-pub struct ChatRequest {
-    pub messages: Vec<ChatMessage>,
-    pub model: String,
-    pub audio: Option<Value>,
-    pub frequency_penalty: Option<f32>,
-    pub function_call: Option<Value>,
-    pub functions: Option<Vec<Value>>,
-    pub logit_bias: Option<BTreeMap<String, f32>>,
-    pub logprobs: Option<bool>,
-    pub max_completion_tokens: Option<u32>,
-    pub max_tokens: Option<u32>,
-    pub metadata: Option<BTreeMap<String, String>>,
-    pub modalities: Option<Vec<String>>,
-    pub n: Option<u32>,
-    pub parallel_tool_calls: Option<bool>,
-    pub prediction: Option<Value>,
-    pub presence_penalty: Option<f32>,
-    pub prompt_cache_key: Option<String>,
-    pub reasoning_effort: Option<String>,
-    pub response_format: Option<Value>,
-    pub safety_identifier: Option<String>,
-    pub seed: Option<i64>,
-    pub service_tier: Option<String>,
-    pub stop: Option<StopInput>,
-    pub store: Option<bool>,
-    pub stream: Option<bool>,
-    pub stream_options: Option<StreamOptions>,
-    pub temperature: Option<f32>,
-    pub tool_choice: Option<Value>,
-    pub tools: Option<Vec<Value>>,
-    pub top_logprobs: Option<u32>,
-    pub top_p: Option<f32>,
-    pub user: Option<String>,
-    pub verbosity: Option<String>,
-    pub web_search_options: Option<Value>,
+pub struct ToolCall {
+    /// The call's id, which the answering `tool` message names in `tool_call_id`.
+    pub id: String,
+    /// `function` (the one kind supported).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The function called.
+    pub function: FunctionCall,
+}
+
+/// The function of a [`ToolCall`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionCall {
+    /// The function's name.
+    pub name: String,
+    /// Its arguments, a JSON text as OpenAI sends them.
+    pub arguments: String,
+}
+
+request_body! {
+    /// The body of `POST /v1/chat/completions`.
+    ChatRequest {
+        pub messages: Vec<ChatMessage>,
+        pub audio: Option<Value>,
+        pub function_call: Option<Value>,
+        pub functions: Option<Vec<Value>>,
+        pub logprobs: Option<bool>,
+        pub max_completion_tokens: Option<u32>,
+        pub max_tokens: Option<u32>,
+        pub metadata: Option<BTreeMap<String, String>>,
+        pub modalities: Option<Vec<String>>,
+        pub parallel_tool_calls: Option<bool>,
+        pub prediction: Option<Value>,
+        pub prompt_cache_key: Option<String>,
+        pub reasoning_effort: Option<String>,
+        pub response_format: Option<Value>,
+        pub safety_identifier: Option<String>,
+        pub service_tier: Option<String>,
+        pub store: Option<bool>,
+        pub tool_choice: Option<Value>,
+        pub tools: Option<Vec<Value>>,
+        pub top_logprobs: Option<u32>,
+        pub verbosity: Option<String>,
+        pub web_search_options: Option<Value>,
+    }
 }
 
 /// A field whose value the engine cannot honour.
@@ -287,7 +331,7 @@ impl CompletionRequest {
     ///
     /// # Errors
     /// [`Unsupported`] naming the field.
-    pub fn check(self) -> Result<(CompletionPrompt, Common), Unsupported> {
+    pub fn check(mut self) -> Result<(CompletionPrompt, Common), Unsupported> {
         if self.best_of.is_some_and(|b| b != 1) {
             return Err(refuse("best_of", "only best_of = 1 is supported"));
         }
@@ -300,6 +344,7 @@ impl CompletionRequest {
         if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(refuse("suffix", "suffix (insertion) is not supported"));
         }
+        let common = self.common(self.max_tokens.map(|m| ("max_tokens", m)))?;
         let one = "one prompt per request is supported";
         let prompt = match self.prompt {
             PromptInput::Text(t) => CompletionPrompt::Text(t),
@@ -308,30 +353,24 @@ impl CompletionRequest {
             PromptInput::TokenLists(mut v) if v.len() == 1 => CompletionPrompt::Tokens(v.remove(0)),
             _ => return Err(refuse("prompt", one)),
         };
-        let common = common(
-            self.n,
-            self.temperature,
-            self.top_p,
-            self.frequency_penalty,
-            self.presence_penalty,
-            &self.logit_bias,
-            self.seed,
-            self.stop,
-            self.max_tokens.map(|m| ("max_tokens", m)),
-            self.stream,
-            self.stream_options,
-        )?;
         Ok((prompt, common))
     }
 }
 
-/// A chat turn after the checks: role (`system`, `user`, `assistant`) and text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A chat turn after the checks, as the chat template receives it: role (`system`,
+/// `user`, `assistant`, `tool`), text, and the tool fields when present.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Turn {
-    /// `system` (also for `developer`), `user` or `assistant`.
+    /// `system` (also for `developer`), `user`, `assistant` or `tool`.
     pub role: String,
     /// The text.
     pub content: String,
+    /// An assistant turn's tool calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// A tool turn: the id of the call it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
 }
 
 impl ChatRequest {
@@ -339,7 +378,7 @@ impl ChatRequest {
     ///
     /// # Errors
     /// [`Unsupported`] naming the field.
-    pub fn check(self) -> Result<(Vec<Turn>, Common), Unsupported> {
+    pub fn check(mut self) -> Result<(Vec<Turn>, Common), Unsupported> {
         let nulls = [
             ("audio", self.audio.is_some()),
             ("function_call", self.function_call.is_some()),
@@ -356,17 +395,20 @@ impl ChatRequest {
             ),
         ];
         if let Some((field, _)) = nulls.iter().find(|(_, set)| *set) {
-            return Err(refuse(
-                *field,
-                "this feature is not supported by the engine",
-            ));
+            let why = if matches!(*field, "tools" | "functions") {
+                "tool definitions are not supported: the server does not parse tool calls out \
+                 of the model's output (tool and tool-call messages in `messages` are accepted)"
+            } else {
+                "this feature is not supported by the engine"
+            };
+            return Err(refuse(*field, why));
         }
         if let Some(c) = &self.tool_choice
             && c != "none"
         {
             return Err(refuse(
                 "tool_choice",
-                "tools are not supported; only \"none\"",
+                "tool definitions are not supported; only \"none\"",
             ));
         }
         if let Some(m) = &self.modalities
@@ -385,31 +427,60 @@ impl ChatRequest {
         if self.messages.is_empty() {
             return Err(refuse("messages", "at least one message is needed"));
         }
+        let max = match (self.max_completion_tokens, self.max_tokens) {
+            (Some(m), _) => Some(("max_completion_tokens", m)),
+            (None, Some(m)) => Some(("max_tokens", m)),
+            (None, None) => None,
+        };
+        let common = self.common(max)?;
         let mut turns = Vec::new();
         for (i, m) in self.messages.into_iter().enumerate() {
             let role = match m.role.as_str() {
                 "system" | "developer" => "system",
                 "user" => "user",
                 "assistant" => "assistant",
+                "tool" => "tool",
                 other => {
                     return Err(refuse(
                         format!("messages[{i}].role"),
                         format!(
-                            "role '{other}' is not supported (system, developer, user, assistant)"
+                            "role '{other}' is not supported \
+                             (system, developer, user, assistant, tool)"
                         ),
                     ));
                 }
             };
-            for (field, set) in [
-                ("audio", m.audio.is_some()),
-                ("tool_calls", m.tool_calls.is_some()),
-                ("tool_call_id", m.tool_call_id.is_some()),
-                ("function_call", m.function_call.is_some()),
+            for (field, set, why) in [
+                (
+                    "audio",
+                    m.audio.is_some(),
+                    "audio messages are not supported",
+                ),
+                (
+                    "function_call",
+                    m.function_call.is_some(),
+                    "the deprecated function_call is not supported; send tool_calls",
+                ),
+                (
+                    "tool_calls",
+                    m.tool_calls.is_some() && role != "assistant",
+                    "only an assistant message carries tool_calls",
+                ),
+                (
+                    "tool_call_id",
+                    (role == "tool") != m.tool_call_id.is_some(),
+                    "a tool message names the call it answers in tool_call_id, and only a tool message does",
+                ),
             ] {
                 if set {
+                    return Err(refuse(format!("messages[{i}].{field}"), why));
+                }
+            }
+            for (j, call) in m.tool_calls.iter().flatten().enumerate() {
+                if call.kind != "function" {
                     return Err(refuse(
-                        format!("messages[{i}].{field}"),
-                        "tool and audio messages are not supported",
+                        format!("messages[{i}].tool_calls[{j}].type"),
+                        format!("tool call type '{}' is not supported (function)", call.kind),
                     ));
                 }
             }
@@ -435,26 +506,10 @@ impl ChatRequest {
             turns.push(Turn {
                 role: role.to_string(),
                 content,
+                tool_calls: m.tool_calls,
+                tool_call_id: m.tool_call_id,
             });
         }
-        let max = match (self.max_completion_tokens, self.max_tokens) {
-            (Some(m), _) => Some(("max_completion_tokens", m)),
-            (None, Some(m)) => Some(("max_tokens", m)),
-            (None, None) => None,
-        };
-        let common = common(
-            self.n,
-            self.temperature,
-            self.top_p,
-            self.frequency_penalty,
-            self.presence_penalty,
-            &self.logit_bias,
-            self.seed,
-            self.stop,
-            max,
-            self.stream,
-            self.stream_options,
-        )?;
         Ok((turns, common))
     }
 }
@@ -487,7 +542,43 @@ mod tests {
             assert_eq!(chat(b).unwrap_err().field, field);
         }
         let mut b = base.clone();
-        b["messages"][0]["role"] = "tool".into();
+        b["messages"][0]["role"] = "function".into();
         assert_eq!(chat(b).unwrap_err().field, "messages[0].role");
+    }
+
+    /// Tool turns reach the template with their fields; a malformed one is refused by name.
+    #[test]
+    fn tool_turns_are_accepted_and_checked_by_name() {
+        let call = serde_json::json!({"id": "c1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\": \"Paris\"}"}});
+        let convo = serde_json::json!({"model": "m", "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "18 C, sunny"},
+        ]});
+        let (turns, _) = chat(convo.clone()).unwrap();
+        assert_eq!(
+            turns[1].tool_calls.as_ref().unwrap()[0].function.name,
+            "weather"
+        );
+        assert_eq!(turns[2].role, "tool");
+        assert_eq!(turns[2].tool_call_id.as_deref(), Some("c1"));
+        let as_template_sees: Value = serde_json::to_value(&turns[2]).unwrap();
+        assert_eq!(
+            as_template_sees,
+            serde_json::json!({"role": "tool", "content": "18 C, sunny", "tool_call_id": "c1"})
+        );
+        let mut b = convo.clone();
+        b["messages"][2]["tool_call_id"] = Value::Null;
+        assert_eq!(chat(b).unwrap_err().field, "messages[2].tool_call_id");
+        let mut b = convo.clone();
+        b["messages"][0]["tool_call_id"] = "c1".into();
+        assert_eq!(chat(b).unwrap_err().field, "messages[0].tool_call_id");
+        let mut b = convo.clone();
+        b["messages"][1]["tool_calls"][0]["type"] = "custom".into();
+        assert_eq!(chat(b).unwrap_err().field, "messages[1].tool_calls[0].type");
+        let mut b = convo.clone();
+        b["messages"][0]["tool_calls"] = serde_json::json!([call]);
+        assert_eq!(chat(b).unwrap_err().field, "messages[0].tool_calls");
     }
 }

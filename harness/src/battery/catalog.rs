@@ -297,7 +297,10 @@ impl Catalog {
     }
 
     /// Checks every mutation against the tree: the file exists inside the workspace, is UTF-8,
-    /// and `find` occurs exactly `occurrences` times. Returns the prepared mutations in order.
+    /// `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it changes
+    /// something the compiler reads, not only comments, doc comments, whitespace or string
+    /// literals whose value is discarded ([`super::inert`]). Returns the prepared mutations
+    /// in order.
     ///
     /// Errors: [`CatalogError::Drift`] naming the mutation, file and counts.
     pub fn prepare(&self) -> Result<Vec<PreparedMutation>, CatalogError> {
@@ -337,6 +340,14 @@ impl Catalog {
                     self.root.display()
                 )));
             }
+            let inside = abs.strip_prefix(&self.root).unwrap_or(&abs);
+            if inside.components().any(|c| c.as_os_str() == ".git") {
+                return Err(drift(format!(
+                    "mutation {}: file {} is inside .git: the harness mutates only the tree's files, never git's own",
+                    m.id,
+                    rel.display()
+                )));
+            }
             let bytes = std::fs::read(&abs).map_err(|e| {
                 drift(format!(
                     "mutation {}: cannot read {}: {e}",
@@ -363,7 +374,18 @@ impl Catalog {
                 )));
             }
             let start = text.find(m.find.as_str()).unwrap_or(0);
-            let mutated = text.replace(m.find.as_str(), &m.replace).into_bytes();
+            let mutated = text.replace(m.find.as_str(), &m.replace);
+            if rel.extension().is_some_and(|e| e == "rs")
+                && let Some(why) = super::inert::inert_change(text, &mutated)
+            {
+                return Err(drift(format!(
+                    "mutation {}: `find` text {:?} in {}: {why}; no test can tell this mutant from the original",
+                    m.id,
+                    m.find,
+                    rel.display()
+                )));
+            }
+            let mutated = mutated.into_bytes();
             out.push(PreparedMutation {
                 index,
                 abs_path: abs,
@@ -375,6 +397,113 @@ impl Catalog {
             });
         }
         Ok(out)
+    }
+}
+
+/// Where a catalog's private target directory lies (see [`Catalog::check_target_dir`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetPlace {
+    /// Outside the workspace.
+    Outside(PathBuf),
+    /// Inside the workspace, holding none of its files.
+    Inside(PathBuf),
+}
+
+impl fmt::Display for TargetPlace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TargetPlace::Outside(p) => write!(f, "{} (outside the workspace)", p.display()),
+            TargetPlace::Inside(p) => write!(f, "{} (inside the workspace)", p.display()),
+        }
+    }
+}
+
+/// `p` with `.` and `..` taken out, without touching the filesystem.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+impl Catalog {
+    /// Checks that the builds cannot write among the tree's files: the private target
+    /// directory must not be the workspace root or hold it, and inside the workspace it must
+    /// hold no tracked file and, unless it is a Cargo target directory already (it holds a
+    /// `CACHEDIR.TAG`), no file of the tree's file set at all (the fingerprint never looks
+    /// inside it, so an edit there would go unnoticed). Reads the tree; builds nothing.
+    ///
+    /// Errors: [`CatalogError::Invalid`] on field `target_dir`, naming up to five of the
+    /// files it holds.
+    pub fn check_target_dir(&self) -> Result<TargetPlace, CatalogError> {
+        let t = self
+            .target_dir
+            .canonicalize()
+            .unwrap_or_else(|_| lexical(&self.target_dir));
+        let invalid = |reason: String| CatalogError::Invalid {
+            path: self.path.clone(),
+            field: "target_dir".into(),
+            reason,
+        };
+        if self.root.starts_with(&t) {
+            let what = if t == self.root {
+                "is the workspace root"
+            } else {
+                "holds the workspace root"
+            };
+            return Err(invalid(format!(
+                "{} {what} {}: the builds would write among the tree's files",
+                t.display(),
+                self.root.display()
+            )));
+        }
+        let Ok(rel) = t.strip_prefix(&self.root) else {
+            return Ok(TargetPlace::Outside(t));
+        };
+        let mut held: Vec<PathBuf> = Vec::new();
+        if let Ok(repo) = git2::Repository::discover(&self.root)
+            && let Some(wd) = repo.workdir().and_then(|w| w.canonicalize().ok())
+            && let Ok(in_repo) = t.strip_prefix(&wd)
+        {
+            let dir = format!("{}/", in_repo.to_string_lossy());
+            if let Ok(index) = repo.index() {
+                held.extend(
+                    index
+                        .iter()
+                        .map(|e| PathBuf::from(String::from_utf8_lossy(&e.path).into_owned()))
+                        .filter(|p| p.to_string_lossy().starts_with(&dir)),
+                );
+            }
+        }
+        if held.is_empty() && t.is_dir() && !t.join("CACHEDIR.TAG").exists() {
+            let set = crate::workspace::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
+            held.extend(set.files.into_keys().map(|f| rel.join(f)));
+        }
+        if held.is_empty() {
+            return Ok(TargetPlace::Inside(t));
+        }
+        let shown: Vec<String> = held
+            .iter()
+            .take(5)
+            .map(|p| p.display().to_string())
+            .collect();
+        let more = if held.len() > 5 {
+            format!(" and {} more", held.len() - 5)
+        } else {
+            String::new()
+        };
+        Err(invalid(format!(
+            "{} holds files of the tree ({}{more}): the builds would write among them and the fingerprint would not see them; use a directory git ignores (the default target/harness/<name>) or one outside the workspace",
+            t.display(),
+            shown.join(", ")
+        )))
     }
 }
 

@@ -66,7 +66,10 @@ fn title(r: &BatteryReport) -> String {
         Status::Refused => format!(
             "{}: refused {} (exit {})",
             r.catalog.name,
-            r.refusal.as_ref().map(|f| f.kind.to_string()).unwrap_or_default(),
+            r.refusal
+                .as_ref()
+                .map(|f| f.kind.to_string())
+                .unwrap_or_default(),
             r.exit_code
         ),
         Status::Interrupted => format!("{}: interrupted (exit {})", r.catalog.name, r.exit_code),
@@ -80,7 +83,8 @@ fn cell_words(c: Cell) -> &'static str {
         Cell::Ignored => "ignored",
         Cell::Unfinished => "unfinished at the timeout",
         Cell::NotRun => "not run (the mutation did not compile)",
-        Cell::NoResult => "no result",
+        Cell::NoResult => "no result (the test binary died before reporting it)",
+        Cell::Missing => "missing (the test does not exist under the mutation)",
     }
 }
 
@@ -138,7 +142,10 @@ pub fn page(r: &BatteryReport, stryker: Option<&serde_json::Value>) -> String {
         s.push_str("\n</script>\n");
     }
     s.push_str("</head>\n<body>\n<header>\n");
-    s.push_str(&format!("<h1>Mutation battery <code>{}</code></h1>\n", escape(&r.catalog.name)));
+    s.push_str(&format!(
+        "<h1>Mutation battery <code>{}</code></h1>\n",
+        escape(&r.catalog.name)
+    ));
     s.push_str(&format!("<p id=\"headline\">{}</p>\n", escape(&title)));
     if let Some(f) = &r.refusal {
         s.push_str(&format!(
@@ -166,7 +173,8 @@ pub fn page(r: &BatteryReport, stryker: Option<&serde_json::Value>) -> String {
         s.push_str("<section>\n<h2>Kill matrix</h2>\n");
         s.push_str(
             "<p>K: the test failed under the mutation; .: passed; T: unfinished at the \
-             timeout; -: not run; i: ignored; ?: no result.</p>\n",
+             timeout; -: not run; i: ignored; ?: no result (the binary died); x: the test is \
+             missing under the mutation.</p>\n",
         );
         s.push_str(&kill_matrix_table(&r.kill_matrix));
         s.push_str("</section>\n");
@@ -237,13 +245,18 @@ mod tests {
         let m = KillMatrix {
             tests: vec!["t::a".into(), "t::<b>".into()],
             mutations: vec!["m1".into(), "m&2".into()],
-            cells: vec![vec![Cell::Killed, Cell::Passed], vec![Cell::NotRun, Cell::Killed]],
+            cells: vec![
+                vec![Cell::Killed, Cell::Passed],
+                vec![Cell::NotRun, Cell::Killed],
+            ],
         };
         let html = kill_matrix_table(&m);
         assert_eq!(html.matches("<td ").count(), 4);
         assert_eq!(html.matches("<tr>").count(), 3);
         assert!(html.contains("<code>t::&lt;b&gt;</code>"));
         assert!(html.contains("<code>m&amp;2</code>"));
-        assert!(html.contains("title=\"t::a under m1: failed under the mutation (killed it)\">K</td>"));
+        assert!(
+            html.contains("title=\"t::a under m1: failed under the mutation (killed it)\">K</td>")
+        );
     }
 }

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use super::report::{self, BatteryReport, Status, Summary};
 use super::shard::ShardManifest;
 use super::verdict::KillMatrix;
-use crate::system::exit::ExitCode;
 
 /// Why shards cannot be merged. Each names the file or the shards at fault.
 #[derive(Debug, thiserror::Error)]
@@ -175,7 +174,10 @@ fn read_shards(dirs: &[PathBuf]) -> Result<Vec<ShardReport>, MergeError> {
 }
 
 /// Checks that `shards` (one catalog) are the N shards of one run; returns them by K.
-fn check_shards(catalog: &str, mut shards: Vec<ShardReport>) -> Result<Vec<ShardReport>, MergeError> {
+fn check_shards(
+    catalog: &str,
+    mut shards: Vec<ShardReport>,
+) -> Result<Vec<ShardReport>, MergeError> {
     shards.sort_by_key(|s| s.manifest.k);
     let first = &shards[0];
     for s in &shards {
@@ -196,7 +198,8 @@ fn check_shards(catalog: &str, mut shards: Vec<ShardReport>) -> Result<Vec<Shard
         let (a, b) = (&first.manifest, &s.manifest);
         let field = if a.n != b.n {
             Some("the number of shards")
-        } else if a.catalog_sha256 != b.catalog_sha256 || a.catalog_mutations != b.catalog_mutations {
+        } else if a.catalog_sha256 != b.catalog_sha256 || a.catalog_mutations != b.catalog_mutations
+        {
             Some("the catalog's bytes")
         } else if a.tree_fingerprint != b.tree_fingerprint {
             Some("the tree's fingerprint")
@@ -305,14 +308,16 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
     r.mutations = mutations;
     r.shard = None;
     r.only = None;
-    r.started_unix = shards.iter().map(|s| s.report.started_unix).min().unwrap_or(0);
-    r.wall_seconds = shards.iter().map(|s| s.report.wall_seconds).fold(0.0, f64::max);
-    r.exit_code = if r.summary.unmet > 0 || r.summary.unfalsified > 0 {
-        ExitCode::Weak
-    } else {
-        ExitCode::AllMet
-    }
-    .code();
+    r.started_unix = shards
+        .iter()
+        .map(|s| s.report.started_unix)
+        .min()
+        .unwrap_or(0);
+    r.wall_seconds = shards
+        .iter()
+        .map(|s| s.report.wall_seconds)
+        .fold(0.0, f64::max);
+    r.exit_code = super::complete_exit_code(&r.summary).code();
 
     // The Stryker document: files in path order, each file's mutants in catalog order.
     let mut mutants: BTreeMap<String, (String, serde_json::Value)> = BTreeMap::new();
@@ -328,7 +333,12 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
                 let mut empty = f.clone();
                 empty["mutants"] = serde_json::json!([]);
                 files.entry(path.clone()).or_insert(empty);
-                for m in f.get("mutants").and_then(|m| m.as_array()).into_iter().flatten() {
+                for m in f
+                    .get("mutants")
+                    .and_then(|m| m.as_array())
+                    .into_iter()
+                    .flatten()
+                {
                     if let Some(id) = m.get("id").and_then(|i| i.as_str()) {
                         mutants.insert(id.to_string(), (path.clone(), m.clone()));
                     }
@@ -337,14 +347,13 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
         }
     }
     for id in order {
-        if let Some((path, m)) = mutants.remove(id) {
-            if let Some(list) = files
+        if let Some((path, m)) = mutants.remove(id)
+            && let Some(list) = files
                 .get_mut(&path)
                 .and_then(|f| f.get_mut("mutants"))
                 .and_then(|l| l.as_array_mut())
-            {
-                list.push(m);
-            }
+        {
+            list.push(m);
         }
     }
     let sorted: BTreeMap<String, serde_json::Value> = files.into_iter().collect();
@@ -361,7 +370,10 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<Merged>, MergeError> {
     let mut groups: BTreeMap<String, Vec<ShardReport>> = BTreeMap::new();
     for s in read_shards(dirs)? {
-        groups.entry(s.report.catalog.name.clone()).or_default().push(s);
+        groups
+            .entry(s.report.catalog.name.clone())
+            .or_default()
+            .push(s);
     }
     let mut checked = Vec::new();
     for (name, shards) in groups {
@@ -371,10 +383,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<Merged>, MergeError> {
     for shards in checked {
         let (r, doc) = join(&shards);
         let dir = report::report_dir(out, &r.catalog.name);
-        let written = report::write_with(&dir, &r, Some(&doc)).map_err(|source| MergeError::Io {
-            path: dir.clone(),
-            source,
-        })?;
+        let written =
+            report::write_with(&dir, &r, Some(&doc)).map_err(|source| MergeError::Io {
+                path: dir.clone(),
+                source,
+            })?;
         merged.push(Merged { report: r, written });
     }
     Ok(merged)

@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod diagnostics;
 pub mod html;
+pub mod inert;
 pub mod lints;
 pub mod merge;
 pub mod rebuild;
@@ -125,6 +126,8 @@ pub fn run_mode(
     // directory; the caller prints the error and exits 2.
     let catalog = Catalog::load(catalog_path)?;
     check_only(&catalog, opts.only.as_deref())?;
+    let place = catalog.check_target_dir()?;
+    progress.line(&format!("target directory {place}"));
     let reports_root = opts
         .reports_root
         .clone()
@@ -145,7 +148,12 @@ pub fn run_mode(
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
     });
-    let stop = run.go(mode.as_mut()).err();
+    let mut stop = run.go(mode.as_mut()).err();
+    // A signal that arrived at any point ends the run as interrupted, never as a verdict or
+    // a refusal it may have caused (a test binary killed by the same signal).
+    if crate::interrupt::requested() {
+        stop = Some(Stop::Interrupted);
+    }
     let mut report = assemble(&catalog, opts, &run, stop);
     if let Some(s) = &opts.shard {
         report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
@@ -182,6 +190,45 @@ fn shard_manifest(
         mutations: report.mutations.iter().map(|m| m.id.clone()).collect(),
         catalog_mutations: all,
     })
+}
+
+/// The report of a battery that could not start because the host lock is held by someone
+/// else (LOCKED, `detail` names the holder): written like any refusal's, nothing run.
+///
+/// Errors: as [`run_mode`] before it runs anything (a malformed catalog, unwritable reports).
+pub fn write_locked(
+    catalog_path: &Path,
+    opts: &Options,
+    detail: &str,
+) -> Result<RunResult, BatteryError> {
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let catalog = Catalog::load(catalog_path)?;
+    let reports_root = opts
+        .reports_root
+        .clone()
+        .unwrap_or_else(|| catalog.root.join("reports"));
+    let progress = Progress::plain();
+    let run = Run::new(Shared {
+        catalog: &catalog,
+        opts,
+        progress: &progress,
+        exclude: Vec::new(),
+    });
+    let stop = Stop::Refused(Refusal {
+        kind: RefusalKind::Locked,
+        detail: detail.to_string(),
+    });
+    let mut report = assemble(&catalog, opts, &run, Some(stop));
+    report.started_unix = started_unix;
+    let dir = report::report_dir(&reports_root, &catalog.name);
+    let written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(RunResult { report, written })
 }
 
 /// `--only` must name ids the catalog has.
@@ -233,8 +280,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
     let exit_code = match status {
         Status::Interrupted => ExitCode::Interrupted,
         Status::Refused => ExitCode::Refused,
-        Status::Complete if summary.unmet > 0 || summary.unfalsified > 0 => ExitCode::Weak,
-        Status::Complete => ExitCode::AllMet,
+        Status::Complete => complete_exit_code(&summary),
     };
     BatteryReport {
         schema: report::SCHEMA.to_string(),
@@ -262,6 +308,16 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         unfalsified,
         summary,
         exit_code: exit_code.code(),
+    }
+}
+
+/// The exit code of a battery that completed: 1 (weak) when an expectation is unmet or a
+/// listed test is UNFALSIFIED, else 0.
+pub fn complete_exit_code(summary: &report::Summary) -> ExitCode {
+    if summary.unmet > 0 || summary.unfalsified > 0 {
+        ExitCode::Weak
+    } else {
+        ExitCode::AllMet
     }
 }
 
@@ -315,6 +371,7 @@ pub(crate) fn outcome_word(o: Option<&Outcome>) -> &'static str {
         Some(Outcome::Ignored) => "ignored",
         Some(Outcome::Unfinished) => "unfinished",
         Some(Outcome::NoResult) => "no result",
+        Some(Outcome::Missing) => "missing",
         None => "absent",
     }
 }

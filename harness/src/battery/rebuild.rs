@@ -10,7 +10,7 @@ use crate::catalog::{Catalog, PreparedMutation};
 use crate::workspace::{self, Applied, TreeScan};
 
 use super::refusal::{RefusalKind, Stop, refuse};
-use super::run::{Built, ModeRun, Mutant, Shared, check_rebuilt};
+use super::run::{Built, ModeRun, Mutant, Shared, rebuilt};
 use super::{BatteryError, Options};
 
 /// Rebuild mode's state.
@@ -93,18 +93,13 @@ impl ModeRun for Rebuild {
         sh.progress
             .line(&format!("{}: applied to {}", mu.tag, pm.rel_path.display()));
         sh.progress.phase(&format!("{}: building", mu.tag));
-        let build = self.cargo.build()?;
-        check_rebuilt(&build, &self.packages, &pm.abs_path, mu)?;
-        Ok(if build.success {
-            Built::Rebuilt {
-                seconds: build.seconds,
-            }
-        } else {
-            Built::Unviable {
-                error: build.first_error.unwrap_or_default(),
-                seconds: build.seconds,
-            }
-        })
+        rebuilt(
+            self.cargo.build()?,
+            &self.packages,
+            &self.root,
+            &pm.abs_path,
+            mu,
+        )
     }
 
     fn test_mutant(

@@ -33,9 +33,6 @@ pub enum RefusalKind {
     TreeDirty,
     /// The host lock is held by someone else.
     Locked,
-    /// Switch mode: the forced-fail control passed every listed test, so no listed test
-    /// reaches the switched code and no switched verdict could be trusted.
-    SwitchUnreached,
     /// The harness itself could not go on: cargo could not be run or answered nonsense, a
     /// file could not be read or written (the detail names it), or a switched build failed
     /// outside every mutated body.
@@ -44,7 +41,7 @@ pub enum RefusalKind {
 
 impl RefusalKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [RefusalKind; 9] = [
+    pub const ALL: [RefusalKind; 8] = [
         RefusalKind::CatalogDrift,
         RefusalKind::FilterDrift,
         RefusalKind::BaselineRed,
@@ -52,7 +49,6 @@ impl RefusalKind {
         RefusalKind::StaleBuild,
         RefusalKind::TreeDirty,
         RefusalKind::Locked,
-        RefusalKind::SwitchUnreached,
         RefusalKind::HarnessFault,
     ];
 
@@ -66,7 +62,6 @@ impl RefusalKind {
             RefusalKind::StaleBuild => "STALE-BUILD",
             RefusalKind::TreeDirty => "TREE-DIRTY",
             RefusalKind::Locked => "LOCKED",
-            RefusalKind::SwitchUnreached => "SWITCH-UNREACHED",
             RefusalKind::HarnessFault => "HARNESS-FAULT",
         }
     }

@@ -97,7 +97,7 @@ pub struct CatalogInfo {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RefusalInfo {
     /// Which refusal (CATALOG-DRIFT, FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD,
-    /// TREE-DIRTY, LOCKED, SWITCH-UNREACHED or HARNESS-FAULT).
+    /// TREE-DIRTY, LOCKED or HARNESS-FAULT).
     pub kind: crate::battery::RefusalKind,
     /// What exactly, naming files, tests and mutations.
     pub detail: String,
@@ -150,7 +150,7 @@ pub struct MutationReport {
     pub end_column: usize,
     /// The replacement text.
     pub replace: String,
-    /// KILLED, SURVIVED, UNVIABLE or TIMEOUT.
+    /// KILLED, SURVIVED, UNVIABLE, TIMEOUT, CRASHED or TESTS_MISSING.
     pub verdict: Verdict,
     /// MET or UNMET.
     pub expectation: Expectation,
@@ -166,6 +166,10 @@ pub struct MutationReport {
     pub outcomes: BTreeMap<String, Outcome>,
     /// For UNVIABLE: the compiler's first error.
     pub compiler_error: Option<String>,
+    /// The test binaries that died before reporting all their tests, each with its exit
+    /// status or signal as cargo reports it (empty when none died).
+    #[serde(default)]
+    pub died: Vec<String>,
     /// When a test binary died before reporting some tests: the end of cargo's stderr.
     pub crash_output: Option<String>,
     /// For TIMEOUT: the tests that had finished.
@@ -191,6 +195,12 @@ pub struct Summary {
     pub unviable: usize,
     /// TIMEOUT.
     pub timeout: usize,
+    /// CRASHED.
+    #[serde(default)]
+    pub crashed: usize,
+    /// TESTS_MISSING.
+    #[serde(default)]
+    pub tests_missing: usize,
     /// MET.
     pub met: usize,
     /// UNMET.
@@ -213,6 +223,8 @@ impl Summary {
                 Verdict::Survived => s.survived += 1,
                 Verdict::Unviable => s.unviable += 1,
                 Verdict::Timeout => s.timeout += 1,
+                Verdict::Crashed => s.crashed += 1,
+                Verdict::TestsMissing => s.tests_missing += 1,
             }
             match m.expectation {
                 Expectation::Met => s.met += 1,
@@ -282,8 +294,16 @@ fn headline(r: &BatteryReport) -> String {
         (Status::Interrupted, _) => "INTERRUPTED (tree restored)".to_string(),
         _ => {
             let s = &r.summary;
+            // The verdicts without a kill and without a survivor are named when they occur.
+            let mut rare = String::new();
+            if s.crashed > 0 {
+                rare.push_str(&format!(", {} crashed", s.crashed));
+            }
+            if s.tests_missing > 0 {
+                rare.push_str(&format!(", {} tests missing", s.tests_missing));
+            }
             format!(
-                "{} mutations: {} killed, {} survived, {} unviable, {} timeout; {} met, {} unmet; {}",
+                "{} mutations: {} killed, {} survived, {} unviable, {} timeout{rare}; {} met, {} unmet; {}",
                 s.mutations,
                 s.killed,
                 s.survived,
@@ -373,7 +393,7 @@ pub fn markdown(r: &BatteryReport) -> String {
         s.push('\n');
     }
     if !r.kill_matrix.mutations.is_empty() {
-        s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result)</summary>\n\n");
+        s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result: its binary died, x missing under the mutation)</summary>\n\n");
         s.push_str("| test |");
         for m in &r.kill_matrix.mutations {
             s.push_str(&format!(" `{m}` |"));
@@ -413,6 +433,8 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
             Verdict::Survived => "Survived",
             Verdict::Unviable => "CompileError",
             Verdict::Timeout => "Timeout",
+            Verdict::Crashed => "RuntimeError",
+            Verdict::TestsMissing => "NoCoverage",
         };
         let reason = match (&m.compiler_error, m.reasons.is_empty()) {
             (Some(e), _) => e.clone(),

@@ -30,7 +30,8 @@ pub enum Phase {
     /// List the targets' tests and compare them with the catalog's list (FILTER-DRIFT).
     ListTests,
     /// Run the listed tests twice without any mutation (FLAKY, BASELINE-RED) and derive
-    /// the per-mutation timeout; then the mode's own controls (SWITCH-UNREACHED).
+    /// the per-mutation timeout; then the mode's own controls (switch mode's forced-fail
+    /// control).
     Controls,
     /// Every selected mutation through [`MUTANT_PHASES`].
     Mutations,
@@ -203,8 +204,11 @@ impl<'a> Run<'a> {
     }
 
     /// Runs every phase of [`PHASES`] in order; the first refusal or interruption ends it.
+    /// A signal is looked for between phases as well as inside them, so that one arriving
+    /// at any point ends the run as interrupted.
     pub fn go(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         for phase in PHASES {
+            interrupted()?;
             match phase {
                 Phase::Opening => self.opening(mode)?,
                 Phase::BaselineBuild => self.baseline_build(mode)?,
@@ -220,7 +224,7 @@ impl<'a> Run<'a> {
                 Phase::Closing => self.closing()?,
             }
         }
-        Ok(())
+        interrupted()
     }
 
     fn opening(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
@@ -229,7 +233,12 @@ impl<'a> Run<'a> {
         let start = workspace::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
         let only = self.sh.opts.only.as_ref();
-        let shard = self.sh.opts.shard.as_ref().map(|s| s.select(&c.mutation_ids()));
+        let shard = self
+            .sh
+            .opts
+            .shard
+            .as_ref()
+            .map(|s| s.select(&c.mutation_ids()));
         self.selected = (0..self.prepared.len())
             .filter(|&k| {
                 let id = &c.spec.mutations[self.prepared[k].index].id;
@@ -249,6 +258,7 @@ impl<'a> Run<'a> {
             &c.spec.package,
             &c.spec.test_targets,
             c.spec.lib_tests,
+            &c.spec.features,
         )
         .map_err(|e| {
             refuse(
@@ -304,14 +314,22 @@ impl<'a> Run<'a> {
         let p = self.sh.progress;
         let baseline_timeout =
             Duration::from_secs_f64((c.spec.timeout_floor_secs * 20.0).max(1800.0));
-        let before = mode.snapshot(&self.sh)?;
+        let before = Created::watch(&self.sh, mode)?;
         let mut runs = Vec::new();
+        let mut ran = Ok(());
         for i in 1..=2 {
             p.phase(&format!("baseline run {i}/2"));
-            runs.push(mode.control_run(&self.sh, baseline_timeout)?);
+            match mode.control_run(&self.sh, baseline_timeout) {
+                Ok(r) => runs.push(r),
+                Err(stop) => {
+                    ran = Err(stop);
+                    break;
+                }
+            }
         }
-        let after = mode.snapshot(&self.sh)?;
-        let created = workspace::remove_created(mode.root(), &before, &after)?;
+        let created = before.settle(&self.sh, mode, "baseline runs");
+        ran?;
+        let created = created?;
         let run_seconds: Vec<f64> = runs.iter().map(|r| r.seconds).collect();
         self.timeout = derive_timeout(
             &run_seconds,
@@ -343,9 +361,7 @@ impl<'a> Run<'a> {
         let n = selected.len();
         self.sh.progress.set_total(n);
         for (k, at) in mode.order(&selected).into_iter().enumerate() {
-            if crate::interrupt::requested() {
-                return Err(Stop::Interrupted);
-            }
+            interrupted()?;
             let pm = selected[at];
             let m = &c.spec.mutations[pm.index];
             let mu = Mutant {
@@ -354,6 +370,9 @@ impl<'a> Run<'a> {
                 tag: format!("[{}/{n}] {}", k + 1, m.id),
             };
             let ran = one_mutant(&self.sh, mode, &mu, self.timeout, &mut self.overheads)?;
+            // A signal during the mutant (its test binary may have died of it) is never a
+            // verdict.
+            interrupted()?;
             log_verdict(self.sh.progress, &mu, &ran);
             self.results.insert(pm.index, ran);
             self.sh.progress.advance();
@@ -378,13 +397,13 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The reports of the mutations that ran, in catalog order, and the kill matrix's
-    /// columns (outcomes; `None` for UNVIABLE).
     /// The tree's fingerprint at the start of the run (`None` before the opening scan).
     pub fn start_fingerprint(&self) -> Option<String> {
         self.start.as_ref().map(TreeScan::fingerprint)
     }
 
+    /// The reports of the mutations that ran, in catalog order, and the kill matrix's
+    /// columns (outcomes; `None` for UNVIABLE).
     pub fn mutation_reports(&self) -> Vec<(MutationReport, Option<BTreeMap<String, Outcome>>)> {
         let c = self.sh.catalog;
         self.selected
@@ -396,6 +415,85 @@ impl<'a> Run<'a> {
             })
             .collect()
     }
+}
+
+/// [`Stop::Interrupted`] once a signal has asked the harness to stop.
+fn interrupted() -> Result<(), Stop> {
+    if crate::interrupt::requested() {
+        Err(Stop::Interrupted)
+    } else {
+        Ok(())
+    }
+}
+
+/// The tree the tests run in, as it was before a test phase: what they create is settled
+/// against it afterwards. In the user's tree (rebuild mode) its file set is journaled, so a
+/// later command can settle it if the run is killed; switch mode's scratch copy is the
+/// run's own, and everything new in it is removed.
+struct Created {
+    before: TreeScan,
+    journal: Option<PathBuf>,
+}
+
+impl Created {
+    fn watch(sh: &Shared<'_>, mode: &dyn ModeRun) -> Result<Created, Stop> {
+        let before = mode.snapshot(sh)?;
+        let journal = if user_tree(sh, mode) {
+            Some(workspace::journal_tree(
+                &sh.opts.state_dir,
+                mode.root(),
+                &sh.exclude,
+                &before,
+            )?)
+        } else {
+            None
+        };
+        Ok(Created { before, journal })
+    }
+
+    /// Removes the files the run created since [`Created::watch`]; in the user's tree, a new
+    /// file the run did not make is kept and the run refused TREE-DIRTY naming it (`during`
+    /// says when it appeared).
+    fn settle(
+        self,
+        sh: &Shared<'_>,
+        mode: &dyn ModeRun,
+        during: &str,
+    ) -> Result<Vec<PathBuf>, Stop> {
+        let after = mode.snapshot(sh)?;
+        if !user_tree(sh, mode) {
+            return Ok(workspace::remove_created(
+                mode.root(),
+                &self.before,
+                &after,
+            )?);
+        }
+        let settled = workspace::settle_created(mode.root(), &self.before, &after)?;
+        if let Some(j) = &self.journal {
+            workspace::forget_tree(j);
+        }
+        if settled.kept.is_empty() {
+            return Ok(settled.removed);
+        }
+        Err(refuse(
+            RefusalKind::TreeDirty,
+            format!(
+                "files appeared in the tree during the {during} that no process of the run created; kept: {}",
+                settled
+                    .kept
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+}
+
+/// Whether the tests run in the user's tree (rebuild mode) rather than in a copy the run
+/// owns (switch mode's scratch copy).
+fn user_tree(sh: &Shared<'_>, mode: &dyn ModeRun) -> bool {
+    mode.root() == sh.catalog.root
 }
 
 /// FLAKY when the two control runs disagree on a listed test; BASELINE-RED when a listed
@@ -455,7 +553,7 @@ fn one_mutant(
     overheads: &mut Vec<f64>,
 ) -> Result<Ran, Stop> {
     let t0 = Instant::now();
-    let before = mode.snapshot(sh)?;
+    let watch = Created::watch(sh, mode)?;
     let mut overhead = t0.elapsed().as_secs_f64();
     let mut built = None;
     let mut run = None;
@@ -483,10 +581,16 @@ fn one_mutant(
             break;
         }
     }
-    outcome?;
+    // The created files are settled whatever happened before (an interrupted run removes
+    // them too); what went wrong first is reported first.
     let t1 = Instant::now();
-    let after = mode.snapshot(sh)?;
-    let created = workspace::remove_created(mode.root(), &before, &after)?;
+    let created = watch.settle(
+        sh,
+        mode,
+        &format!("build and tests of mutation {}", mu.m.id),
+    );
+    outcome?;
+    let created = created?;
     overhead += t1.elapsed().as_secs_f64();
     if !created.is_empty() {
         sh.progress.line(&format!(
@@ -517,6 +621,7 @@ fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
             outcomes: &r.outcomes,
             messages: &r.messages,
             timed_out: r.timed_out,
+            died: &r.died,
         },
     }
 }
@@ -568,6 +673,7 @@ fn mutation_report(
         crash_output: r
             .filter(|r| r.outcomes.values().any(|o| *o == Outcome::NoResult))
             .map(|r| r.stderr_tail.clone()),
+        died: r.map(|r| r.died.clone()).unwrap_or_default(),
         finished_tests: r.and_then(|r| {
             r.timed_out.then(|| {
                 r.outcomes
@@ -609,30 +715,103 @@ pub(crate) fn owning_package<'p>(
         .max_by_key(|p| p.dir.components().count())
 }
 
-/// STALE-BUILD unless a successful `build` compiled the package owning `file` (the
-/// mutated file, absolute) again: cargo reporting all its artifacts fresh means the
-/// mutated code was not rebuilt.
+/// [`MutantPhase::Build`] of a mutation written into a tree and rebuilt there (rebuild
+/// mode, and switch mode's fallback): STALE-BUILD unless the build compiled `file` again
+/// ([`check_rebuilt`]); UNVIABLE with the compiler's first error when the build failed.
+/// `root` is the root of the workspace that was built.
+pub(crate) fn rebuilt(
+    build: Build,
+    packages: &[PackageMeta],
+    root: &Path,
+    file: &Path,
+    mu: &Mutant<'_>,
+) -> Result<Built, Stop> {
+    check_rebuilt(&build, packages, root, file, mu)?;
+    Ok(if build.success {
+        Built::Rebuilt {
+            seconds: build.seconds,
+        }
+    } else {
+        Built::Unviable {
+            error: build.first_error.unwrap_or_default(),
+            seconds: build.seconds,
+        }
+    })
+}
+
+/// STALE-BUILD unless a successful `build` compiled `file` (the mutated file, absolute)
+/// again into a target the tests run: `file` must be among the sources (rustc's dep-info,
+/// [`crate::cargo::Artifact::sources`]) of an artifact cargo did not report fresh, build
+/// scripts aside. `root` is the root of the workspace that was built. Cargo reporting every
+/// artifact of the owning package fresh, or rebuilding only targets that do not compile
+/// `file` (a binary the tests do not build, a file no `mod` declares, a build script
+/// re-run), means the tests run code without the mutation.
 pub(crate) fn check_rebuilt(
     build: &Build,
     packages: &[PackageMeta],
+    root: &Path,
     file: &Path,
     mu: &Mutant<'_>,
 ) -> Result<(), Stop> {
-    let owner = owning_package(packages, file);
-    let rebuilt = build
-        .artifacts
-        .iter()
-        .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id));
-    if !build.success || rebuilt {
+    if !build.success {
         return Ok(());
     }
-    Err(refuse(
-        RefusalKind::StaleBuild,
+    stale_detail(build, packages, root, file).map_or(Ok(()), |why| {
+        Err(refuse(
+            RefusalKind::StaleBuild,
+            format!("mutation {}: {why}", mu.m.id),
+        ))
+    })
+}
+
+/// Why a successful `build` does not hold `file` compiled afresh into a target the tests
+/// run, or `None` when it does (see [`check_rebuilt`]). The reason names `file` relative to
+/// `root`.
+pub(crate) fn stale_detail(
+    build: &Build,
+    packages: &[PackageMeta],
+    root: &Path,
+    file: &Path,
+) -> Option<String> {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let want = canon(file);
+    let shown = file
+        .strip_prefix(root)
+        .unwrap_or(file)
+        .display()
+        .to_string();
+    let owner = owning_package(packages, &want);
+    let rebuilt: Vec<&crate::cargo::Artifact> = build
+        .artifacts
+        .iter()
+        .filter(|a| !a.fresh && !a.kind.iter().any(|k| k == "custom-build"))
+        .collect();
+    let mut unread = Vec::new();
+    for a in &rebuilt {
+        match a.sources(root) {
+            Some(srcs) if srcs.iter().any(|s| canon(s) == want) => return None,
+            Some(_) => {}
+            None => unread.push(a.target.clone()),
+        }
+    }
+    let of_owner: Vec<String> = rebuilt
+        .iter()
+        .filter(|a| owner.is_none_or(|o| o.id == a.package_id))
+        .map(|a| format!("{} ({})", a.target, a.kind.join(", ")))
+        .collect();
+    let owner_name = owner.map_or("(none)", |o| o.name.as_str());
+    let mut why = if of_owner.is_empty() {
         format!(
-            "mutation {}: cargo reports every artifact of package {} fresh after {} was mutated: the mutated code was not rebuilt",
-            mu.m.id,
-            owner.map_or("(none)", |o| o.name.as_str()),
-            mu.pm.rel_path.display()
-        ),
-    ))
+            "cargo reports every artifact of package {owner_name} fresh after {shown} was mutated: the mutated code was not rebuilt"
+        )
+    } else {
+        format!(
+            "{shown} is not among the sources of any target cargo rebuilt for the tests (rebuilt of package {owner_name}: {}; rustc's dep-info lists their sources): the tests run code without the mutation",
+            of_owner.join(", ")
+        )
+    };
+    if !unread.is_empty() {
+        why.push_str(&format!(" (no dep-info found for: {})", unread.join(", ")));
+    }
+    Some(why)
 }

@@ -22,17 +22,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::workspace::{TreeError, TreeScan, io};
 
-/// Whether `scratch` copies `rel`: the files the fingerprint covers (tracked and
-/// untracked-not-ignored, those with a content hash in the scan), plus the workspace's
-/// `Cargo.lock` even where git ignores it (it is an input of every build: without it the
-/// scratch copy would resolve its dependencies afresh).
-pub fn copies(rel: &Path, sha: Option<&String>) -> bool {
-    sha.is_some() || rel == Path::new("Cargo.lock")
-}
-
-/// Makes `scratch` hold exactly the files of `scan` (taken of `root`) that [`copies`]
-/// selects: the same file set the fingerprint covers, so an ignored folder (a virtual
-/// environment, a download cache) is neither walked nor copied. Files are compared by
+/// Makes `scratch` hold exactly the files of `scan` (the file set of `root`), plus the
+/// workspace's `Cargo.lock` even where git ignores it (it is an input of every build:
+/// without it the scratch copy would resolve its dependencies afresh). An ignored folder (a
+/// virtual environment, a download cache) is neither walked nor copied. Files are compared by
 /// content and unchanged ones are not rewritten (so the scratch build stays incremental);
 /// a symbolic link (to a file, to a folder, or dangling) is copied as a link to the same
 /// target and never followed; files `scratch` holds that the set does not are removed.
@@ -41,10 +34,10 @@ pub fn copies(rel: &Path, sha: Option<&String>) -> bool {
 pub fn sync_tree(root: &Path, scan: &TreeScan, scratch: &Path) -> Result<(), TreeError> {
     fs::create_dir_all(scratch).map_err(io(scratch, "create directory"))?;
     let mut kept = BTreeSet::new();
-    for (rel, sha) in &scan.files {
-        if !copies(rel, sha.as_ref()) {
-            continue;
-        }
+    let lock = Path::new("Cargo.lock");
+    let ignored_lock =
+        (!scan.files.contains_key(lock) && root.join(lock).is_file()).then(|| lock.to_path_buf());
+    for rel in scan.files.keys().chain(ignored_lock.as_ref()) {
         kept.insert(rel.clone());
         sync_file(&root.join(rel), &scratch.join(rel))?;
     }

@@ -166,7 +166,10 @@ pub fn partition(ids: &[String], n: usize, seconds: &BTreeMap<String, f64>) -> V
             shards[i % n].push(i);
         }
     } else {
-        let known: Vec<f64> = ids.iter().filter_map(|id| seconds.get(id).copied()).collect();
+        let known: Vec<f64> = ids
+            .iter()
+            .filter_map(|id| seconds.get(id).copied())
+            .collect();
         let mean = if known.is_empty() {
             1.0
         } else {
@@ -237,11 +240,10 @@ mod tests {
 
     #[test]
     fn timings_put_the_long_mutation_alone() {
-        let secs: BTreeMap<String, f64> =
-            [("m0", 1.0), ("m1", 1.0), ("m2", 10.0), ("m3", 1.0)]
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect();
+        let secs: BTreeMap<String, f64> = [("m0", 1.0), ("m1", 1.0), ("m2", 10.0), ("m3", 1.0)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
         let p = partition(&ids(4), 2, &secs);
         assert_eq!(p, vec![vec!["m2"], vec!["m0", "m1", "m3"]]);
     }

@@ -36,8 +36,10 @@
 //! (`cargo check --profile test`) before one last build. The successful build must have
 //! rebuilt the package (else STALE-BUILD). Then: list tests (FILTER-DRIFT); the control run
 //! with no mutant selected, twice (BASELINE-RED, FLAKY); the forced-fail control (every
-//! switched function panics) must fail at least one listed test (else SWITCH-UNREACHED); one
-//! test run per switched mutant; then the fallback mutations one rebuild each; finally the
+//! switched function panics) must fail at least one listed test, which proves the switch is
+//! reached (when none fails, every switched mutation falls back to a rebuild, so that no
+//! verdict rests on an unproven switch); one test run per switched mutant; then the
+//! fallback mutations one rebuild each; finally the
 //! user's tree must still have its fingerprint (TREE-DIRTY). The user's tree is only read,
 //! and the user's target directory only read from.
 
@@ -58,7 +60,7 @@ use crate::verdict;
 use crate::workspace::TreeScan;
 
 use super::refusal::{RefusalKind, Stop, io_fault, refuse};
-use super::run::{Built, ModeRun, Mutant, Shared, check_rebuilt, owning_package};
+use super::run::{Built, ModeRun, Mutant, Shared, owning_package, rebuilt, stale_detail};
 use super::{BatteryError, Options, failure_summary};
 
 /// The environment variable that selects the mutant in a switched build: a mutation id,
@@ -66,6 +68,9 @@ use super::{BatteryError, Options, failure_summary};
 pub const SWITCH_ENV: &str = "HARNESS_MUTANT";
 /// The switch value of the forced-fail control: every switched function panics.
 pub const FORCED_FAIL: &str = "__harness_forced_fail__";
+/// Why every switched mutation is rebuilt when the forced-fail control fails no listed test
+/// (its plan entry's `reason`).
+pub const UNPROVEN: &str = "the switch is not proven reached (the forced-fail control failed no listed test): rebuilt on its own";
 /// Schema tag of `switch.json`.
 pub const SWITCH_SCHEMA: &str = "harness-switch/2";
 
@@ -368,7 +373,8 @@ pub struct PlanEntry {
     pub id: String,
     /// Switched, rebuild (fallback) or unviable.
     pub mode: PlanMode,
-    /// The function whose body holds it (switched and unviable ones).
+    /// The function whose body holds it (switched and unviable ones, and switched ones
+    /// rebuilt because the switch was not proven reached).
     pub function: Option<String>,
     /// Why it falls back to rebuild mode, or how it was found UNVIABLE.
     pub reason: Option<String>,
@@ -938,6 +944,21 @@ impl Switch {
         Ok(())
     }
 
+    /// Sends every switched mutation to a rebuild of its own, `why`, and puts the original
+    /// sources back into the scratch copy.
+    fn unswitch_all(&mut self, why: &str) -> Result<(), Stop> {
+        for fns in std::mem::take(&mut self.switched).into_values() {
+            for i in fns.into_values().flatten() {
+                if let Some(e) = self.plan.get_mut(&i) {
+                    e.mode = PlanMode::Rebuild;
+                    e.reason = Some(why.to_string());
+                }
+            }
+        }
+        self.info.plan = self.plan.values().cloned().collect();
+        self.restore_scratch()
+    }
+
     fn mode_of(&self, i: usize) -> PlanMode {
         self.plan.get(&i).map_or(PlanMode::Rebuild, |e| e.mode)
     }
@@ -996,19 +1017,17 @@ impl ModeRun for Switch {
             .map(|a| package_name(&a.package_id))
             .collect();
         self.info.fresh_packages = fresh.into_iter().collect();
-        if let Some(file) = self.switched.keys().next() {
-            let owner = owning_package(&self.packages, &sroot.join(file));
-            let rebuilt = build
-                .artifacts
-                .iter()
-                .any(|a| !a.fresh && owner.is_none_or(|o| o.id == a.package_id));
-            if build.success && !rebuilt {
+        // Every switched file must be compiled into a target the tests run, as rebuild mode
+        // checks for each mutation (`check_rebuilt`).
+        for (file, fns) in &self.switched {
+            if !build.success {
+                break;
+            }
+            if let Some(why) = stale_detail(&build, &self.packages, &sroot, &sroot.join(file)) {
+                let ids: Vec<&str> = fns.values().flatten().map(|&i| self.id(i)).collect();
                 return Err(refuse(
                     RefusalKind::StaleBuild,
-                    format!(
-                        "cargo reports the package fresh after the switched {} was written",
-                        file.display()
-                    ),
+                    format!("mutation {}: {why}", ids.join(", ")),
                 ));
             }
         }
@@ -1035,7 +1054,12 @@ impl ModeRun for Switch {
     }
 
     /// The forced-fail control: with every switched function panicking, at least one
-    /// listed test must fail (else SWITCH-UNREACHED).
+    /// listed test must fail, which proves that the tests run the switched build and that
+    /// the switch reaches them. When none fails, no switched verdict could be trusted: a
+    /// mutant that survives might only never have been selected. Every switched mutation
+    /// then falls back to a rebuild of its own in the scratch copy ([`UNPROVEN`]), which
+    /// gives rebuild mode's verdict whatever the reason (most often: no listed test calls
+    /// a switched function, and each such mutation SURVIVES).
     fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
         if self.switched.is_empty() {
             return Ok(());
@@ -1052,10 +1076,10 @@ impl ModeRun for Switch {
             }
         }
         if self.info.forced_fail_failed.is_empty() {
-            return Err(refuse(
-                RefusalKind::SwitchUnreached,
-                "the forced-fail control passed every listed test: no listed test reaches switched code",
-            ));
+            sh.progress.line(
+                "the forced-fail control failed no listed test: the switch is not proven reached, so every switched mutation is rebuilt on its own",
+            );
+            self.unswitch_all(UNPROVEN)?;
         }
         Ok(())
     }
@@ -1094,18 +1118,13 @@ impl ModeRun for Switch {
         let dst = self.scratch.root.join(&mu.pm.rel_path);
         self.fallback = Some((dst.clone(), mu.pm.original.clone()));
         write_file(&dst, &mu.pm.mutated)?;
-        let build = self.cargo(None).build()?;
-        check_rebuilt(&build, &self.packages, &dst, mu)?;
-        Ok(if build.success {
-            Built::Rebuilt {
-                seconds: build.seconds,
-            }
-        } else {
-            Built::Unviable {
-                error: build.first_error.unwrap_or_default(),
-                seconds: build.seconds,
-            }
-        })
+        rebuilt(
+            self.cargo(None).build()?,
+            &self.packages,
+            &self.scratch.root,
+            &dst,
+            mu,
+        )
     }
 
     fn test_mutant(

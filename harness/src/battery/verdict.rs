@@ -13,7 +13,7 @@ use crate::catalog::{Mutation, Role};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Verdict {
-    /// At least one listed test failed (or its binary died).
+    /// At least one listed test failed.
     Killed,
     /// Every listed test passed.
     Survived,
@@ -21,6 +21,13 @@ pub enum Verdict {
     Unviable,
     /// The test run exceeded the timeout and was killed.
     Timeout,
+    /// No listed test failed, but a test binary died (signal, abort, exit) before reporting
+    /// some listed tests: which test brought it down is unknown, so nothing is killed.
+    Crashed,
+    /// No listed test failed or died, but some listed tests do not exist under the
+    /// mutation: every test binary ran to its summary without them (a test renamed away,
+    /// a target compiled out). Nothing is killed.
+    TestsMissing,
 }
 
 impl fmt::Display for Verdict {
@@ -30,6 +37,8 @@ impl fmt::Display for Verdict {
             Verdict::Survived => "SURVIVED",
             Verdict::Unviable => "UNVIABLE",
             Verdict::Timeout => "TIMEOUT",
+            Verdict::Crashed => "CRASHED",
+            Verdict::TestsMissing => "TESTS_MISSING",
         })
     }
 }
@@ -54,8 +63,9 @@ impl fmt::Display for Expectation {
 }
 
 /// Whether an outcome is this test failing under the mutation (a kill by that test).
-/// A test without a result line ([`Outcome::NoResult`]: its binary died before reporting
-/// it) is not a kill by that test: which test brought the binary down is unknown.
+/// A test without a result line is never a kill: [`Outcome::NoResult`] (its binary died
+/// before reporting it; which test brought the binary down is unknown) nor
+/// [`Outcome::Missing`] (it does not exist under the mutation).
 pub fn is_kill(o: Outcome) -> bool {
     matches!(o, Outcome::Failed)
 }
@@ -73,6 +83,9 @@ pub enum Observation<'a> {
         messages: &'a BTreeMap<String, String>,
         /// Whether the run was killed at the timeout.
         timed_out: bool,
+        /// The test binaries that died before their summary, with their exit status or
+        /// signal (see [`crate::cargo::TestRun::died`]).
+        died: &'a [String],
     },
 }
 
@@ -89,13 +102,15 @@ pub struct Judgement {
     pub other_killers: Vec<String>,
 }
 
-/// Judges a mutation: KILLED / SURVIVED / UNVIABLE / TIMEOUT, then MET when every expected
-/// killer failed (and its failure contains `expect_message` when given). A `gap` is MET
-/// only when it survives; killed, it is UNMET ("gap closed: update the catalog"). UNVIABLE
-/// and TIMEOUT never meet an expectation.
+/// Judges a mutation: UNVIABLE, TIMEOUT, KILLED (a listed test failed), CRASHED (none
+/// failed, a test binary died before reporting some), TESTS_MISSING (none failed or died,
+/// some listed tests do not exist under the mutation) or SURVIVED; then MET when every
+/// expected killer failed (and its failure contains `expect_message` when given). A `gap`
+/// is MET only when it survives; killed, it is UNMET ("gap closed: update the catalog").
+/// UNVIABLE, TIMEOUT, CRASHED and TESTS_MISSING never meet an expectation.
 pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
     let mut reasons = Vec::new();
-    let (outcomes, messages, timed_out) = match obs {
+    let (outcomes, messages, timed_out, died) = match obs {
         Observation::Unviable => {
             return Judgement {
                 verdict: Verdict::Unviable,
@@ -108,22 +123,36 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
             outcomes,
             messages,
             timed_out,
-        } => (*outcomes, *messages, *timed_out),
+            died,
+        } => (*outcomes, *messages, *timed_out, *died),
     };
     let killers: Vec<&String> = outcomes
         .iter()
         .filter(|(_, o)| is_kill(**o))
         .map(|(n, _)| n)
         .collect();
-    // A test binary that died (crash, abort) before reporting some tests detected the
-    // mutation, but names no killer.
+    // A test without a result is no one's kill: a binary that died names no killer, and a
+    // test that does not exist under the mutation tested nothing.
     let crashed = outcomes.values().any(|o| *o == Outcome::NoResult);
+    let missing = outcomes.values().any(|o| *o == Outcome::Missing);
     let verdict = if timed_out {
         Verdict::Timeout
-    } else if killers.is_empty() && !crashed {
-        Verdict::Survived
-    } else {
+    } else if !killers.is_empty() {
         Verdict::Killed
+    } else if crashed {
+        Verdict::Crashed
+    } else if missing {
+        Verdict::TestsMissing
+    } else {
+        Verdict::Survived
+    };
+    let died_how = if died.is_empty() {
+        "its test binary died before reporting it".to_string()
+    } else {
+        format!(
+            "its test binary died before reporting it: {}",
+            died.join(", ")
+        )
     };
     let other_killers: Vec<String> = killers
         .iter()
@@ -162,8 +191,11 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
                     Some(Outcome::Unfinished) => {
                         reasons.push(format!("{k} had not finished at the timeout"))
                     }
-                    Some(Outcome::NoResult) => reasons.push(format!(
-                        "{k} has no result: its test binary died before reporting it"
+                    Some(Outcome::NoResult) => {
+                        reasons.push(format!("{k} has no result: {died_how}"))
+                    }
+                    Some(Outcome::Missing) => reasons.push(format!(
+                        "{k} does not exist under the mutation: no test binary reported it"
                     )),
                     Some(o) => reasons.push(format!(
                         "{k} did not fail ({})",
@@ -205,6 +237,8 @@ pub enum Cell {
     NotRun,
     /// The test binary died before reporting this test.
     NoResult,
+    /// The test does not exist under the mutation.
+    Missing,
 }
 
 impl Cell {
@@ -213,6 +247,7 @@ impl Cell {
         match o {
             Outcome::Failed => Cell::Killed,
             Outcome::NoResult => Cell::NoResult,
+            Outcome::Missing => Cell::Missing,
             Outcome::Passed => Cell::Passed,
             Outcome::Ignored => Cell::Ignored,
             Outcome::Unfinished => Cell::Unfinished,
@@ -228,6 +263,7 @@ impl Cell {
             Cell::Unfinished => "T",
             Cell::NotRun => "-",
             Cell::NoResult => "?",
+            Cell::Missing => "x",
         }
     }
 }
@@ -312,6 +348,7 @@ mod tests {
             outcomes: o,
             messages: msg,
             timed_out,
+            died: &[],
         }
     }
 
@@ -370,17 +407,64 @@ mod tests {
     }
 
     #[test]
-    fn a_dead_test_binary_kills_but_names_no_killer() {
+    fn a_dead_test_binary_is_crashed_never_killed() {
         let none = BTreeMap::new();
         let o = outcomes(&[("a", Outcome::Passed), ("b", Outcome::NoResult)]);
-        let j = judge(&m(Role::Defect, &["b"], None), &ran(&o, &none, false));
+        let died = ["`deps/one-1` (signal: 6, SIGABRT: process abort signal)".to_string()];
+        let obs = Observation::Ran {
+            outcomes: &o,
+            messages: &none,
+            timed_out: false,
+            died: &died,
+        };
+        let j = judge(&m(Role::Defect, &["b"], None), &obs);
         assert_eq!(
             (j.verdict, j.expectation),
-            (Verdict::Killed, Expectation::Unmet)
+            (Verdict::Crashed, Expectation::Unmet)
         );
         assert_eq!(
             j.reasons,
-            vec!["b has no result: its test binary died before reporting it".to_string()]
+            vec![
+                "b has no result: its test binary died before reporting it: `deps/one-1` (signal: 6, SIGABRT: process abort signal)"
+                    .to_string()
+            ]
+        );
+        // A gap whose tests' binary died did not survive either.
+        let j = judge(&m(Role::Gap, &[], None), &obs);
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Crashed, Expectation::Unmet)
+        );
+        // A real failure elsewhere is still a kill, by that test.
+        let o = outcomes(&[("a", Outcome::Failed), ("b", Outcome::NoResult)]);
+        let j = judge(&m(Role::Defect, &["a"], None), &ran(&o, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::Killed, Expectation::Met)
+        );
+    }
+
+    #[test]
+    fn a_test_missing_under_the_mutation_is_never_killed_nor_survived() {
+        let none = BTreeMap::new();
+        let o = outcomes(&[("a", Outcome::Passed), ("b", Outcome::Missing)]);
+        let j = judge(&m(Role::Defect, &["b"], None), &ran(&o, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::TestsMissing, Expectation::Unmet)
+        );
+        assert_eq!(
+            j.reasons,
+            vec!["b does not exist under the mutation: no test binary reported it".to_string()]
+        );
+        let j = judge(&m(Role::Gap, &[], None), &ran(&o, &none, false));
+        assert_eq!(
+            (j.verdict, j.expectation),
+            (Verdict::TestsMissing, Expectation::Unmet)
+        );
+        assert_eq!(
+            j.reasons,
+            vec!["a gap must survive, it ended TESTS_MISSING".to_string()]
         );
     }
 
@@ -411,7 +495,7 @@ mod tests {
         let m2 = outcomes(&[
             ("a", Outcome::Passed),
             ("b", Outcome::NoResult),
-            ("c", Outcome::Passed),
+            ("c", Outcome::Missing),
         ]);
         let km = KillMatrix::build(
             &tests,
@@ -426,7 +510,9 @@ mod tests {
             km.cells[1],
             vec![Cell::Passed, Cell::NoResult, Cell::NotRun]
         );
-        // A test whose binary died names no kill: b stays unfalsified.
+        assert_eq!(km.cells[2], vec![Cell::Passed, Cell::Missing, Cell::NotRun]);
+        // A test whose binary died, or that is missing, names no kill: b and c stay
+        // unfalsified.
         assert_eq!(km.unfalsified(), vec!["b".to_string(), "c".to_string()]);
     }
 }

@@ -1,9 +1,11 @@
-//! The tree under test: fingerprint, apply a mutation, restore it, and the restore journal.
+//! The tree under test: its file set and fingerprint, apply a mutation and restore it, the
+//! files a run creates, and the journals that let a later command undo a killed run.
 //!
-//! Fingerprint: SHA-256 over the path and content of every tracked and
-//! untracked-not-ignored file (git ignore rules when the root is inside a git work tree;
-//! every file otherwise). Directories holding a `CACHEDIR.TAG` (Cargo target directories),
-//! `.git` and explicitly excluded directories are never walked.
+//! File set: the tracked files plus the untracked files git does not ignore (every file when
+//! the root is not inside a git work tree); `.git` and explicitly excluded directories are
+//! never walked, nor are ignored directories and directories holding a `CACHEDIR.TAG` (Cargo
+//! target directories) unless git tracks a file inside them. The fingerprint is SHA-256 over
+//! the path and content of every file of the set.
 //!
 //! Journal: before a file is mutated, its original bytes and a JSON record (owner process,
 //! file, SHA-256 of the original and the mutated bytes) are written under the host state
@@ -11,10 +13,18 @@
 //! bytes: if someone edited it meanwhile, their version is left in place, the original is
 //! kept beside the journal, and the error says where. A run killed with SIGKILL leaves the
 //! journal behind; the next `harness` command restores from it first.
+//!
+//! Created files: the run's test processes run under [`RUN_UMASK`], so every file and folder
+//! they create carries its mark ([`made_by_run`]: readable by others but not by the group, a
+//! mode no usual umask gives). Before the tests run in the user's tree, the paths of its file
+//! set are journaled (`<state>/journal/created-<pid>.tree`); afterwards, and after a SIGKILL
+//! in the next command, a new file with the mark is removed and a new file without it (made
+//! by someone else meanwhile: the user, an editor) is kept and named.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -80,11 +90,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// One walk of the tree: every file's relative path, and the content hash of those the
-/// fingerprint covers (tracked or untracked-not-ignored).
+/// One walk of a tree: the relative path of every file of its file set and its content hash.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeScan {
-    /// Relative path -> content SHA-256 (`None` for ignored files, which are only listed).
+    /// Relative path -> content SHA-256 ([`scan`] hashes every file; `None` only in listings
+    /// that do not hash, such as [`crate::scratch::list_tree`]).
     pub files: BTreeMap<PathBuf, Option<String>>,
     /// Relative paths of directories.
     pub dirs: BTreeSet<PathBuf>,
@@ -132,15 +142,72 @@ impl TreeScan {
     }
 }
 
-/// Walks `root` (see the module docs for what is covered). `exclude` holds absolute
-/// directories never walked (the private target directory, the reports directory).
+/// What git says about the paths under one root: which are tracked, which ignored.
+struct GitView {
+    repo: git2::Repository,
+    /// The root's path inside the work tree (empty when the root is the work tree).
+    prefix: PathBuf,
+    /// Tracked paths (index entries), `/`-separated bytes.
+    tracked: BTreeSet<Vec<u8>>,
+}
+
+impl GitView {
+    /// The git work tree holding `root`, if any.
+    fn open(root: &Path) -> Option<GitView> {
+        let repo = git2::Repository::discover(root).ok()?;
+        let workdir = repo.workdir()?.canonicalize().ok()?;
+        let prefix = root
+            .canonicalize()
+            .ok()?
+            .strip_prefix(&workdir)
+            .ok()?
+            .to_path_buf();
+        let tracked = repo
+            .index()
+            .map(|i| i.iter().map(|e| e.path).collect())
+            .unwrap_or_default();
+        Some(GitView {
+            repo,
+            prefix,
+            tracked,
+        })
+    }
+
+    fn in_repo(&self, rel: &Path) -> PathBuf {
+        self.prefix.join(rel)
+    }
+
+    fn key(p: &Path) -> Vec<u8> {
+        p.to_string_lossy().as_bytes().to_vec()
+    }
+
+    fn is_tracked(&self, rel: &Path) -> bool {
+        self.tracked.contains(&Self::key(&self.in_repo(rel)))
+    }
+
+    /// Whether git tracks any file under the folder `rel`.
+    fn tracks_under(&self, rel: &Path) -> bool {
+        let mut dir = Self::key(&self.in_repo(rel));
+        dir.push(b'/');
+        self.tracked
+            .range(dir.clone()..)
+            .next()
+            .is_some_and(|p| p.starts_with(&dir))
+    }
+
+    fn is_ignored(&self, rel: &Path) -> bool {
+        self.repo
+            .is_path_ignored(self.in_repo(rel))
+            .unwrap_or(false)
+    }
+}
+
+/// Walks the file set of `root` (see the module docs) and hashes every file. `exclude` holds
+/// absolute directories never walked (the private target directory, the reports directory).
+///
+/// Errors: [`TreeError::Io`] naming the path that could not be read.
 pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<TreeScan, TreeError> {
-    let repo = git2::Repository::discover(root).ok();
-    let workdir = repo
-        .as_ref()
-        .and_then(|r| r.workdir().map(Path::to_path_buf))
-        .and_then(|w| w.canonicalize().ok());
-    let index = repo.as_ref().and_then(|r| r.index().ok());
+    let git = GitView::open(root);
     let mut out = TreeScan::default();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -157,40 +224,38 @@ pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<TreeScan, TreeError> {
                 continue;
             }
             if ft.is_dir() {
-                if exclude.iter().any(|x| x == &path) || path.join("CACHEDIR.TAG").exists() {
+                if exclude.iter().any(|x| x == &path) {
+                    continue;
+                }
+                let outside = path.join("CACHEDIR.TAG").exists()
+                    || git.as_ref().is_some_and(|g| g.is_ignored(&rel));
+                if outside && !git.as_ref().is_some_and(|g| g.tracks_under(&rel)) {
                     continue;
                 }
                 out.dirs.insert(rel);
                 stack.push(path);
                 continue;
             }
-            let ignored = match (&repo, &workdir) {
-                (Some(repo), Some(wd)) => match path.strip_prefix(wd) {
-                    Ok(in_repo) => {
-                        let tracked = index
-                            .as_ref()
-                            .is_some_and(|i| i.get_path(in_repo, 0).is_some());
-                        !tracked && repo.is_path_ignored(in_repo).unwrap_or(false)
-                    }
-                    Err(_) => false,
-                },
-                _ => false,
-            };
-            let sha = if ignored {
-                None
-            } else if ft.is_symlink() {
+            if let Some(g) = &git
+                && !g.is_tracked(&rel)
+                && g.is_ignored(&rel)
+            {
+                continue;
+            }
+            let sha = if ft.is_symlink() {
                 let target = fs::read_link(&path).map_err(io(&path, "read link"))?;
-                Some(sha256_hex(target.to_string_lossy().as_bytes()))
+                sha256_hex(target.to_string_lossy().as_bytes())
             } else {
-                Some(sha256_hex(&fs::read(&path).map_err(io(&path, "read"))?))
+                sha256_hex(&fs::read(&path).map_err(io(&path, "read"))?)
             };
-            out.files.insert(rel, sha);
+            out.files.insert(rel, Some(sha));
         }
     }
     Ok(out)
 }
 
-/// Removes the files (and then empty directories) present in `after` but not in `before`.
+/// Removes the files (and then empty directories) present in `after` but not in `before`,
+/// whoever made them: for a tree only the run writes in (switch mode's scratch copy).
 /// Returns the removed files' relative paths.
 pub fn remove_created(
     root: &Path,
@@ -205,15 +270,180 @@ pub fn remove_created(
             removed.push(p.clone());
         }
     }
-    // Deepest directories first.
+    remove_new_dirs(root, before, after, |_| true);
+    Ok(removed)
+}
+
+/// The umask the run's test processes run under: it takes group read and write and other
+/// write away, so what they create is readable by others but not by the group (files
+/// `0o604`, folders and executables `0o715`), which no usual umask (`022`, `002`, `027`,
+/// `077`) gives.
+pub const RUN_UMASK: u32 = 0o062;
+
+/// Whether a file or folder carries the mark of [`RUN_UMASK`]: readable by others, not by
+/// the group. A symbolic link never does (its mode is always `0o777`).
+pub fn made_by_run(meta: &fs::Metadata) -> bool {
+    !meta.file_type().is_symlink() && meta.permissions().mode() & 0o044 == 0o004
+}
+
+/// The files a test phase left in the user's tree that were not there before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Made by the run (they carry its mark) and removed.
+    pub removed: Vec<PathBuf>,
+    /// Made by someone else (no mark): kept where they are.
+    pub kept: Vec<PathBuf>,
+}
+
+/// Removes the files present in `after` but not in `before` that carry the run's mark
+/// ([`made_by_run`]), then the new folders that carry it once empty; keeps every other new
+/// file and names it in [`Settled::kept`].
+///
+/// Errors: [`TreeError::Io`] naming the file that could not be inspected or removed.
+pub fn settle_created(
+    root: &Path,
+    before: &TreeScan,
+    after: &TreeScan,
+) -> Result<Settled, TreeError> {
+    let mut out = Settled::default();
+    for p in after.files.keys() {
+        if before.files.contains_key(p) {
+            continue;
+        }
+        let abs = root.join(p);
+        let meta = match fs::symlink_metadata(&abs) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(&abs, "stat created file")(e)),
+        };
+        if made_by_run(&meta) {
+            fs::remove_file(&abs).map_err(io(&abs, "remove created file"))?;
+            out.removed.push(p.clone());
+        } else {
+            out.kept.push(p.clone());
+        }
+    }
+    remove_new_dirs(root, before, after, |abs| {
+        fs::symlink_metadata(abs).is_ok_and(|m| made_by_run(&m))
+    });
+    Ok(out)
+}
+
+/// Removes the directories of `after` absent from `before` that `ours` accepts, deepest
+/// first, each only when empty (anything left in one stays, and the fingerprint reports it).
+fn remove_new_dirs(root: &Path, before: &TreeScan, after: &TreeScan, ours: impl Fn(&Path) -> bool) {
     let mut new_dirs: Vec<&PathBuf> = after.dirs.difference(&before.dirs).collect();
     new_dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
     for d in new_dirs {
         let abs = root.join(d);
-        // Only empty directories go; anything else stays and is reported by the fingerprint.
-        let _ = fs::remove_dir(&abs);
+        if ours(&abs) {
+            let _ = fs::remove_dir(&abs);
+        }
     }
-    Ok(removed)
+}
+
+/// The file set of a user's tree before its tests ran, journaled so that the next command
+/// can remove exactly the files the run created if the run is killed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TreeJournal {
+    /// Record format version.
+    pub version: u32,
+    /// The harness process whose tests run in the tree.
+    pub owner: ProcessId,
+    /// The tree's root (absolute).
+    pub root: PathBuf,
+    /// Directories never walked (absolute), as in [`scan`].
+    pub exclude: Vec<PathBuf>,
+    /// The files of the set before the tests ran (relative).
+    pub files: Vec<PathBuf>,
+    /// Its directories (relative).
+    pub dirs: Vec<PathBuf>,
+}
+
+const TREE_JOURNAL_VERSION: u32 = 1;
+
+/// Journals `before`, the file set of `root`, for this process; returns the record's path
+/// (remove it with [`forget_tree`] once the created files are settled).
+///
+/// Errors: [`TreeError::Io`] naming the record.
+pub fn journal_tree(
+    state: &Path,
+    root: &Path,
+    exclude: &[PathBuf],
+    before: &TreeScan,
+) -> Result<PathBuf, TreeError> {
+    let dir = journal_dir(state);
+    fs::create_dir_all(&dir).map_err(io(&dir, "create journal directory"))?;
+    let owner = ProcessId::current();
+    let record = TreeJournal {
+        version: TREE_JOURNAL_VERSION,
+        owner,
+        root: root.to_path_buf(),
+        exclude: exclude.to_vec(),
+        files: before.files.keys().cloned().collect(),
+        dirs: before.dirs.iter().cloned().collect(),
+    };
+    let path = dir.join(format!("created-{}.tree", owner.pid));
+    let json = serde_json::to_vec(&record).expect("tree journal serializes");
+    write_synced(&path, &json)?;
+    Ok(path)
+}
+
+/// Removes a record written by [`journal_tree`].
+pub fn forget_tree(record: &Path) {
+    let _ = fs::remove_file(record);
+}
+
+/// One tree journal of a dead run, settled by [`recover_created`].
+#[derive(Debug)]
+pub struct RecoveredTree {
+    /// The record.
+    pub journal: TreeJournal,
+    /// What was removed and what was kept, or why the tree could not be settled.
+    pub result: Result<Settled, TreeError>,
+}
+
+/// Settles the created files of every tree journal whose owner is no longer alive (a run
+/// killed while its tests ran): removes the new files that carry the run's mark and keeps
+/// the others. Journals of live processes are left alone.
+///
+/// Errors: [`TreeError::BadJournal`] for a record that cannot be parsed; I/O errors naming
+/// the path.
+pub fn recover_created(state: &Path) -> Result<Vec<RecoveredTree>, TreeError> {
+    let dir = journal_dir(state);
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&dir, "read journal directory")(e)),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "tree"))
+        .collect();
+    paths.sort();
+    let mut out = Vec::new();
+    for path in paths {
+        let text = fs::read(&path).map_err(io(&path, "read journal"))?;
+        let journal: TreeJournal =
+            serde_json::from_slice(&text).map_err(|e| TreeError::BadJournal {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        if journal.owner.is_alive() {
+            continue;
+        }
+        let before = TreeScan {
+            files: journal.files.iter().map(|f| (f.clone(), None)).collect(),
+            dirs: journal.dirs.iter().cloned().collect(),
+        };
+        let result = scan(&journal.root, &journal.exclude)
+            .and_then(|after| settle_created(&journal.root, &before, &after));
+        if result.is_ok() {
+            forget_tree(&path);
+        }
+        out.push(RecoveredTree { journal, result });
+    }
+    Ok(out)
 }
 
 /// A journal record: everything needed to put one mutated file back.
@@ -577,7 +807,8 @@ mod tests {
         fs::write(root.join("target/debug/out"), "o").unwrap();
         let s = scan(root, &[]).unwrap();
         assert!(s.files[Path::new("kept.txt")].is_some());
-        assert!(s.files[Path::new("ignored.txt")].is_none());
+        // Ignored files are not in the file set: not even listed.
+        assert!(!s.files.contains_key(Path::new("ignored.txt")));
         assert!(!s.files.keys().any(|p| p.starts_with("target")));
         let before = s.fingerprint();
         fs::write(root.join("ignored.txt"), "changed").unwrap();
@@ -589,5 +820,99 @@ mod tests {
             s.differences(&after),
             vec!["kept.txt (changed)".to_string()]
         );
+    }
+
+    #[test]
+    fn scan_skips_ignored_folders_but_keeps_tracked_files_inside_them() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path();
+        let repo = git2::Repository::init(root).unwrap();
+        fs::write(root.join(".gitignore"), "/venv/\n/data/\n").unwrap();
+        fs::create_dir_all(root.join("venv/lib")).unwrap();
+        fs::write(root.join("venv/lib/site.py"), "x").unwrap();
+        fs::create_dir_all(root.join("data")).unwrap();
+        fs::write(root.join("data/tracked.csv"), "1,2").unwrap();
+        fs::write(root.join("data/scratch.csv"), "3,4").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("data/tracked.csv")).unwrap();
+        index.write().unwrap();
+        let s = scan(root, &[]).unwrap();
+        let files: Vec<&Path> = s.files.keys().map(PathBuf::as_path).collect();
+        assert_eq!(
+            files,
+            vec![Path::new(".gitignore"), Path::new("data/tracked.csv")]
+        );
+        assert!(!s.dirs.contains(Path::new("venv")));
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn settling_removes_what_the_run_made_and_keeps_what_someone_else_made() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path();
+        fs::write(root.join("lib.rs"), "fn f() {}").unwrap();
+        let before = scan(root, &[]).unwrap();
+        // Made under the run's umask, by a child as the tests are.
+        let script = "mkdir -p regressions && echo seed > regressions/t.txt";
+        crate::system::runner::Runner::new("sh")
+            .args(["-c", script])
+            .dir(root)
+            .umask(Some(RUN_UMASK))
+            .run()
+            .unwrap();
+        assert_eq!(mode_of(&root.join("regressions/t.txt")), 0o604);
+        assert_eq!(mode_of(&root.join("regressions")), 0o715);
+        // Made by the user meanwhile (mode 0644, or 0600 under a strict umask).
+        fs::write(root.join("NOTES.txt"), "mine").unwrap();
+        fs::set_permissions(root.join("NOTES.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+        fs::write(root.join("secret.txt"), "mine").unwrap();
+        fs::set_permissions(root.join("secret.txt"), fs::Permissions::from_mode(0o600)).unwrap();
+        let after = scan(root, &[]).unwrap();
+        let settled = settle_created(root, &before, &after).unwrap();
+        assert_eq!(settled.removed, vec![PathBuf::from("regressions/t.txt")]);
+        assert_eq!(
+            settled.kept,
+            vec![PathBuf::from("NOTES.txt"), PathBuf::from("secret.txt")]
+        );
+        assert!(!root.join("regressions").exists());
+        assert_eq!(fs::read(root.join("NOTES.txt")).unwrap(), b"mine");
+        assert_eq!(fs::read(root.join("secret.txt")).unwrap(), b"mine");
+    }
+
+    #[test]
+    fn recover_created_settles_a_dead_runs_tree_and_skips_a_live_one() {
+        let ws = tempfile::tempdir().unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let root = ws.path();
+        fs::write(root.join("lib.rs"), "fn f() {}").unwrap();
+        let before = scan(root, &[]).unwrap();
+        let record = journal_tree(state.path(), root, &[], &before).unwrap();
+        fs::write(root.join("made.txt"), "run").unwrap();
+        fs::set_permissions(root.join("made.txt"), fs::Permissions::from_mode(0o604)).unwrap();
+        fs::write(root.join("NOTES.txt"), "mine").unwrap();
+        fs::set_permissions(root.join("NOTES.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+        // Live owner (this process): left alone.
+        assert!(recover_created(state.path()).unwrap().is_empty());
+        assert!(root.join("made.txt").exists());
+        // The owner died.
+        let mut j: TreeJournal = serde_json::from_slice(&fs::read(&record).unwrap()).unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        j.owner = ProcessId {
+            pid: child.id(),
+            start_ticks: Some(0),
+        };
+        child.wait().unwrap();
+        fs::write(&record, serde_json::to_vec(&j).unwrap()).unwrap();
+        let rec = recover_created(state.path()).unwrap();
+        assert_eq!(rec.len(), 1);
+        let settled = rec[0].result.as_ref().unwrap();
+        assert_eq!(settled.removed, vec![PathBuf::from("made.txt")]);
+        assert_eq!(settled.kept, vec![PathBuf::from("NOTES.txt")]);
+        assert!(!root.join("made.txt").exists());
+        assert!(!record.exists());
+        assert!(recover_created(state.path()).unwrap().is_empty());
     }
 }

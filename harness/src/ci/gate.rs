@@ -13,24 +13,23 @@
 //! When the audit fails, the batteries are not run (a battery needs green listed tests;
 //! its baseline would only repeat the audit's answer) and the report says so.
 
-use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
+use std::fmt::{self, Write as _};
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::ExitCode;
 use crate::audit::{self, AuditReport, Lane, LanesConfig, MustRun};
 use crate::battery::{self, BatteryError};
 use crate::catalog::Catalog;
-use crate::interrupt::{self, EXIT_INTERRUPTED};
+use crate::cli::{BatteryRunArgs, LockArgs, ReportsArgs};
+use crate::interrupt;
 use crate::progress::Progress;
 use crate::report::{self, BatteryReport};
-use crate::system::exit::worst;
+use crate::system::runner::{Output, RunError, Runner};
 use crate::testlog::{self, LogError};
-use crate::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK};
 
 /// JSON schema identifier of [`GateReport`]; bumped on incompatible changes.
 pub const GATE_SCHEMA: &str = "harness-gate/1";
@@ -55,22 +54,15 @@ pub struct GateArgs {
     /// `cargo test --workspace --no-fail-fast`.
     #[arg(long, value_name = "CMD")]
     pub test_command: Option<String>,
-    /// Run only these mutation ids (comma-separated) in the batteries.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
-    pub only: Option<Vec<String>>,
-    /// Wait for the host lock instead of refusing with LOCKED.
-    #[arg(long)]
-    pub wait: bool,
-    /// Expected maximum hold of the lock, in seconds (reported when exceeded).
-    #[arg(long, value_name = "SECS")]
-    pub ttl: Option<u64>,
-    /// Owner name recorded in the lock (default: $USER).
-    #[arg(long)]
-    pub owner: Option<String>,
-    /// Directory under which `gate/` and the batteries' `<name>/` report directories are
-    /// written (default: `<workspace>/reports`).
-    #[arg(long, value_name = "DIR")]
-    pub reports: Option<PathBuf>,
+    /// How the batteries run (`--only`, `--mode`).
+    #[command(flatten)]
+    pub run: BatteryRunArgs,
+    /// The host lock.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// The reports: `gate/` and the batteries' `<name>/` directories.
+    #[command(flatten)]
+    pub reports: ReportsArgs,
 }
 
 /// Errors that stop the gate before it can report (exit code 2).
@@ -94,18 +86,19 @@ pub enum GateError {
         other: PathBuf,
     },
     /// The test command could not be started or its output could not be kept.
-    #[error("test command `{command}`: {what}: {source}")]
+    #[error("test command `{command}`: {source}")]
     TestCommand {
         /// The command.
         command: String,
-        /// What failed (spawn, log file, pipe).
-        what: &'static str,
-        /// The cause.
-        source: std::io::Error,
+        /// The cause (naming the command line, or the log file).
+        source: RunError,
     },
     /// The kept log could not be read back.
     #[error(transparent)]
     Log(LogError),
+    /// The `--timings` file of `--shard` could not be used.
+    #[error(transparent)]
+    Timings(#[from] crate::battery::shard::TimingsError),
     /// The gate's reports could not be written.
     #[error("{path}: cannot write the gate report: {source}")]
     Reports {
@@ -116,14 +109,46 @@ pub enum GateError {
     },
 }
 
+/// Where the test command came from (`gate.json` spells it as here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TestCommandSource {
+    /// Given as `--test-command`.
+    #[serde(rename = "--test-command")]
+    Given,
+    /// The workspace's `scripts/test`.
+    #[serde(rename = "scripts/test")]
+    ScriptsTest,
+    /// [`FALLBACK_TEST_COMMAND`].
+    #[serde(rename = "fallback")]
+    Fallback,
+}
+
+impl TestCommandSource {
+    /// The name `gate.json` and the reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            TestCommandSource::Given => "--test-command",
+            TestCommandSource::ScriptsTest => "scripts/test",
+            TestCommandSource::Fallback => "fallback",
+        }
+    }
+}
+
+impl fmt::Display for TestCommandSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// How the test command ended.
 #[derive(Debug, Clone, Serialize)]
 pub struct TestRun {
     /// The command as run by `sh -c`.
     pub command: String,
-    /// Where it came from: `--test-command`, `scripts/test` or `fallback`.
-    pub source: String,
-    /// Its exit code, when it exited.
+    /// Where it came from.
+    pub source: TestCommandSource,
+    /// Its exit code, when it exited (`null` when the gate was interrupted: it killed the
+    /// command's process group and reports no status).
     pub exit_code: Option<i32>,
     /// The signal that ended it, when one did.
     pub signal: Option<i32>,
@@ -143,6 +168,86 @@ impl TestRun {
     fn succeeded(&self) -> bool {
         self.exit_code == Some(0)
     }
+
+    /// `exit code N`, `signal N` (with `killed by` before it when `killed`), or `no status`.
+    fn status(&self, killed: &str) -> String {
+        match (self.exit_code, self.signal) {
+            (Some(c), _) => format!("exit code {c}"),
+            (None, Some(s)) => format!("{killed}signal {s}"),
+            _ => "no status".to_string(),
+        }
+    }
+}
+
+/// What became of one battery in the gate (`gate.json` spells it in lower case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BatteryStatus {
+    /// It ran and wrote its report.
+    Ran,
+    /// Not run: the audit failed first, or the gate was interrupted.
+    Skipped,
+    /// It could not report (a bad `--only`, unwritable reports, a catalog drifted).
+    Error,
+}
+
+impl BatteryStatus {
+    /// The name `gate.json` uses (`ran`, `skipped`, `error`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BatteryStatus::Ran => "ran",
+            BatteryStatus::Skipped => "skipped",
+            BatteryStatus::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for BatteryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The gate's verdict (`gate.json` spells it in lower case): one per exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GateVerdict {
+    /// Exit 0: every must-run test ran and passed, every battery held.
+    Pass,
+    /// Exit 1: the tests failed, did not run, or are weak.
+    Weak,
+    /// Exit 2: the gate could not be trusted.
+    Untrusted,
+    /// Exit 130: interrupted by a signal.
+    Interrupted,
+}
+
+impl GateVerdict {
+    /// The verdict of exit code `code`.
+    pub fn of(code: ExitCode) -> GateVerdict {
+        match code {
+            ExitCode::AllMet => GateVerdict::Pass,
+            ExitCode::Weak => GateVerdict::Weak,
+            ExitCode::Refused => GateVerdict::Untrusted,
+            ExitCode::Interrupted => GateVerdict::Interrupted,
+        }
+    }
+
+    /// The name `gate.json` uses (`pass`, `weak`, `untrusted`, `interrupted`).
+    pub fn name(self) -> &'static str {
+        match self {
+            GateVerdict::Pass => "pass",
+            GateVerdict::Weak => "weak",
+            GateVerdict::Untrusted => "untrusted",
+            GateVerdict::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for GateVerdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One battery in the gate report.
@@ -152,9 +257,8 @@ pub struct GateBattery {
     pub catalog: String,
     /// The battery's name (its report directory).
     pub name: String,
-    /// `ran`, `skipped` (the audit failed first) or `error` (no report: bad `--only`,
-    /// unwritable reports).
-    pub status: String,
+    /// Whether it ran.
+    pub status: BatteryStatus,
     /// Why it was skipped or failed.
     pub note: Option<String>,
     /// The battery's own exit code, when it ran.
@@ -187,8 +291,8 @@ pub struct GateReport {
     pub audit: Option<AuditReport>,
     /// The batteries, in command-line order.
     pub batteries: Vec<GateBattery>,
-    /// `pass`, `weak` (exit 1), `untrusted` (exit 2) or `interrupted` (exit 130).
-    pub verdict: String,
+    /// `pass` (exit 0), `weak` (exit 1), `untrusted` (exit 2) or `interrupted` (exit 130).
+    pub verdict: GateVerdict,
     /// Why the gate did not pass, one sentence each.
     pub reasons: Vec<String>,
     /// The process exit code: 0, 1, 2 or 130.
@@ -224,13 +328,16 @@ pub fn must_run_of(c: &Catalog) -> Vec<MustRun> {
 }
 
 /// The test command and where it came from (see [`GateArgs::test_command`]).
-pub fn test_command(given: Option<&str>, root: &Path) -> (String, String) {
+pub fn test_command(given: Option<&str>, root: &Path) -> (String, TestCommandSource) {
     match given {
-        Some(c) => (c.to_string(), "--test-command".to_string()),
+        Some(c) => (c.to_string(), TestCommandSource::Given),
         None if root.join("scripts/test").is_file() => {
-            ("scripts/test".to_string(), "scripts/test".to_string())
+            ("scripts/test".to_string(), TestCommandSource::ScriptsTest)
         }
-        None => (FALLBACK_TEST_COMMAND.to_string(), "fallback".to_string()),
+        None => (
+            FALLBACK_TEST_COMMAND.to_string(),
+            TestCommandSource::Fallback,
+        ),
     }
 }
 
@@ -241,8 +348,10 @@ fn rel(path: &Path, root: &Path) -> String {
         .to_string()
 }
 
-/// Runs `command` with `sh -c` in `root`, its output interleaved into `log` and echoed to
-/// standard error. Ctrl-C/SIGTERM stop its process group.
+/// Runs `command` with `sh -c` in `root` through the one child runner
+/// ([`crate::system::runner`]): in its own process group, recorded under `state` while it
+/// runs, its output interleaved into `log` (made anew) and echoed to standard error.
+/// Ctrl-C/SIGTERM kill its process group; the second value says whether that happened.
 ///
 /// The command runs with `CARGO_TARGET_DIR=target_dir` (the battery's target directory),
 /// replacing any value inherited from the caller: the log the audit reads must come from
@@ -250,90 +359,65 @@ fn rel(path: &Path, root: &Path) -> String {
 /// shared directory such as a CI cache must not mix this workspace's build with another's).
 fn run_test_command(
     command: &str,
-    source: String,
+    source: TestCommandSource,
     root: &Path,
     target_dir: &Path,
     log: &Path,
     state: &Path,
 ) -> Result<(TestRun, bool), GateError> {
-    let err = |what: &'static str| {
-        move |source| GateError::TestCommand {
-            command: command.to_string(),
-            what,
-            source,
-        }
+    let fault = |source: RunError| GateError::TestCommand {
+        command: command.to_string(),
+        source,
     };
-    let mut file = std::fs::File::create(log).map_err(err("cannot create the log file"))?;
-    let (mut reader, writer) = std::io::pipe().map_err(err("cannot create a pipe"))?;
-    let writer2 = writer.try_clone().map_err(err("cannot create a pipe"))?;
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c")
-        .arg(command)
-        .current_dir(root)
+    let runner = Runner::new("sh")
+        .args(["-c", command])
+        .dir(root)
         .env("CARGO_TARGET_DIR", target_dir)
-        .stdin(Stdio::null())
-        .stdout(writer)
-        .stderr(writer2)
-        .process_group(0);
-    let start = Instant::now();
-    let mut child = cmd.spawn().map_err(err("cannot start `sh -c`"))?;
-    // The pipe's write ends now live only in the child; dropping `cmd` closes ours.
-    drop(cmd);
-    let record = crate::process::record_child(state, child.id()).ok();
-    let copier = std::thread::spawn(move || -> std::io::Result<usize> {
-        let mut buf = vec![0u8; 1 << 16];
-        let mut lines = 0;
-        let mut echo = std::io::stderr();
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            lines += buf[..n].iter().filter(|b| **b == b'\n').count();
-            file.write_all(&buf[..n])?;
-            let _ = echo.write_all(&buf[..n]);
-        }
-        file.flush()?;
-        Ok(lines)
-    });
-    let mut interrupted = false;
-    let status = loop {
-        if let Some(s) = child.try_wait().map_err(err("cannot wait for it"))? {
-            break s;
-        }
-        if interrupt::requested() && !interrupted {
-            interrupted = true;
-            crate::process::kill_group(child.id());
-        }
-        std::thread::sleep(Duration::from_millis(50));
+        .output(Output::Tee(log.to_path_buf()))
+        .state_dir(Some(state));
+    let log_fault = |e: std::io::Error| {
+        fault(RunError::Spawn {
+            command: runner.command_line(),
+            source: std::io::Error::new(e.kind(), format!("{}: {e}", log.display())),
+        })
     };
-    let seconds = start.elapsed().as_secs_f64();
-    if interrupted {
-        crate::process::kill_group(child.id());
-    }
-    if let Some(r) = record {
-        let _ = std::fs::remove_file(r);
-    }
-    let lines = copier
-        .join()
-        .unwrap_or_else(|_| Err(std::io::Error::other("log copier panicked")))
-        .map_err(err("cannot keep its output in the log"))?;
+    std::fs::File::create(log).map_err(log_fault)?;
+    let start = Instant::now();
+    let (status, seconds, interrupted) = match runner.run() {
+        Ok(done) => (Some(done.status), done.seconds, false),
+        Err(RunError::Interrupted(_)) => (None, start.elapsed().as_secs_f64(), true),
+        Err(e) => return Err(fault(e)),
+    };
+    let log_lines = count_lines(log).map_err(log_fault)?;
     use std::os::unix::process::ExitStatusExt;
     Ok((
         TestRun {
             command: command.to_string(),
             source,
-            exit_code: status.code(),
-            signal: status.signal(),
+            exit_code: status.and_then(|s| s.code()),
+            signal: status.and_then(|s| s.signal()),
             seconds,
             log: rel(log, root),
-            log_lines: lines,
+            log_lines,
             target_dir: rel(target_dir, root),
         },
         interrupted,
     ))
+}
+
+/// The number of newline bytes in the file at `path`.
+fn count_lines(path: &Path) -> std::io::Result<usize> {
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let mut lines = 0;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(lines),
+            Ok(n) => lines += buf[..n].iter().filter(|b| **b == b'\n').count(),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Audits the kept log as the single required lane [`GATE_LANE`].
@@ -368,6 +452,192 @@ fn audit_log(
     Ok(audit::audit(&cfg, &logs, must_run))
 }
 
+/// What one gate works on: its catalogs (all of one workspace) and where it writes.
+struct Setup {
+    catalogs: Vec<Catalog>,
+    /// The workspace root.
+    root: PathBuf,
+    /// Where `gate/` and the batteries' report directories go.
+    reports_root: PathBuf,
+    /// `<reports_root>/gate`, made.
+    dir: PathBuf,
+}
+
+impl Setup {
+    /// Loads the catalogs (they must name one workspace) and makes the gate's report
+    /// directory.
+    fn new(args: &GateArgs) -> Result<Setup, GateError> {
+        let mut catalogs = Vec::new();
+        for p in &args.catalogs {
+            catalogs.push(Catalog::load(p)?);
+        }
+        let root = catalogs[0].root.clone();
+        for c in &catalogs[1..] {
+            if c.root != root {
+                return Err(GateError::MixedWorkspaces {
+                    first_catalog: catalogs[0].path.clone(),
+                    first: root,
+                    other_catalog: c.path.clone(),
+                    other: c.root.clone(),
+                });
+            }
+        }
+        let reports_root = args
+            .reports
+            .reports
+            .clone()
+            .unwrap_or_else(|| root.join("reports"));
+        let dir = reports_root.join("gate");
+        std::fs::create_dir_all(&dir).map_err(|source| GateError::Reports {
+            path: dir.clone(),
+            source,
+        })?;
+        Ok(Setup {
+            catalogs,
+            root,
+            reports_root,
+            dir,
+        })
+    }
+}
+
+/// The gate's answer as it grows: the exit code so far and why it is not a pass.
+struct Judged {
+    code: ExitCode,
+    reasons: Vec<String>,
+}
+
+impl Judged {
+    /// Worsens the exit code to `code` (if it is worse), for `reason`.
+    fn fail(&mut self, code: ExitCode, reason: String) {
+        self.code = self.code.worst(code);
+        self.reasons.push(reason);
+    }
+}
+
+/// Audits the test command's log against every catalog's must-run tests and judges it.
+fn audit_step(
+    s: &Setup,
+    test_run: &TestRun,
+    log: &Path,
+    judged: &mut Judged,
+) -> Result<AuditReport, GateError> {
+    if !test_run.succeeded() {
+        judged.fail(
+            ExitCode::Weak,
+            format!(
+                "the test command `{}` failed ({})",
+                test_run.command,
+                test_run.status("killed by ")
+            ),
+        );
+    }
+    let must_run: Vec<MustRun> = s.catalogs.iter().flat_map(must_run_of).collect();
+    // The workspace's targets name each cargo test target's package; without them
+    // (metadata failed) the audit still matches when the log leaves one choice.
+    let workspace = crate::targets::Workspace::load(&s.root.join("Cargo.toml"));
+    if let Err(e) = &workspace {
+        judged
+            .reasons
+            .push(format!("the targets could not be mapped to packages: {e}"));
+    }
+    let a = audit_log(log, &must_run, &test_run.command, workspace.as_ref().ok())?;
+    let count = |v: audit::Verdict| a.tests.iter().filter(|t| t.verdict == v).count();
+    match ExitCode::of(a.exit_code) {
+        ExitCode::AllMet => {}
+        ExitCode::Refused => judged.fail(
+            ExitCode::Refused,
+            format!(
+                "the audit of its log cannot answer: {} of {} must-run tests UNKNOWN (the log does not show which tests ran: `cargo test -q` prints no test names)",
+                count(audit::Verdict::Unknown),
+                a.tests.len()
+            ),
+        ),
+        _ => judged.fail(
+            ExitCode::Weak,
+            format!(
+                "the audit of its log: {} of {} must-run tests not ok ({} islands: not executed by the test command)",
+                a.tests.len() - count(audit::Verdict::Ok),
+                a.tests.len(),
+                a.islands.len()
+            ),
+        ),
+    }
+    Ok(a)
+}
+
+/// Runs every catalog's battery in `args.run.mode` after a passed audit; after a failed
+/// one (or an interruption) lists them as skipped, saying why.
+fn battery_step(
+    s: &Setup,
+    args: &GateArgs,
+    opts: &battery::Options,
+    audit_ok: bool,
+    progress: &Progress,
+    judged: &mut Judged,
+) -> Vec<GateBattery> {
+    let mut batteries = Vec::new();
+    for c in &s.catalogs {
+        let mut entry = GateBattery {
+            catalog: c.path.display().to_string(),
+            name: c.name.clone(),
+            status: BatteryStatus::Skipped,
+            note: None,
+            exit_code: None,
+            report: None,
+            written: Vec::new(),
+        };
+        if !audit_ok {
+            entry.note = Some(
+                "not run: the audit failed (a battery needs every listed test run and green)"
+                    .to_string(),
+            );
+        } else if judged.code == ExitCode::Interrupted || interrupt::requested() {
+            entry.note = Some("not run: interrupted".to_string());
+            judged.code = ExitCode::Interrupted;
+        } else {
+            progress.line(&format!("gate: battery {}", c.path.display()));
+            let res = battery::run_mode(&c.path, opts, progress, args.run.mode);
+            one_battery(&mut entry, res, &s.root, judged);
+        }
+        batteries.push(entry);
+    }
+    batteries
+}
+
+/// Records in `entry` how one battery ended.
+fn one_battery(
+    entry: &mut GateBattery,
+    res: Result<battery::RunResult, BatteryError>,
+    root: &Path,
+    judged: &mut Judged,
+) {
+    match res {
+        Ok(r) => {
+            entry.status = BatteryStatus::Ran;
+            entry.exit_code = Some(r.report.exit_code);
+            let code = ExitCode::of(r.report.exit_code);
+            if code != ExitCode::AllMet {
+                judged.fail(code, battery_reason(&r.report));
+            }
+            entry.written = r.written.iter().map(|p| rel(p, root)).collect();
+            entry.report = Some(r.report);
+        }
+        Err(e) => {
+            entry.status = BatteryStatus::Error;
+            let msg = match &e {
+                BatteryError::Catalog(ce) if ce.is_drift() => format!("CATALOG-DRIFT: {ce}"),
+                other => other.to_string(),
+            };
+            judged.fail(
+                ExitCode::Refused,
+                format!("battery `{}` could not run: {msg}", entry.name),
+            );
+            entry.note = Some(msg);
+        }
+    }
+}
+
 /// Runs the gate (the caller holds the host lock; `lock` says how) and writes its reports.
 ///
 /// # Errors
@@ -384,178 +654,63 @@ pub fn run(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let mut catalogs = Vec::new();
-    for p in &args.catalogs {
-        catalogs.push(Catalog::load(p)?);
-    }
-    let root = catalogs[0].root.clone();
-    for c in &catalogs[1..] {
-        if c.root != root {
-            return Err(GateError::MixedWorkspaces {
-                first_catalog: catalogs[0].path.clone(),
-                first: root,
-                other_catalog: c.path.clone(),
-                other: c.root.clone(),
-            });
-        }
-    }
-    let reports_root = args.reports.clone().unwrap_or_else(|| root.join("reports"));
-    let dir = reports_root.join("gate");
-    std::fs::create_dir_all(&dir).map_err(|source| GateError::Reports {
-        path: dir.clone(),
-        source,
-    })?;
-    let log = dir.join("test.log");
-    let (command, source) = test_command(args.test_command.as_deref(), &root);
+    let s = Setup::new(args)?;
+    let opts = args
+        .run
+        .options(state, Some(s.reports_root.clone()), lock.to_string())?;
+    let log = s.dir.join("test.log");
+    let (command, source) = test_command(args.test_command.as_deref(), &s.root);
     // The first battery's build directory (see `run_test_command`).
-    let target_dir = catalogs[0].target_dir.clone();
+    let target_dir = s.catalogs[0].target_dir.clone();
     progress.line(&format!(
         "gate: running the test command `{command}` ({source}) in {} with CARGO_TARGET_DIR={}; log {}",
-        root.display(),
+        s.root.display(),
         target_dir.display(),
         log.display()
     ));
     let (test_run, interrupted) =
-        run_test_command(&command, source, &root, &target_dir, &log, state)?;
+        run_test_command(&command, source, &s.root, &target_dir, &log, state)?;
     progress.line(&format!(
         "gate: test command finished in {:.1}s with {}",
         test_run.seconds,
-        match (test_run.exit_code, test_run.signal) {
-            (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("signal {s}"),
-            _ => "no status".to_string(),
-        }
+        test_run.status("")
     ));
 
-    let mut reasons = Vec::new();
-    let mut code = EXIT_ALL_MET;
+    let mut judged = Judged {
+        code: ExitCode::AllMet,
+        reasons: Vec::new(),
+    };
     let mut audit_report = None;
     let mut batteries = Vec::new();
     if interrupted {
-        reasons.push("interrupted by a signal while the test command ran".to_string());
-        code = EXIT_INTERRUPTED;
+        judged.fail(
+            ExitCode::Interrupted,
+            "interrupted by a signal while the test command ran".to_string(),
+        );
     } else {
-        if !test_run.succeeded() {
-            reasons.push(format!(
-                "the test command `{}` failed ({})",
-                test_run.command,
-                match (test_run.exit_code, test_run.signal) {
-                    (Some(c), _) => format!("exit code {c}"),
-                    (None, Some(s)) => format!("killed by signal {s}"),
-                    _ => "no status".to_string(),
-                }
-            ));
-            code = worst(code, EXIT_WEAK);
-        }
-        let must_run: Vec<MustRun> = catalogs.iter().flat_map(must_run_of).collect();
-        // The workspace's targets name each cargo test target's package; without them
-        // (metadata failed) the audit still matches when the log leaves one choice.
-        let workspace = crate::targets::Workspace::load(&root.join("Cargo.toml"));
-        if let Err(e) = &workspace {
-            reasons.push(format!("the targets could not be mapped to packages: {e}"));
-        }
-        let a = audit_log(&log, &must_run, &command, workspace.as_ref().ok())?;
-        let not_ok = a
-            .tests
-            .iter()
-            .filter(|t| t.verdict != audit::Verdict::Ok)
-            .count();
-        if a.exit_code == EXIT_REFUSED {
-            reasons.push(format!(
-                "the audit of its log cannot answer: {} of {} must-run tests UNKNOWN (the log does not show which tests ran: `cargo test -q` prints no test names)",
-                a.tests.iter().filter(|t| t.verdict == audit::Verdict::Unknown).count(),
-                a.tests.len()
-            ));
-            code = worst(code, EXIT_REFUSED);
-        } else if a.exit_code != 0 {
-            reasons.push(format!(
-                "the audit of its log: {not_ok} of {} must-run tests not ok ({} islands: not executed by the test command)",
-                a.tests.len(),
-                a.islands.len()
-            ));
-            code = worst(code, EXIT_WEAK);
-        }
+        let a = audit_step(&s, &test_run, &log, &mut judged)?;
         let audit_ok = a.exit_code == 0;
         audit_report = Some(a);
-        let opts = battery::Options {
-            state_dir: state.to_path_buf(),
-            reports_root: Some(reports_root.clone()),
-            only: args.only.clone(),
-            shard: None,
-            lock: lock.to_string(),
-        };
-        for c in &catalogs {
-            let mut entry = GateBattery {
-                catalog: c.path.display().to_string(),
-                name: c.name.clone(),
-                status: "skipped".to_string(),
-                note: None,
-                exit_code: None,
-                report: None,
-                written: Vec::new(),
-            };
-            if !audit_ok {
-                entry.note = Some(
-                    "not run: the audit failed (a battery needs every listed test run and green)"
-                        .to_string(),
-                );
-            } else if code == EXIT_INTERRUPTED || interrupt::requested() {
-                entry.note = Some("not run: interrupted".to_string());
-                code = EXIT_INTERRUPTED;
-            } else {
-                progress.line(&format!("gate: battery {}", c.path.display()));
-                match battery::run(&c.path, &opts, progress) {
-                    Ok(r) => {
-                        entry.status = "ran".to_string();
-                        entry.exit_code = Some(r.report.exit_code);
-                        if r.report.exit_code != EXIT_ALL_MET {
-                            reasons.push(battery_reason(&r.report));
-                        }
-                        code = worst(code, r.report.exit_code);
-                        entry.written = r.written.iter().map(|p| rel(p, &root)).collect();
-                        entry.report = Some(r.report);
-                    }
-                    Err(e) => {
-                        entry.status = "error".to_string();
-                        let msg = match &e {
-                            BatteryError::Catalog(ce) if ce.is_drift() => {
-                                format!("CATALOG-DRIFT: {ce}")
-                            }
-                            other => other.to_string(),
-                        };
-                        reasons.push(format!("battery `{}` could not run: {msg}", c.name));
-                        entry.note = Some(msg);
-                        code = worst(code, EXIT_REFUSED);
-                    }
-                }
-            }
-            batteries.push(entry);
-        }
+        batteries = battery_step(&s, args, &opts, audit_ok, progress, &mut judged);
     }
-    let verdict = match code {
-        EXIT_ALL_MET => "pass",
-        EXIT_WEAK => "weak",
-        EXIT_REFUSED => "untrusted",
-        _ => "interrupted",
-    };
     let report = GateReport {
         schema: GATE_SCHEMA,
         harness_version: env!("CARGO_PKG_VERSION"),
-        workspace: root.display().to_string(),
+        workspace: s.root.display().to_string(),
         started_unix,
         wall_seconds: started.elapsed().as_secs_f64(),
         lock: lock.to_string(),
         test_run,
         audit: audit_report,
         batteries,
-        verdict: verdict.to_string(),
-        reasons,
-        exit_code: code,
+        verdict: GateVerdict::of(judged.code),
+        reasons: judged.reasons,
+        exit_code: judged.code.code(),
     };
-    let mut written = write(&dir, &report)?;
+    let mut written = write(&s.dir, &report)?;
     written.push(log);
     for b in &report.batteries {
-        written.extend(b.written.iter().map(|w| root.join(w)));
+        written.extend(b.written.iter().map(|w| s.root.join(w)));
     }
     Ok(GateOutcome { report, written })
 }
@@ -615,7 +770,7 @@ fn demote(md: &str) -> String {
 /// and each battery's report.
 pub fn markdown(r: &GateReport) -> String {
     let mut s = String::new();
-    let mark = if r.exit_code == EXIT_ALL_MET {
+    let mark = if r.verdict == GateVerdict::Pass {
         "PASS"
     } else {
         "FAIL"
@@ -665,7 +820,7 @@ pub fn markdown(r: &GateReport) -> String {
                     s,
                     "### Mutation battery `{}`\n\n**{}**: {}\n",
                     b.name,
-                    b.status.to_uppercase(),
+                    b.status.name().to_uppercase(),
                     b.note.as_deref().unwrap_or("-")
                 );
             }
@@ -689,7 +844,7 @@ pub fn summary(r: &GateReport) -> String {
                     s,
                     "battery {}: {}",
                     b.name,
-                    b.note.as_deref().unwrap_or(&b.status)
+                    b.note.as_deref().unwrap_or(b.status.name())
                 );
             }
         }
@@ -697,7 +852,7 @@ pub fn summary(r: &GateReport) -> String {
     let _ = writeln!(
         s,
         "gate: {} (exit {})",
-        r.verdict.to_uppercase(),
+        r.verdict.name().to_uppercase(),
         r.exit_code
     );
     for reason in &r.reasons {
@@ -720,22 +875,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(
             test_command(None, dir.path()),
-            (FALLBACK_TEST_COMMAND.to_string(), "fallback".to_string())
+            (
+                FALLBACK_TEST_COMMAND.to_string(),
+                TestCommandSource::Fallback
+            )
         );
         std::fs::create_dir(dir.path().join("scripts")).unwrap();
         std::fs::write(dir.path().join("scripts/test"), "#!/bin/sh\n").unwrap();
         assert_eq!(test_command(None, dir.path()).0, "scripts/test");
         assert_eq!(
             test_command(Some("make check"), dir.path()),
-            ("make check".to_string(), "--test-command".to_string())
+            ("make check".to_string(), TestCommandSource::Given)
         );
-    }
-
-    #[test]
-    fn worst_orders_interrupted_over_untrusted_over_weak() {
-        assert_eq!(worst(0, 1), 1);
-        assert_eq!(worst(2, 1), 2);
-        assert_eq!(worst(1, 130), 130);
-        assert_eq!(worst(130, 2), 130);
     }
 }

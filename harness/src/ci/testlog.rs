@@ -1111,6 +1111,12 @@ impl<'k> TextParser<'k> {
             }
             return;
         }
+        self.cargo_error_line(t);
+    }
+
+    /// cargo's own `error: ...` lines after a failed target: a fail-fast stop, or the list
+    /// of failed targets that `--no-fail-fast` prints at the end.
+    fn cargo_error_line(&mut self, t: &str) {
         if let Some(rest) = t
             .strip_prefix("error: test failed, to rerun pass ")
             .or_else(|| t.strip_prefix("error: doctest failed, to rerun pass "))
@@ -1241,6 +1247,12 @@ impl<'k> TextParser<'k> {
             // The closing recap: it only repeats verdicts known from the lines above.
             return;
         }
+        self.record_status(&status, outcome);
+    }
+
+    /// Records one nextest status line's verdict `outcome` for its test: a new result, or
+    /// a retry of one seen before.
+    fn record_status(&mut self, status: &nextest::StatusLine<'_>, outcome: Outcome) {
         let (package, target) = split_binary_id(status.binary_id);
         let idx = match self
             .log

@@ -226,6 +226,27 @@ pub enum Status {
     Timeout,
     /// It did not compile.
     Unviable,
+    /// The harness's runner only: no test failed, but a test binary died (signal, abort)
+    /// before reporting some tests; no test is named as its killer.
+    Crashed,
+    /// The harness's runner only: no test failed or died, but some listed tests do not
+    /// exist under the mutant.
+    TestsMissing,
+}
+
+impl Status {
+    /// The word the reports use (`caught`, `missed`, `timeout`, `unviable`, `crashed`,
+    /// `tests missing`).
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Caught => "caught",
+            Status::Missed => "missed",
+            Status::Timeout => "timeout",
+            Status::Unviable => "unviable",
+            Status::Crashed => "crashed",
+            Status::TestsMissing => "tests missing",
+        }
+    }
 }
 
 /// One generated mutant in the harness report.
@@ -247,6 +268,9 @@ pub struct GeneratedMutant {
     pub genre: String,
     /// Status.
     pub status: Status,
+    /// The tests that failed under it (run by the harness; cargo-mutants does not name them).
+    #[serde(default)]
+    pub killed_by: Vec<String>,
     /// Unified diff (missed mutants only).
     pub diff: Option<String>,
     /// Seconds per phase (`check`, `build`, `test`).
@@ -272,6 +296,9 @@ pub struct FunctionGroup {
     pub timeout: usize,
     /// Unviable.
     pub unviable: usize,
+    /// Crashed or tests missing (harness runner only).
+    #[serde(default)]
+    pub other: usize,
     /// Named mutations (`catalog:id`) lying in this function.
     pub named: Vec<String>,
     /// A missed or timed-out generated mutant and no named mutation.
@@ -283,8 +310,19 @@ pub struct FunctionGroup {
 pub struct MutantsReport {
     /// [`MUTANTS_SCHEMA`].
     pub schema: String,
-    /// cargo-mutants version that produced the outcomes.
+    /// cargo-mutants version that produced the outcomes (or, with `runner` `harness`, listed
+    /// the mutants).
     pub cargo_mutants_version: String,
+    /// Who built and tested the mutants: `cargo-mutants`, or `harness` (`--via-harness`:
+    /// the harness's battery runner, with the tests that failed under each mutant).
+    #[serde(default = "default_runner")]
+    pub runner: String,
+    /// Crashed (harness runner only).
+    #[serde(default)]
+    pub crashed: usize,
+    /// Tests missing (harness runner only).
+    #[serde(default)]
+    pub tests_missing: usize,
     /// Totals.
     pub caught: usize,
     /// Missed.
@@ -303,6 +341,191 @@ pub struct MutantsReport {
     pub functions: Vec<FunctionGroup>,
     /// `file: function` of every UNGUARDED function.
     pub unguarded: Vec<String>,
+}
+
+fn default_runner() -> String {
+    "cargo-mutants".into()
+}
+
+/// Builds a [`MutantsReport`] one mutant at a time, grouping by function.
+struct Accumulator {
+    report: MutantsReport,
+    groups: BTreeMap<(String, usize, String), FunctionGroup>,
+}
+
+impl Accumulator {
+    fn new(version: &str, runner: &str) -> Accumulator {
+        Accumulator {
+            report: MutantsReport {
+                schema: MUTANTS_SCHEMA.into(),
+                cargo_mutants_version: version.to_string(),
+                runner: runner.to_string(),
+                caught: 0,
+                missed: 0,
+                timeout: 0,
+                unviable: 0,
+                crashed: 0,
+                tests_missing: 0,
+                baseline_seconds: BTreeMap::new(),
+                mutant_seconds: BTreeMap::new(),
+                mutants: Vec::new(),
+                functions: Vec::new(),
+                unguarded: Vec::new(),
+            },
+            groups: BTreeMap::new(),
+        }
+    }
+
+    fn add(
+        &mut self,
+        m: &MutantInfo,
+        status: Status,
+        killed_by: Vec<String>,
+        diff: Option<String>,
+        phases: BTreeMap<String, f64>,
+    ) {
+        let report = &mut self.report;
+        for (k, v) in &phases {
+            *report.mutant_seconds.entry(k.clone()).or_default() += v;
+        }
+        match status {
+            Status::Caught => report.caught += 1,
+            Status::Missed => report.missed += 1,
+            Status::Timeout => report.timeout += 1,
+            Status::Unviable => report.unviable += 1,
+            Status::Crashed => report.crashed += 1,
+            Status::TestsMissing => report.tests_missing += 1,
+        }
+        let (fname, line, end_line) = match &m.function {
+            Some(f) => (f.function_name.clone(), f.span.start.line, f.span.end.line),
+            None => ("(no function)".to_string(), 0, 0),
+        };
+        let g = self
+            .groups
+            .entry((m.file.clone(), line, fname.clone()))
+            .or_insert_with(|| FunctionGroup {
+                file: m.file.clone(),
+                function: fname.clone(),
+                line,
+                end_line,
+                caught: 0,
+                missed: 0,
+                timeout: 0,
+                unviable: 0,
+                other: 0,
+                named: Vec::new(),
+                unguarded: false,
+            });
+        match status {
+            Status::Caught => g.caught += 1,
+            Status::Missed => g.missed += 1,
+            Status::Timeout => g.timeout += 1,
+            Status::Unviable => g.unviable += 1,
+            Status::Crashed | Status::TestsMissing => g.other += 1,
+        }
+        report.mutants.push(GeneratedMutant {
+            name: m.name.clone(),
+            package: m.package.clone(),
+            file: m.file.clone(),
+            function: fname,
+            line: m.span.start.line,
+            replacement: m.replacement.clone(),
+            genre: m.genre.clone(),
+            status,
+            killed_by,
+            diff,
+            phase_seconds: phases,
+        });
+    }
+
+    /// The report, with each function's named mutations and UNGUARDED flag.
+    fn finish(mut self, named: &[NamedSite]) -> MutantsReport {
+        for g in self.groups.values_mut() {
+            if g.line > 0 {
+                g.named = named
+                    .iter()
+                    .filter(|(f, l, _)| *f == g.file && (g.line..=g.end_line).contains(l))
+                    .map(|(_, _, id)| id.clone())
+                    .collect();
+            }
+            g.unguarded = (g.missed + g.timeout) > 0 && g.named.is_empty();
+            if g.unguarded {
+                self.report
+                    .unguarded
+                    .push(format!("{}: {}", g.file, g.function));
+            }
+        }
+        self.report.functions = self.groups.into_values().collect();
+        self.report
+    }
+}
+
+/// The generated mutants `listed` (in `cargo mutants --list` order) as the harness's
+/// battery runner judged them in `battery` (the run of [`generated_catalog`]'s catalog,
+/// whose mutation `gen-N` is `listed[N-1]`), in their own terms: KILLED is caught (with the
+/// failing tests), SURVIVED missed, UNVIABLE unviable, TIMEOUT timeout, CRASHED crashed,
+/// TESTS_MISSING tests missing. Mutants the run did not reach are left out. `version` is the
+/// cargo-mutants version that listed them; `named` as for [`import`].
+pub fn from_battery(
+    battery: &crate::report::BatteryReport,
+    listed: &[MutantInfo],
+    version: &str,
+    named: &[NamedSite],
+) -> MutantsReport {
+    use crate::verdict::Verdict;
+    let mut acc = Accumulator::new(version, "harness");
+    if let Some(b) = &battery.baseline {
+        acc.report
+            .baseline_seconds
+            .insert("build".into(), b.build_seconds);
+        acc.report
+            .baseline_seconds
+            .insert("test".into(), b.run_seconds.iter().sum());
+    }
+    for r in &battery.mutations {
+        let Some(m) =
+            r.id.strip_prefix("gen-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .and_then(|n| listed.get(n.wrapping_sub(1)))
+        else {
+            continue;
+        };
+        let status = match r.verdict {
+            Verdict::Killed => Status::Caught,
+            Verdict::Survived => Status::Missed,
+            Verdict::Unviable => Status::Unviable,
+            Verdict::Timeout => Status::Timeout,
+            Verdict::Crashed => Status::Crashed,
+            Verdict::TestsMissing => Status::TestsMissing,
+        };
+        let diff = (status == Status::Missed).then(|| {
+            let name = r.file.display().to_string();
+            let find = battery_find(battery, &r.id).unwrap_or_default();
+            similar::TextDiff::from_lines(find.as_str(), r.replace.as_str())
+                .unified_diff()
+                .context_radius(3)
+                .header(&format!("a/{name}"), &format!("b/{name}"))
+                .to_string()
+        });
+        let phases = BTreeMap::from([
+            ("build".to_string(), r.build_seconds),
+            ("test".to_string(), r.test_seconds),
+        ]);
+        let killers = r.failed_tests.iter().map(|f| f.name.clone()).collect();
+        acc.add(m, status, killers, diff, phases);
+    }
+    acc.finish(named)
+}
+
+/// The `find` text of mutation `id` of the catalog a battery ran (read back from the
+/// catalog file), for the diff of a missed generated mutant.
+fn battery_find(battery: &crate::report::BatteryReport, id: &str) -> Option<String> {
+    let text = std::fs::read_to_string(&battery.catalog.path).ok()?;
+    let spec: crate::catalog::CatalogSpec = toml::from_str(&text).ok()?;
+    spec.mutations
+        .into_iter()
+        .find(|m| m.id == id)
+        .map(|m| m.find)
 }
 
 fn read(path: &Path) -> Result<String, MutantsError> {
@@ -362,20 +585,7 @@ pub fn named_sites(catalogs: &[PathBuf]) -> Result<Vec<NamedSite>, MutantsError>
 pub fn import(out_dir: &Path, named: &[NamedSite]) -> Result<MutantsReport, MutantsError> {
     let path = out_dir.join("outcomes.json");
     let o = parse_outcomes(&path, &read(&path)?)?;
-    let mut report = MutantsReport {
-        schema: MUTANTS_SCHEMA.into(),
-        cargo_mutants_version: o.cargo_mutants_version.clone(),
-        caught: 0,
-        missed: 0,
-        timeout: 0,
-        unviable: 0,
-        baseline_seconds: BTreeMap::new(),
-        mutant_seconds: BTreeMap::new(),
-        mutants: Vec::new(),
-        functions: Vec::new(),
-        unguarded: Vec::new(),
-    };
-    let mut groups: BTreeMap<(String, usize, String), FunctionGroup> = BTreeMap::new();
+    let mut acc = Accumulator::new(&o.cargo_mutants_version, "cargo-mutants");
     for so in &o.outcomes {
         let phases: BTreeMap<String, f64> = so
             .phase_results
@@ -384,7 +594,7 @@ pub fn import(out_dir: &Path, named: &[NamedSite]) -> Result<MutantsReport, Muta
             .collect();
         let m = match &so.scenario {
             Scenario::Baseline => {
-                report.baseline_seconds = phases;
+                acc.report.baseline_seconds = phases;
                 continue;
             }
             Scenario::Mutant(m) => m,
@@ -395,78 +605,37 @@ pub fn import(out_dir: &Path, named: &[NamedSite]) -> Result<MutantsReport, Muta
                 message: format!("mutant {:?} has summary {:?}", m.name, so.summary),
             });
         };
-        for (k, v) in &phases {
-            *report.mutant_seconds.entry(k.clone()).or_default() += v;
-        }
         let diff = match (&so.diff_path, status) {
             (Some(d), Status::Missed) => Some(read(&out_dir.join(d))?),
             _ => None,
         };
-        match status {
-            Status::Caught => report.caught += 1,
-            Status::Missed => report.missed += 1,
-            Status::Timeout => report.timeout += 1,
-            Status::Unviable => report.unviable += 1,
-        }
-        let (fname, line, end_line) = match &m.function {
-            Some(f) => (f.function_name.clone(), f.span.start.line, f.span.end.line),
-            None => ("(no function)".to_string(), 0, 0),
-        };
-        let g = groups
-            .entry((m.file.clone(), line, fname.clone()))
-            .or_insert_with(|| FunctionGroup {
-                file: m.file.clone(),
-                function: fname.clone(),
-                line,
-                end_line,
-                caught: 0,
-                missed: 0,
-                timeout: 0,
-                unviable: 0,
-                named: Vec::new(),
-                unguarded: false,
-            });
-        match status {
-            Status::Caught => g.caught += 1,
-            Status::Missed => g.missed += 1,
-            Status::Timeout => g.timeout += 1,
-            Status::Unviable => g.unviable += 1,
-        }
-        report.mutants.push(GeneratedMutant {
-            name: m.name.clone(),
-            package: m.package.clone(),
-            file: m.file.clone(),
-            function: fname,
-            line: m.span.start.line,
-            replacement: m.replacement.clone(),
-            genre: m.genre.clone(),
-            status,
-            diff,
-            phase_seconds: phases,
-        });
+        acc.add(m, status, Vec::new(), diff, phases);
     }
-    for g in groups.values_mut() {
-        if g.line > 0 {
-            g.named = named
-                .iter()
-                .filter(|(f, l, _)| *f == g.file && (g.line..=g.end_line).contains(l))
-                .map(|(_, _, id)| id.clone())
-                .collect();
-        }
-        g.unguarded = (g.missed + g.timeout) > 0 && g.named.is_empty();
-        if g.unguarded {
-            report.unguarded.push(format!("{}: {}", g.file, g.function));
-        }
-    }
-    report.functions = groups.into_values().collect();
-    Ok(report)
+    Ok(acc.finish(named))
 }
 
 /// The Markdown rendering: totals, the per-function table, then each missed mutant's diff.
 pub fn markdown(r: &MutantsReport) -> String {
+    let title = if r.runner == "harness" {
+        format!(
+            "## Generated mutants (listed by cargo-mutants {}, run by the harness)",
+            r.cargo_mutants_version
+        )
+    } else {
+        format!(
+            "## cargo-mutants {} (second opinion)",
+            r.cargo_mutants_version
+        )
+    };
+    let mut rare = String::new();
+    if r.crashed > 0 {
+        rare.push_str(&format!(", {} crashed", r.crashed));
+    }
+    if r.tests_missing > 0 {
+        rare.push_str(&format!(", {} tests missing", r.tests_missing));
+    }
     let mut s = format!(
-        "## cargo-mutants {} (second opinion)\n\n{} caught, {} missed, {} timeout, {} unviable; {} unguarded function(s)\n\n",
-        r.cargo_mutants_version,
+        "{title}\n\n{} caught, {} missed, {} timeout, {} unviable{rare}; {} unguarded function(s)\n\n",
         r.caught,
         r.missed,
         r.timeout,
@@ -494,6 +663,25 @@ pub fn markdown(r: &MutantsReport) -> String {
             },
             if g.unguarded { "UNGUARDED" } else { "" }
         ));
+    }
+    if r.runner == "harness" {
+        s.push_str("\n### Mutants\n\n| mutant | status | killed by |\n|---|---|---|\n");
+        for m in &r.mutants {
+            let killers = if m.killed_by.is_empty() {
+                "-".to_string()
+            } else {
+                m.killed_by
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            s.push_str(&format!(
+                "| {} | {} | {killers} |\n",
+                m.name.replace('|', "\\|"),
+                m.status.word()
+            ));
+        }
     }
     let missed: Vec<&GeneratedMutant> = r
         .mutants

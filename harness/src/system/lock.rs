@@ -2,9 +2,12 @@
 //! heavy jobs do not run over each other.
 //!
 //! The lock is an advisory `flock(2)` on `<dir>/host.lock`, so a dead holder never blocks:
-//! the kernel drops the lock with the holder's last file descriptor. The file also holds a
-//! JSON record of the holder (pid and start time, owner, command, acquisition time, TTL)
-//! for the messages. Nobody ever waits on an ancestor: when the holder is one of our
+//! the kernel drops the lock with the last file descriptor of its open file. That
+//! descriptor is inherited by every process the holder starts (it is not close-on-exec), so
+//! the lock stays held while any process that runs under it is alive: a `lock run` killed
+//! while its command still runs does not free the lock for a second battery. The file also
+//! holds a JSON record of the holder (pid and start time, owner, command, acquisition time,
+//! TTL) for the messages. Nobody ever waits on an ancestor: when the holder is one of our
 //! ancestors, `lock run` refuses at once naming it (waiting would hang forever), while any
 //! other harness command runs under the ancestor's hold and says so.
 
@@ -65,10 +68,16 @@ impl LockRecord {
         (held > ttl).then(|| held - ttl)
     }
 
-    /// One-line description: pid, owner, command, age, TTL status.
+    /// One-line description: pid, owner, command, age, TTL status, and whether the holder
+    /// has exited (then processes it started hold the lock).
     pub fn describe(&self) -> String {
+        let gone = if self.holder.pid != 0 && !self.holder.is_alive() {
+            " (exited; processes it started still hold the lock)"
+        } else {
+            ""
+        };
         let mut s = format!(
-            "pid {} (owner {}, command `{}`, held for {}s",
+            "pid {}{gone} (owner {}, command `{}`, held for {}s",
             self.holder.pid,
             self.owner,
             self.command.join(" "),
@@ -88,12 +97,14 @@ impl LockRecord {
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
     /// Held by another process and `--wait` was not given (LOCKED).
-    #[error("LOCKED: the host lock {path} is held by {}", record.describe())]
+    #[error("LOCKED: the host lock {path} is held by {}{}", record.describe(), survivors(holders))]
     Held {
         /// Lock file.
         path: PathBuf,
         /// The holder.
-        record: LockRecord,
+        record: Box<LockRecord>,
+        /// The processes holding the lock's descriptor now (empty when unknown).
+        holders: Vec<u32>,
     },
     /// `lock run` under an ancestor that holds the lock: waiting would never end.
     #[error(
@@ -121,6 +132,44 @@ pub enum LockError {
     Interrupted(#[from] interrupt::Interrupted),
 }
 
+/// What the LOCKED message adds when the recorded holder is gone: the processes it started
+/// that hold the lock now.
+fn survivors(holders: &[u32]) -> String {
+    if holders.is_empty() {
+        return String::new();
+    }
+    let pids: Vec<String> = holders.iter().map(u32::to_string).collect();
+    format!("; held now by pid {}", pids.join(", "))
+}
+
+/// The processes of this user that hold an open descriptor of the lock file `path` (read
+/// from `/proc/PID/fd`; empty where `/proc` is unavailable).
+pub fn fd_holders(path: &Path) -> Vec<u32> {
+    let Ok(want) = path.canonicalize() else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == want))
+        {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 /// How a command relates to an ancestor's hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nesting {
@@ -130,12 +179,13 @@ pub enum Nesting {
     RunUnder,
 }
 
-/// A hold on the host lock. Dropping an own hold releases it.
+/// A hold on the host lock. Dropping an own hold closes this process's descriptor: the lock
+/// is free once no process started under it still holds the inherited one.
 #[derive(Debug)]
 pub enum Hold {
     /// This process holds the lock.
     Own {
-        /// The locked file.
+        /// The locked file (its descriptor is inherited by the children).
         file: File,
         /// The record written.
         record: LockRecord,
@@ -144,16 +194,19 @@ pub enum Hold {
     Ancestor(LockRecord),
 }
 
-impl Drop for Hold {
-    fn drop(&mut self) {
-        if let Hold::Own { file, .. } = self {
-            let _ = file.set_len(0);
-            // SAFETY: unlocking our own descriptor.
-            unsafe {
-                libc::flock(file.as_raw_fd(), libc::LOCK_UN);
-            }
-        }
+/// Lets the children started from now on inherit `file`'s descriptor (clears close-on-exec).
+fn inheritable(file: &File) -> std::io::Result<()> {
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    if flags < 0 {
+        return Err(std::io::Error::last_os_error());
     }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The default lock directory: `$TMPDIR/harness-<uid>` (one per host and user).
@@ -243,6 +296,7 @@ pub fn acquire(
                 .map_err(io("seek lock file"))?;
             file.write_all(&json).map_err(io("write lock record"))?;
             file.sync_all().map_err(io("sync lock file"))?;
+            inheritable(&file).map_err(io("let children inherit the lock"))?;
             return Ok(Hold::Own { file, record });
         }
         let holder = holder_record(&path);
@@ -256,9 +310,15 @@ pub fn acquire(
             };
         }
         if !wait {
+            let holders = if holder.holder.is_alive() {
+                Vec::new()
+            } else {
+                fd_holders(&path)
+            };
             return Err(LockError::Held {
                 path,
-                record: holder,
+                record: Box::new(holder),
+                holders,
             });
         }
         if told != Some(holder.holder) {
@@ -313,10 +373,40 @@ mod tests {
         // A second open file description in the same process conflicts under flock.
         let second = acquire(d.path(), rec.clone(), Nesting::Refuse, false, &mut |_| {});
         match second {
-            Err(LockError::Held { record, .. }) => assert_eq!(record, rec),
+            Err(LockError::Held { record, .. }) => assert_eq!(*record, rec),
             other => panic!("expected Held, got {other:?}"),
         }
         drop(hold);
-        assert_eq!(status(d.path()).unwrap(), None);
+        // A child another test of this process started meanwhile inherits the descriptor
+        // and holds the lock until it exits: wait for that.
+        let start = std::time::Instant::now();
+        while status(d.path()).unwrap().is_some() {
+            assert!(start.elapsed() < Duration::from_secs(30), "never released");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn a_child_inherits_the_hold_and_keeps_the_lock_until_it_exits() {
+        let d = tempfile::tempdir().unwrap();
+        let rec = LockRecord::for_current("me", vec!["t".into()], None);
+        let hold = acquire(d.path(), rec, Nesting::Refuse, false, &mut |_| {}).unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        drop(hold);
+        assert!(
+            status(d.path()).unwrap().is_some(),
+            "released under a live child"
+        );
+        assert!(fd_holders(&d.path().join("host.lock")).contains(&child.id()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let start = std::time::Instant::now();
+        while status(d.path()).unwrap().is_some() {
+            assert!(start.elapsed() < Duration::from_secs(30), "never released");
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! The system layer every tool shares: child processes (one runner, process groups,
 //! timeouts, interruption, the journal of running groups), interruption by signals, the
-//! host lock, progress output and exit codes.
+//! host lock, progress output, standard streams that never panic, and exit codes.
 
 pub mod exit;
 pub mod interrupt;
 pub mod lock;
+pub mod output;
 pub mod process;
 pub mod progress;
 pub mod runner;

@@ -144,7 +144,33 @@ pub fn reap_orphans(state: &std::path::Path) -> Vec<u32> {
         }
         let _ = std::fs::remove_file(&path);
     }
+    // A killed process keeps the host lock's inherited descriptor (and the files it writes)
+    // until it is gone: wait for that, briefly.
+    let start = std::time::Instant::now();
+    while killed.iter().any(|&g| group_alive(g))
+        && start.elapsed() < std::time::Duration::from_secs(5)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     killed
+}
+
+/// Whether process group `pgid` has a member that is not a zombie (`/proc/PID/stat`
+/// fields 3 and 5); where `/proc` is unavailable, whether the group exists.
+pub fn group_alive(pgid: u32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return group_exists(pgid);
+    };
+    procs.flatten().any(|p| {
+        let Ok(stat) = std::fs::read_to_string(p.path().join("stat")) else {
+            return false;
+        };
+        let Some(close) = stat.rfind(')') else {
+            return false;
+        };
+        let f: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        f.first() != Some(&"Z") && f.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
+    })
 }
 
 /// Sends SIGKILL to every process in process group `pgid`.

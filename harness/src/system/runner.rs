@@ -48,6 +48,7 @@ pub struct Runner {
     state_dir: Option<PathBuf>,
     output: Output,
     on_interrupt: OnInterrupt,
+    umask: Option<u32>,
 }
 
 /// A child that has exited.
@@ -93,6 +94,7 @@ impl Runner {
             state_dir: None,
             output: Output::Capture,
             on_interrupt: OnInterrupt::Kill,
+            umask: None,
         }
     }
 
@@ -151,6 +153,13 @@ impl Runner {
         self
     }
 
+    /// Runs the child (and everything it starts) under this file-mode creation mask, so that
+    /// what it creates carries a mark (see [`crate::workspace::RUN_UMASK`]).
+    pub fn umask(mut self, mask: Option<u32>) -> Runner {
+        self.umask = mask;
+        self
+    }
+
     /// The command line, for messages.
     pub fn command_line(&self) -> String {
         let mut s = self.program.to_string_lossy().into_owned();
@@ -166,6 +175,15 @@ impl Runner {
         c.args(&self.args).stdin(Stdio::null()).process_group(0);
         if let Some(d) = &self.dir {
             c.current_dir(d);
+        }
+        if let Some(mask) = self.umask {
+            // SAFETY: umask(2) is async-signal-safe and cannot fail.
+            unsafe {
+                c.pre_exec(move || {
+                    libc::umask(mask as libc::mode_t);
+                    Ok(())
+                });
+            }
         }
         for (k, v) in &self.env {
             match v {
@@ -246,7 +264,9 @@ impl Runner {
     }
 
     /// Polls the child until it exits, the timeout passes (kills the group) or a signal
-    /// asks the harness to stop.
+    /// asks the harness to stop. Under [`OnInterrupt::Kill`], a child that exits after a
+    /// signal arrived (the same signal may have reached it: a CI cancel, a container stop)
+    /// is an interruption, never a result.
     fn wait(&self, child: &mut Child, start: Instant) -> Result<(ExitStatus, bool), RunError> {
         let err = self.spawn_err();
         let pgid = child.id();
@@ -254,6 +274,10 @@ impl Runner {
         let mut forwarded = false;
         loop {
             if let Some(status) = child.try_wait().map_err(&err)? {
+                if self.on_interrupt == OnInterrupt::Kill && interrupt::requested() {
+                    kill_group(pgid);
+                    return Err(interrupt::Interrupted.into());
+                }
                 return Ok((status, timed_out));
             }
             if interrupt::requested() {
@@ -395,6 +419,21 @@ mod tests {
         let text = std::fs::read_to_string(&log).unwrap();
         let want: String = (1..=5).map(|i| format!("out{i}\nerr{i}\n")).collect();
         assert_eq!(text, want);
+    }
+
+    #[test]
+    fn the_umask_reaches_the_child_and_its_children() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("made");
+        let script = format!("sh -c 'echo x > {}'", f.display());
+        Runner::new("sh")
+            .args(["-c", &script])
+            .umask(Some(0o062))
+            .run()
+            .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o604);
     }
 
     #[test]

@@ -43,12 +43,18 @@ pub struct Sandbox {
 
 impl Sandbox {
     pub fn new() -> Sandbox {
+        Sandbox::of("sample", "mutations/sample.toml")
+    }
+
+    /// A sandbox holding a copy of `fixtures/workspaces/<name>`, with `catalog` (relative to
+    /// it) as the catalog.
+    pub fn of(name: &str, catalog: &str) -> Sandbox {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
-        copy_tree(&fixture(), &ws);
+        copy_tree(&fixture().join("..").join(name), &ws);
         git2::Repository::init(&ws).unwrap();
         let state = dir.path().join("state");
-        let catalog = ws.join("mutations/sample.toml");
+        let catalog = ws.join(catalog);
         Sandbox {
             dir,
             ws,
@@ -117,7 +123,12 @@ impl Sandbox {
     }
 
     pub fn report_json(&self) -> serde_json::Value {
-        let p = self.ws.join("reports/sample/battery.json");
+        self.report_of("sample")
+    }
+
+    /// `reports/<name>/battery.json`.
+    pub fn report_of(&self, name: &str) -> serde_json::Value {
+        let p = self.ws.join(format!("reports/{name}/battery.json"));
         serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
     }
 

@@ -1,0 +1,420 @@
+//! base-check on job logs captured from real git checkouts (fixtures/ci/checkout/, made by
+//! scripts/capture-checkout-logs): every checkout step keeps its own evidence, the answers
+//! concern the pull request's merge ref only, and each answer equals what git itself says
+//! (`git merge-base --is-ancestor`, `git rev-parse`) on the captured server's history.
+//! Needs the `git` command-line tool.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use git2::Repository;
+use harness::cibase::{self, Answer, BaseReport, HeadState, Questions};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ci/checkout")
+}
+
+fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("the git command-line tool is needed");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The captured server: a mirror of app.bundle, serving any commit by sha as GitHub does.
+fn server() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = fixtures().join("app.bundle");
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "--quiet",
+            "--mirror",
+            bundle.to_str().unwrap(),
+            "app.git",
+        ],
+    );
+    let path = dir.path().join("app.git");
+    git(&path, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+    (dir, path)
+}
+
+/// What real git said at capture time: named commits and each step's checked-out sha.
+struct Truth {
+    commits: HashMap<String, String>,
+    steps: Vec<(String, usize, String, String)>,
+}
+
+fn truth() -> Truth {
+    let text = std::fs::read_to_string(fixtures().join("truth.txt")).unwrap();
+    let mut t = Truth {
+        commits: HashMap::new(),
+        steps: Vec::new(),
+    };
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            ["commit", name, sha] => {
+                t.commits.insert(name.to_string(), sha.to_string());
+            }
+            [case, step, path, sha] if step.starts_with("step") => t.steps.push((
+                case.to_string(),
+                step[4..].parse().unwrap(),
+                path.to_string(),
+                sha.to_string(),
+            )),
+            _ => {}
+        }
+    }
+    t
+}
+
+impl Truth {
+    fn sha(&self, name: &str) -> String {
+        self.commits[name].clone()
+    }
+}
+
+/// git's own answer: is `commit` in the history of `tip`?
+fn git_is_ancestor(repo: &Path, commit: &str, tip: &str) -> Answer {
+    let st = Command::new("git")
+        .current_dir(repo)
+        .args(["merge-base", "--is-ancestor", commit, tip])
+        .status()
+        .unwrap();
+    match st.code() {
+        Some(0) => Answer::Yes,
+        Some(1) => Answer::No,
+        c => panic!("git merge-base --is-ancestor {commit} {tip}: exit {c:?}"),
+    }
+}
+
+fn git_rev(repo: &Path, rev: &str) -> String {
+    String::from_utf8(git(repo, &["rev-parse", rev]).stdout)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn log(case: &str) -> String {
+    std::fs::read_to_string(fixtures().join(format!("{case}.log"))).unwrap()
+}
+
+fn run(repo: &Path, case: &str, commits: &[(&str, String)], pr_head: Option<String>) -> BaseReport {
+    let repo = Repository::open(repo).unwrap();
+    let questions = Questions {
+        commits: commits
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.clone()))
+            .collect(),
+        merge: None,
+        pr_head,
+    };
+    cibase::check(
+        &repo,
+        &cibase::parse_jobs(&log(case)),
+        &questions,
+        &format!("{case}.log"),
+    )
+}
+
+/// Each answer of job 1 equals git's: in base = ancestor of the merge's first parent, in
+/// merge = ancestor of the merge.
+fn assert_answers_are_gits(repo: &Path, report: &BaseReport, merge: &str) {
+    let base = git_rev(repo, &format!("{merge}^1"));
+    let j = &report.jobs[0];
+    assert_eq!(j.merge.as_deref(), Some(merge));
+    assert_eq!(j.base.as_deref(), Some(base.as_str()));
+    assert_eq!(j.head, Some(git_rev(repo, &format!("{merge}^2"))));
+    for a in &j.answers {
+        let c = a.commit.as_deref().unwrap_or(&a.rev);
+        assert_eq!(
+            a.in_base.answer,
+            git_is_ancestor(repo, c, &base),
+            "{}: in base",
+            a.label
+        );
+        assert_eq!(
+            a.in_merge.answer,
+            git_is_ancestor(repo, c, merge),
+            "{}: in merge",
+            a.label
+        );
+    }
+}
+
+#[test]
+fn every_checkout_step_keeps_its_own_sha_and_place() {
+    let t = truth();
+    let cases = [
+        "stale-base",
+        "merge-then-base",
+        "merge-then-other-repo",
+        "merge-ref-moved",
+        "rebased",
+    ];
+    for case in cases {
+        let jobs = cibase::parse_jobs(&log(case));
+        assert_eq!(jobs.len(), 1, "{case}");
+        let want: Vec<_> = t.steps.iter().filter(|s| s.0 == case).collect();
+        assert_eq!(
+            jobs[0].steps.len(),
+            want.len(),
+            "{case}: {:#?}",
+            jobs[0].steps
+        );
+        for (case, n, path, sha) in want {
+            let s = &jobs[0].steps[n - 1];
+            assert_eq!(s.full.as_deref(), Some(sha.as_str()), "{case} step {n}");
+            assert_eq!(s.place(), path, "{case} step {n}");
+            assert_eq!(s.depth, Some(1), "{case} step {n}");
+        }
+    }
+    // The second repository's step names that repository, the first the job's own.
+    let jobs = cibase::parse_jobs(&log("merge-then-other-repo"));
+    assert_eq!(jobs[0].steps[0].repository.as_deref(), Some("acme/app"));
+    assert_eq!(
+        jobs[0].steps[1].repository.as_deref(),
+        Some("acme/bench-tools")
+    );
+    assert_eq!(jobs[0].steps[0].merge_request(), Some(12));
+    assert_eq!(
+        jobs[0].steps[1].ref_name.as_deref(),
+        Some("refs/remotes/origin/main")
+    );
+}
+
+#[test]
+fn base_branch_checked_out_into_a_subfolder_is_not_the_tested_merge() {
+    let t = truth();
+    let (_d, repo) = server();
+    let commits = [
+        ("fix", t.sha("fix")),
+        ("pr", t.sha("head1")),
+        ("c2", t.sha("c2")),
+    ];
+    let report = run(&repo, "merge-then-base", &commits, None);
+    assert_eq!(report.jobs[0].tested_step, Some(1));
+    assert_answers_are_gits(&repo, &report, &t.sha("merge1"));
+    // The fix is on main (checked out into base/) but not in what the tests ran on.
+    let fix = &report.jobs[0].answers[0];
+    assert_eq!(
+        (fix.in_base.answer, fix.in_merge.answer),
+        (Answer::No, Answer::No)
+    );
+    assert!(
+        report.jobs[0].follows[0].contains("stale base"),
+        "{:?}",
+        report.jobs[0].follows
+    );
+    assert_eq!(report.exit_code, 0);
+    insta::assert_snapshot!("merge_then_base_table", report.to_table());
+    insta::assert_snapshot!("merge_then_base_markdown", report.to_markdown());
+    insta::assert_json_snapshot!("merge_then_base_json", report);
+}
+
+#[test]
+fn another_repository_checked_out_beside_is_listed_and_left_out_of_the_answers() {
+    let t = truth();
+    let (_d, repo) = server();
+    let commits = [("fix", t.sha("fix")), ("pr", t.sha("head1"))];
+    let report = run(&repo, "merge-then-other-repo", &commits, None);
+    assert_answers_are_gits(&repo, &report, &t.sha("merge1"));
+    let tools = &t.sha("tools-main")[..12];
+    let all = format!("{:?}{:?}", report.jobs[0].notes, report.jobs[0].answers);
+    assert!(
+        !all.contains(tools),
+        "the other repository's commit leaks into the answers: {all}"
+    );
+    assert!(report.to_table().contains("acme/bench-tools"));
+    assert_eq!(report.exit_code, 0);
+}
+
+#[test]
+fn two_checkouts_of_the_merge_ref_at_different_commits_are_unknown() {
+    let t = truth();
+    let (_d, repo) = server();
+    let report = run(&repo, "merge-ref-moved", &[("fix", t.sha("fix"))], None);
+    let a = &report.jobs[0].answers[0];
+    assert_eq!(
+        (a.in_base.answer, a.in_merge.answer),
+        (Answer::Unknown, Answer::Unknown)
+    );
+    assert!(
+        a.in_base.reason.starts_with("contradictory evidence")
+            && a.in_base.reason.contains(&t.sha("merge1")[..12])
+            && a.in_base.reason.contains(&t.sha("merge2")[..12]),
+        "{}",
+        a.in_base.reason
+    );
+    assert_eq!(report.jobs[0].merge, None);
+    assert_eq!(report.exit_code, 2);
+}
+
+#[test]
+fn a_step_whose_lines_disagree_is_unknown() {
+    // The captured log with `git log -1`'s output replaced by another commit's sha: the
+    // full sha no longer starts with `HEAD is now at`'s abbreviation, nor is it the fetched one.
+    let t = truth();
+    let (_d, repo) = server();
+    let (m, fix) = (t.sha("merge1"), t.sha("fix"));
+    let text = log("stale-base");
+    let edited: String = text
+        .lines()
+        .map(|l| if l.ends_with(&format!(" {m}")) { l.replace(&m, &fix) } else { l.to_string() } + "\n")
+        .collect();
+    assert_ne!(text, edited);
+    let repo = Repository::open(&repo).unwrap();
+    let questions = Questions {
+        commits: vec![("fix".to_string(), fix.clone())],
+        ..Questions::default()
+    };
+    let report = cibase::check(
+        &repo,
+        &cibase::parse_jobs(&edited),
+        &questions,
+        "edited.log",
+    );
+    let a = &report.jobs[0].answers[0];
+    assert_eq!(a.in_base.answer, Answer::Unknown);
+    assert!(
+        a.in_base
+            .reason
+            .starts_with("contradictory evidence in step 1"),
+        "{}",
+        a.in_base.reason
+    );
+    assert_eq!(report.exit_code, 2);
+}
+
+#[test]
+fn pr_head_tells_an_older_or_force_pushed_head_from_the_current_one() {
+    let t = truth();
+    let (_d, repo) = server();
+    let current = git_rev(&repo, "refs/pull/12/head");
+    assert_eq!(current, t.sha("head3"));
+    let cases = [
+        ("rebased", t.sha("head2"), HeadState::Current),
+        ("rebased", current.clone(), HeadState::Behind),
+        ("stale-base", current.clone(), HeadState::Replaced),
+    ];
+    for (case, pr_head, want) in cases {
+        let report = run(&repo, case, &[], Some(pr_head.clone()));
+        let tested = report.jobs[0].head.clone().unwrap();
+        // git's view: equal, an ancestor (pushed on top), or gone from the history (rewritten).
+        let truth = if tested == pr_head {
+            HeadState::Current
+        } else if git_is_ancestor(&repo, &tested, &pr_head) == Answer::Yes {
+            HeadState::Behind
+        } else {
+            HeadState::Replaced
+        };
+        assert_eq!(
+            truth, want,
+            "{case}: the fixture is not what this case needs"
+        );
+        let h = report.jobs[0].pr_head.as_ref().unwrap();
+        assert_eq!(h.state, truth, "{case}: {}", h.reason);
+        assert_eq!(report.exit_code, 0);
+        if want != HeadState::Current {
+            let f = report.jobs[0].follows.last().unwrap();
+            assert!(
+                f.contains("older head") && f.contains("not a stale base"),
+                "{f}"
+            );
+        }
+    }
+    let report = run(&repo, "stale-base", &[], Some(current));
+    insta::assert_snapshot!("force_pushed_table", report.to_table());
+}
+
+#[test]
+fn shallow_workspace_is_unknown_until_the_advised_fetch_is_run() {
+    let t = truth();
+    let (_d, server) = server();
+    let merge = t.sha("merge1");
+    // The job's workspace, made by the commands its log shows (actions/checkout's default depth 1).
+    let fetch = format!(
+        "fetch --no-tags --prune --no-recurse-submodules --depth=1 origin +{merge}:refs/remotes/pull/12/merge"
+    );
+    assert!(log("stale-base").contains(&fetch));
+    let ws = tempfile::tempdir().unwrap();
+    let w = ws.path();
+    git(w, &["init", "--quiet"]);
+    let url = format!("file://{}", server.display());
+    git(w, &["remote", "add", "origin", &url]);
+    let mut args = vec!["-c", "protocol.version=2"];
+    args.extend(fetch.split(' '));
+    git(w, &args);
+    git(
+        w,
+        &[
+            "checkout",
+            "--quiet",
+            "--force",
+            "refs/remotes/pull/12/merge",
+        ],
+    );
+    assert!(w.join(".git/shallow").exists());
+
+    let commits = [
+        ("fix", t.sha("fix")),
+        ("c1", t.sha("c1")),
+        ("pr", t.sha("head1")),
+    ];
+    let report = run(w, "stale-base", &commits, None);
+    assert_eq!(report.exit_code, 2);
+    let reason = &report.jobs[0].answers[0].in_base.reason;
+    assert_eq!(
+        report.jobs[0].answers[0].in_base.answer,
+        Answer::Unknown,
+        "{reason}"
+    );
+    // The advice is a command to run as given.
+    let cmd = reason
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command in: {reason}"));
+    assert!(cmd.starts_with("git fetch --unshallow origin "), "{cmd}");
+    let words: Vec<&str> = cmd.split(' ').skip(1).collect();
+    git(w, &words);
+    let report = run(w, "stale-base", &commits, None);
+    assert_eq!(report.exit_code, 0, "{}", report.to_table());
+    assert_answers_are_gits(&server, &report, &merge);
+}
+
+#[test]
+fn cli_lists_steps_and_takes_pr_head() {
+    let t = truth();
+    let (_d, repo) = server();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["base-check", "--log"])
+        .arg(fixtures().join("merge-then-base.log"))
+        .arg("--repo")
+        .arg(&repo)
+        .args(["--commit", &format!("fix={}", t.sha("fix"))])
+        .args(["--pr-head", &t.sha("head3"), "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["jobs"][0]["job"]["steps"][1]["path"], "base");
+    assert_eq!(v["jobs"][0]["job"]["steps"][1]["full"], t.sha("fix"));
+    assert_eq!(v["jobs"][0]["tested_step"], 1);
+    assert_eq!(v["jobs"][0]["answers"][0]["in_merge"]["answer"], "no");
+    assert_eq!(v["jobs"][0]["pr_head"]["state"], "replaced");
+}
