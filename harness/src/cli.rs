@@ -35,6 +35,8 @@ Refusals (exit 2; the report's `refusal.kind`):
                     that no process of the run created (kept, named)
   LOCKED            the host lock is held by someone else (see --wait); the report is
                     still written
+  REUSED-WRONG      --incremental: a reused verdict, run again by --recheck, came out
+                    different; the verdict cache is dropped
   HARNESS-FAULT     the harness could not go on: cargo could not be run, a file could not
                     be read or written (named), a switched build failed outside every
                     mutated body
@@ -54,7 +56,7 @@ Exit codes:
   2    the instrument could not be trusted: the log cannot show which tests ran
        (`cargo test -q`: a catalog test UNKNOWN), a battery refusal (CATALOG-DRIFT,
        FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED,
-       HARNESS-FAULT; see `harness battery --help`), a bad catalog,
+       REUSED-WRONG, HARNESS-FAULT; see `harness battery --help`), a bad catalog,
        catalogs of different workspaces, a test command that could not be started, or a
        harness fault
   130  interrupted by a signal (the tree was restored first)
@@ -123,6 +125,12 @@ pub enum Command {
     /// shards balanced by different timings and shards that did not complete; otherwise
     /// exits as the unsharded battery would (0 all MET, 1 weak).
     Merge(MergeArgs),
+    /// The verdict cache of `--incremental` (in the host state directory).
+    Cache {
+        /// Cache subcommand.
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
     /// The host lock.
     Lock {
         /// Lock subcommand.
@@ -174,6 +182,18 @@ pub struct BatteryRunArgs {
     /// shard must be given the same file).
     #[arg(long, value_name = "FILE", requires = "shard")]
     pub timings: Option<PathBuf>,
+    /// Reuse the verdict of every mutation whose evidence is unchanged since the run that
+    /// found it (catalog entry and settings, mode, toolchain, RUST*/CARGO* environment, the
+    /// bytes of every file except those of workspace members the mutated package does not
+    /// depend on); the cache lives in the host state directory (`harness cache clear`).
+    /// Each mutation in `battery.json` says `"reused": true|false`.
+    #[arg(long)]
+    pub incremental: bool,
+    /// With `--incremental`: run this many of the reusable verdicts again, a seeded random
+    /// sample, and refuse the run (REUSED-WRONG, exit 2; the cache is dropped) when one
+    /// comes out different. A TIMEOUT is re-checked with the timeout it was found under.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "incremental")]
+    pub recheck: usize,
     /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
     /// compile every mutation that lies in one function body once, in a scratch copy,
     /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
@@ -204,6 +224,8 @@ impl BatteryRunArgs {
             only: self.only.clone(),
             shard,
             lock,
+            incremental: self.incremental,
+            recheck: self.recheck,
         })
     }
 }
@@ -282,6 +304,13 @@ pub struct MutantsArgs {
 
 pub use crate::battery::Mode;
 
+/// `harness cache` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Remove every cached verdict: the next `--incremental` run runs every mutation.
+    Clear,
+}
+
 /// `harness lock` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
@@ -330,6 +359,24 @@ pub fn run(cli: Cli) -> i32 {
         Command::List { catalog } => list(&catalog),
         Command::Battery(args) => run_battery(&state, &args),
         Command::Merge(args) => run_merge(&args),
+        Command::Cache {
+            command: CacheCommand::Clear,
+        } => match battery::cache::clear(&state) {
+            Ok(n) => {
+                println!(
+                    "removed {n} verdict cache file(s) from {}",
+                    battery::cache::cache_dir(&state).display()
+                );
+                EXIT_ALL_MET
+            }
+            Err(e) => {
+                eprintln!(
+                    "harness: {}: cannot clear the verdict cache: {e}",
+                    battery::cache::cache_dir(&state).display()
+                );
+                EXIT_REFUSED
+            }
+        },
         Command::Gate(args) => run_gate(&state, &args),
         Command::Lock {
             command: LockCommand::Run { lock, command },
@@ -932,6 +979,8 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         only: None,
         shard: None,
         lock: lock_note,
+        incremental: false,
+        recheck: 0,
     };
     let progress = Progress::auto();
     progress.line(&format!("battery {}", path.display()));

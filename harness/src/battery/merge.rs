@@ -307,6 +307,7 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
     r.unfalsified = Some(unfalsified);
     r.mutations = mutations;
     r.shard = None;
+    r.incremental = None;
     r.only = None;
     r.started_unix = shards
         .iter()

@@ -7,6 +7,7 @@
 //! A battery that cannot be trusted refuses with one of the [`RefusalKind`]s and runs
 //! nothing more.
 
+pub mod cache;
 pub mod catalog;
 pub mod diagnostics;
 pub mod html;
@@ -61,6 +62,10 @@ pub struct Options {
     pub shard: Option<shard::Shard>,
     /// How the host lock is held, for the report.
     pub lock: String,
+    /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`cache`]).
+    pub incremental: bool,
+    /// With `incremental`: how many reused verdicts to run again as a check (`--recheck`).
+    pub recheck: usize,
 }
 
 /// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
@@ -138,6 +143,7 @@ pub fn run_mode(
             path: reports_root.clone(),
             source,
         })?;
+    let mode_kind = mode;
     let mut mode: Box<dyn ModeRun> = match mode {
         Mode::Rebuild => Box::new(rebuild::Rebuild::new(&catalog, opts)),
         Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
@@ -147,6 +153,10 @@ pub fn run_mode(
         opts,
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
+        mode: match mode_kind {
+            Mode::Rebuild => "rebuild",
+            Mode::Switch => "switch",
+        },
     });
     let mut stop = run.go(mode.as_mut()).err();
     // A signal that arrived at any point ends the run as interrupted, never as a verdict or
@@ -155,6 +165,15 @@ pub fn run_mode(
         stop = Some(Stop::Interrupted);
     }
     let mut report = assemble(&catalog, opts, &run, stop);
+    if report.status == Status::Complete
+        && let Some((path, file)) = run.cache_after()
+        && let Err(e) = cache::save(&path, &file)
+    {
+        progress.line(&format!(
+            "incremental: {}: cannot write the verdict cache: {e}",
+            path.display()
+        ));
+    }
     if let Some(s) = &opts.shard {
         report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
     }
@@ -216,6 +235,7 @@ pub fn write_locked(
         opts,
         progress: &progress,
         exclude: Vec::new(),
+        mode: "rebuild",
     });
     let stop = Stop::Refused(Refusal {
         kind: RefusalKind::Locked,
@@ -299,6 +319,16 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         refusal,
         only: opts.only.clone(),
         shard: None,
+        incremental: run.reuse.as_ref().map(|r| report::IncrementalInfo {
+            cache: r.path.clone(),
+            recheck: opts.recheck,
+            seed: r.seed,
+            rechecked: r
+                .rechecked
+                .keys()
+                .map(|&i| catalog.spec.mutations[i].id.clone())
+                .collect(),
+        }),
         lock: opts.lock.clone(),
         started_unix: 0,
         wall_seconds: 0.0,

@@ -39,6 +39,9 @@ pub struct BatteryReport {
     /// unsharded and merged reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<super::shard::ShardManifest>,
+    /// Set on an `--incremental` run: the cache, the re-check sample's seed and ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<IncrementalInfo>,
     /// How the host lock was held: `own` or `ancestor pid N`.
     pub lock: String,
     /// Start time, seconds since the Unix epoch.
@@ -127,6 +130,19 @@ pub struct FailedTest {
     pub message: String,
 }
 
+/// What an `--incremental` run reused and re-checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncrementalInfo {
+    /// The verdict cache file.
+    pub cache: PathBuf,
+    /// How many reused verdicts were to be re-checked (`--recheck`).
+    pub recheck: usize,
+    /// The seed of the re-check sample.
+    pub seed: u64,
+    /// The ids whose evidence matched and that ran again as the re-check, catalog order.
+    pub rechecked: Vec<String>,
+}
+
 /// One mutation's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MutationReport {
@@ -180,6 +196,10 @@ pub struct MutationReport {
     pub build_seconds: f64,
     /// Seconds of the test run (0 when UNVIABLE).
     pub test_seconds: f64,
+    /// Whether the verdict was reused from the cache (`--incremental`, evidence unchanged)
+    /// rather than found by this run.
+    #[serde(default)]
+    pub reused: bool,
 }
 
 /// Counts over the mutations that ran.
