@@ -194,6 +194,12 @@ pub struct BatteryRunArgs {
     /// comes out different. A TIMEOUT is re-checked with the timeout it was found under.
     #[arg(long, value_name = "N", default_value_t = 1, requires = "incremental")]
     pub recheck: usize,
+    /// Run only the mutations whose occurrences meet the lines changed in the working tree
+    /// (uncommitted changes and untracked files included) against the merge base of HEAD
+    /// and REV; UNFALSIFIED is then not computed. A revision that does not fit the tree
+    /// (unknown, no merge base, no git work tree) is refused (exit 2).
+    #[arg(long, value_name = "REV")]
+    pub since: Option<String>,
     /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
     /// compile every mutation that lies in one function body once, in a scratch copy,
     /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
@@ -224,6 +230,7 @@ impl BatteryRunArgs {
             only: self.only.clone(),
             shard,
             lock,
+            since: self.since.clone(),
             incremental: self.incremental,
             recheck: self.recheck,
         })
@@ -979,6 +986,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         only: None,
         shard: None,
         lock: lock_note,
+        since: None,
         incremental: false,
         recheck: 0,
     };

@@ -309,6 +309,7 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
     r.shard = None;
     r.incremental = None;
     r.only = None;
+    r.since = None;
     r.started_unix = shards
         .iter()
         .map(|s| s.report.started_unix)

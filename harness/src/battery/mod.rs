@@ -10,6 +10,7 @@
 pub mod cache;
 pub mod catalog;
 pub mod diagnostics;
+pub mod diffscope;
 pub mod html;
 pub mod inert;
 pub mod lints;
@@ -62,6 +63,9 @@ pub struct Options {
     pub shard: Option<shard::Shard>,
     /// How the host lock is held, for the report.
     pub lock: String,
+    /// Run only the mutations whose occurrences meet the diff of the working tree against
+    /// the merge base of `HEAD` and this revision (`--since REV`).
+    pub since: Option<String>,
     /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`cache`]).
     pub incremental: bool,
     /// With `incremental`: how many reused verdicts to run again as a check (`--recheck`).
@@ -83,6 +87,9 @@ pub enum BatteryError {
     /// Malformed catalog.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// `--since REV`: the diff does not fit the tree.
+    #[error(transparent)]
+    Since(#[from] diffscope::SinceError),
     /// `--only` named an id the catalog does not have.
     #[error("{catalog}: --only names unknown mutation id(s): {ids}")]
     UnknownOnly {
@@ -131,6 +138,18 @@ pub fn run_mode(
     // directory; the caller prints the error and exits 2.
     let catalog = Catalog::load(catalog_path)?;
     check_only(&catalog, opts.only.as_deref())?;
+    let diff = match &opts.since {
+        Some(rev) => {
+            let d = diffscope::changed_lines(&catalog.root, rev)?;
+            progress.line(&format!(
+                "--since {rev}: merge base {}, {} changed file(s)",
+                &d.merge_base[..d.merge_base.len().min(12)],
+                d.files.len()
+            ));
+            Some(d)
+        }
+        None => None,
+    };
     let place = catalog.check_target_dir()?;
     progress.line(&format!("target directory {place}"));
     let reports_root = opts
@@ -153,6 +172,7 @@ pub fn run_mode(
         opts,
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
+        diff: diff.as_ref(),
         mode: match mode_kind {
             Mode::Rebuild => "rebuild",
             Mode::Switch => "switch",
@@ -235,6 +255,7 @@ pub fn write_locked(
         opts,
         progress: &progress,
         exclude: Vec::new(),
+        diff: None,
         mode: "rebuild",
     });
     let stop = Stop::Refused(Refusal {
@@ -294,8 +315,11 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         .map(|(m, o)| (m.id.clone(), o.as_ref()))
         .collect();
     let kill_matrix = KillMatrix::build(&catalog.spec.tests, &cols);
-    let unfalsified = (status == Status::Complete && opts.only.is_none() && opts.shard.is_none())
-        .then(|| kill_matrix.unfalsified());
+    let unfalsified = (status == Status::Complete
+        && opts.only.is_none()
+        && opts.shard.is_none()
+        && opts.since.is_none())
+    .then(|| kill_matrix.unfalsified());
     let summary = Summary::of(&mutations, unfalsified.as_ref());
     let exit_code = match status {
         Status::Interrupted => ExitCode::Interrupted,
@@ -318,6 +342,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         status,
         refusal,
         only: opts.only.clone(),
+        since: opts.since.clone(),
         shard: None,
         incremental: run.reuse.as_ref().map(|r| report::IncrementalInfo {
             cache: r.path.clone(),

@@ -35,6 +35,10 @@ pub struct BatteryReport {
     pub refusal: Option<RefusalInfo>,
     /// The ids given with `--only`, if any (UNFALSIFIED is then not computed).
     pub only: Option<Vec<String>>,
+    /// The revision given with `--since`, if any: only the mutations meeting the diff ran
+    /// (UNFALSIFIED is then not computed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
     /// Set on a shard's report (`--shard K/N`): what `harness merge` checks. Absent from
     /// unsharded and merged reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -337,6 +341,9 @@ fn headline(r: &BatteryReport) -> String {
                         "shard {}/{}: unfalsified computed by `harness merge`",
                         sh.k, sh.n
                     ),
+                    (None, None) if r.since.is_some() && r.only.is_none() => {
+                        "unfalsified not computed (--since)".to_string()
+                    }
                     (None, None) => "unfalsified not computed (--only)".to_string(),
                 }
             )

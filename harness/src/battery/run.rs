@@ -112,6 +112,8 @@ pub(crate) struct Shared<'a> {
     pub progress: &'a Progress,
     /// Directories the fingerprint never walks (the private target, the reports).
     pub exclude: Vec<PathBuf>,
+    /// `--since`: the changed lines a mutation must meet to run.
+    pub diff: Option<&'a super::diffscope::DiffLines>,
     /// The mode's name (`rebuild`, `switch`): part of every mutation's evidence.
     pub mode: &'static str,
 }
@@ -261,10 +263,19 @@ impl<'a> Run<'a> {
             .shard
             .as_ref()
             .map(|s| s.select(&c.mutation_ids()));
+        let diff = self.sh.diff;
         self.selected = (0..self.prepared.len())
             .filter(|&k| {
-                let id = &c.spec.mutations[self.prepared[k].index].id;
-                only.is_none_or(|o| o.contains(id)) && shard.as_ref().is_none_or(|s| s.contains(id))
+                let pm = &self.prepared[k];
+                let m = &c.spec.mutations[pm.index];
+                only.is_none_or(|o| o.contains(&m.id))
+                    && shard.as_ref().is_none_or(|s| s.contains(&m.id))
+                    && diff.is_none_or(|d| {
+                        d.meets(
+                            &pm.rel_path,
+                            &super::diffscope::occurrence_lines(&pm.original, &m.find),
+                        )
+                    })
             })
             .collect();
         mode.open(&self.sh, &start)?;
