@@ -68,6 +68,9 @@ pub struct PackageMeta {
     /// The features it declares (`[features]`, and the implicit feature of each optional
     /// dependency), as `cargo metadata` lists them.
     pub features: Vec<String>,
+    /// The directories of its path dependencies (any kind: normal, dev, build), as
+    /// `cargo metadata` gives them.
+    pub path_deps: Vec<PathBuf>,
 }
 
 impl PackageMeta {
@@ -421,6 +424,13 @@ impl CargoCmd {
             targets: Vec<Target>,
             #[serde(default)]
             features: BTreeMap<String, serde_json::Value>,
+            #[serde(default)]
+            dependencies: Vec<Dep>,
+        }
+        #[derive(Deserialize)]
+        struct Dep {
+            #[serde(default)]
+            path: Option<PathBuf>,
         }
         #[derive(Deserialize)]
         struct Target {
@@ -446,6 +456,7 @@ impl CargoCmd {
                     .iter()
                     .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
                 features: p.features.into_keys().collect(),
+                path_deps: p.dependencies.into_iter().filter_map(|d| d.path).collect(),
                 id: p.id,
                 name: p.name,
                 dir: p

@@ -35,6 +35,8 @@ Refusals (exit 2; the report's `refusal.kind`):
                     that no process of the run created (kept, named)
   LOCKED            the host lock is held by someone else (see --wait); the report is
                     still written
+  REUSED-WRONG      --incremental: a reused verdict, run again by --recheck, came out
+                    different; the verdict cache is dropped
   HARNESS-FAULT     the harness could not go on: cargo could not be run, a file could not
                     be read or written (named), a switched build failed outside every
                     mutated body
@@ -54,7 +56,7 @@ Exit codes:
   2    the instrument could not be trusted: the log cannot show which tests ran
        (`cargo test -q`: a catalog test UNKNOWN), a battery refusal (CATALOG-DRIFT,
        FILTER-DRIFT, BASELINE-RED, FLAKY, STALE-BUILD, TREE-DIRTY, LOCKED,
-       HARNESS-FAULT; see `harness battery --help`), a bad catalog,
+       REUSED-WRONG, HARNESS-FAULT; see `harness battery --help`), a bad catalog,
        catalogs of different workspaces, a test command that could not be started, or a
        harness fault
   130  interrupted by a signal (the tree was restored first)
@@ -117,6 +119,18 @@ pub enum Command {
     /// run the batteries, and write one pull-request report to `reports/gate/`.
     #[command(after_help = GATE_EXIT_CODES)]
     Gate(crate::gate::GateArgs),
+    /// Join the reports of a battery's shards (`battery --shard K/N`) into the report the
+    /// unsharded run writes. Each DIR is one shard's `--reports` folder (holding
+    /// `<catalog>/battery.json`). Refuses (exit 2) missing, duplicate or foreign shards,
+    /// shards balanced by different timings and shards that did not complete; otherwise
+    /// exits as the unsharded battery would (0 all MET, 1 weak).
+    Merge(MergeArgs),
+    /// The verdict cache of `--incremental` (in the host state directory).
+    Cache {
+        /// Cache subcommand.
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
     /// The host lock.
     Lock {
         /// Lock subcommand.
@@ -152,8 +166,40 @@ pub struct ReportsArgs {
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BatteryRunArgs {
     /// Run only these mutation ids (comma-separated); UNFALSIFIED is then not computed.
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "IDS",
+        conflicts_with = "shard"
+    )]
     pub only: Option<Vec<String>>,
+    /// Run shard K of N (1-based): a deterministic part of each catalog's mutations, dealt
+    /// in catalog order, or balanced by `--timings`. The report carries a manifest that
+    /// `harness merge` checks; UNFALSIFIED is computed by the merge.
+    #[arg(long, value_name = "K/N")]
+    pub shard: Option<crate::battery::shard::ShardSpec>,
+    /// Balance the shards by the per-mutation seconds of an earlier `battery.json` (every
+    /// shard must be given the same file).
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    pub timings: Option<PathBuf>,
+    /// Reuse the verdict of every mutation whose evidence is unchanged since the run that
+    /// found it (catalog entry and settings, mode, toolchain, RUST*/CARGO* environment, the
+    /// bytes of every file except those of workspace members the mutated package does not
+    /// depend on); the cache lives in the host state directory (`harness cache clear`).
+    /// Each mutation in `battery.json` says `"reused": true|false`.
+    #[arg(long)]
+    pub incremental: bool,
+    /// With `--incremental`: run this many of the reusable verdicts again, a seeded random
+    /// sample, and refuse the run (REUSED-WRONG, exit 2; the cache is dropped) when one
+    /// comes out different. A TIMEOUT is re-checked with the timeout it was found under.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "incremental")]
+    pub recheck: usize,
+    /// Run only the mutations whose occurrences meet the lines changed in the working tree
+    /// (uncommitted changes and untracked files included) against the merge base of HEAD
+    /// and REV; UNFALSIFIED is then not computed. A revision that does not fit the tree
+    /// (unknown, no merge base, no git work tree) is refused (exit 2).
+    #[arg(long, value_name = "REV")]
+    pub since: Option<String>,
     /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
     /// compile every mutation that lies in one function body once, in a scratch copy,
     /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
@@ -165,18 +211,29 @@ pub struct BatteryRunArgs {
 impl BatteryRunArgs {
     /// The options of a battery run with host state in `state`, reports under `reports`
     /// (default `<workspace>/reports`), the host lock held as `lock` says.
+    ///
+    /// Errors: the `--timings` file cannot be read or is not a battery report with timings.
     pub fn options(
         &self,
         state: &Path,
         reports: Option<PathBuf>,
         lock: String,
-    ) -> battery::Options {
-        battery::Options {
+    ) -> Result<battery::Options, battery::shard::TimingsError> {
+        let shard = match (self.shard, &self.timings) {
+            (None, _) => None,
+            (Some(spec), None) => Some(battery::shard::Shard::by_order(spec)),
+            (Some(spec), Some(path)) => Some(battery::shard::Shard::with_timings(spec, path)?),
+        };
+        Ok(battery::Options {
             state_dir: state.to_path_buf(),
             reports_root: reports,
             only: self.only.clone(),
+            shard,
             lock,
-        }
+            since: self.since.clone(),
+            incremental: self.incremental,
+            recheck: self.recheck,
+        })
     }
 }
 
@@ -195,6 +252,17 @@ pub struct BatteryArgs {
     /// The reports.
     #[command(flatten)]
     pub reports: ReportsArgs,
+}
+
+/// Arguments of `harness merge`.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The shards' report folders.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where the merged `<catalog>/` folders go.
+    #[arg(long, value_name = "OUT")]
+    pub reports: PathBuf,
 }
 
 /// Arguments of `harness mutants`.
@@ -243,6 +311,13 @@ pub struct MutantsArgs {
 
 pub use crate::battery::Mode;
 
+/// `harness cache` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Remove every cached verdict: the next `--incremental` run runs every mutation.
+    Clear,
+}
+
 /// `harness lock` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
@@ -290,6 +365,25 @@ pub fn run(cli: Cli) -> i32 {
         Command::Mutants(args) => run_mutants(&state, &args),
         Command::List { catalog } => list(&catalog),
         Command::Battery(args) => run_battery(&state, &args),
+        Command::Merge(args) => run_merge(&args),
+        Command::Cache {
+            command: CacheCommand::Clear,
+        } => match battery::cache::clear(&state) {
+            Ok(n) => {
+                println!(
+                    "removed {n} verdict cache file(s) from {}",
+                    battery::cache::cache_dir(&state).display()
+                );
+                EXIT_ALL_MET
+            }
+            Err(e) => {
+                eprintln!(
+                    "harness: {}: cannot clear the verdict cache: {e}",
+                    battery::cache::cache_dir(&state).display()
+                );
+                EXIT_REFUSED
+            }
+        },
         Command::Gate(args) => run_gate(&state, &args),
         Command::Lock {
             command: LockCommand::Run { lock, command },
@@ -505,22 +599,28 @@ fn command_line() -> Vec<String> {
 }
 
 fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
+    let opts = match args
+        .run
+        .options(state, args.reports.reports.clone(), String::new())
+    {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return EXIT_REFUSED;
+        }
+    };
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
         Err(LockFailure {
             locked: Some(detail),
             ..
-        }) => {
-            let opts = args
-                .run
-                .options(state, args.reports.reports.clone(), String::new());
-            return locked_reports(&args.catalogs, &opts, &detail);
-        }
+        }) => return locked_reports(&args.catalogs, &opts, &detail),
         Err(f) => return f.code,
     };
-    let opts = args
-        .run
-        .options(state, args.reports.reports.clone(), lock_note);
+    let opts = battery::Options {
+        lock: lock_note,
+        ..opts
+    };
     let mut code = ExitCode::AllMet;
     for path in &args.catalogs {
         let progress = Progress::auto();
@@ -554,6 +654,26 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
     }
     drop(hold);
     code.code()
+}
+
+fn run_merge(args: &MergeArgs) -> i32 {
+    match battery::merge::merge(&args.dirs, &args.reports) {
+        Ok(merged) => {
+            let mut code = ExitCode::AllMet;
+            for m in merged {
+                print!("{}", report::table(&m.report));
+                for w in &m.written {
+                    println!("report: {}", w.display());
+                }
+                code = code.worst(ExitCode::of(m.report.exit_code));
+            }
+            code.code()
+        }
+        Err(e) => {
+            eprintln!("harness: merge: {e}");
+            EXIT_REFUSED
+        }
+    }
 }
 
 /// Writes the LOCKED report of each catalog (nothing ran); exit 2, or 2 with the error when a
@@ -864,7 +984,11 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         state_dir: state.to_path_buf(),
         reports_root: args.reports.reports.clone(),
         only: None,
+        shard: None,
         lock: lock_note,
+        since: None,
+        incremental: false,
+        recheck: 0,
     };
     let progress = Progress::auto();
     progress.line(&format!("battery {}", path.display()));

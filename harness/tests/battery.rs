@@ -108,6 +108,21 @@ fn full_battery_gives_every_verdict_and_restores_the_tree() {
         &std::fs::read_to_string(sb.ws.join("reports/sample/mutation-report.json")).unwrap(),
     )
     .unwrap();
+    // The HTML page embeds that same document for the component, and the kill matrix.
+    let page = std::fs::read_to_string(sb.ws.join("reports/sample/index.html")).unwrap();
+    let open = "<script type=\"application/json\" id=\"battery-report\">";
+    let data = &page[page.find(open).unwrap() + open.len()..];
+    let data = &data[..data.find("</script>").unwrap()];
+    let embedded: serde_json::Value = serde_json::from_str(data).unwrap();
+    assert_eq!(embedded, stryker);
+    assert!(page.contains("<mutation-test-report-app"));
+    for id in r["kill_matrix"]["mutations"].as_array().unwrap() {
+        let id = id.as_str().unwrap();
+        assert!(
+            page.contains(&format!("<th><code>{id}</code></th>")),
+            "{id} not in the matrix"
+        );
+    }
     redact(&mut stryker, &ws);
     insta::assert_json_snapshot!("sample_battery_stryker", stryker);
     // The terminal table, with the digits of its seconds columns blanked.

@@ -227,6 +227,11 @@ pub struct PreparedMutation {
 }
 
 impl Catalog {
+    /// Every mutation id, in catalog order.
+    pub fn mutation_ids(&self) -> Vec<String> {
+        self.spec.mutations.iter().map(|m| m.id.clone()).collect()
+    }
+
     /// Reads, parses and statically validates the catalog at `path` (no files of the
     /// workspace are read except to resolve the workspace root).
     ///

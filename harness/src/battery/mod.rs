@@ -7,15 +7,20 @@
 //! A battery that cannot be trusted refuses with one of the [`RefusalKind`]s and runs
 //! nothing more.
 
+pub mod cache;
 pub mod catalog;
 pub mod diagnostics;
+pub mod diffscope;
+pub mod html;
 pub mod inert;
 pub mod lints;
+pub mod merge;
 pub mod rebuild;
 pub mod refusal;
 pub mod report;
 pub mod run;
 pub mod scratch;
+pub mod shard;
 pub mod switch;
 pub mod verdict;
 pub mod workspace;
@@ -53,8 +58,18 @@ pub struct Options {
     pub reports_root: Option<PathBuf>,
     /// Run only these mutation ids.
     pub only: Option<Vec<String>>,
+    /// Run only this shard's part of the catalog (`--shard K/N`); UNFALSIFIED is then
+    /// computed by `harness merge`, not here.
+    pub shard: Option<shard::Shard>,
     /// How the host lock is held, for the report.
     pub lock: String,
+    /// Run only the mutations whose occurrences meet the diff of the working tree against
+    /// the merge base of `HEAD` and this revision (`--since REV`).
+    pub since: Option<String>,
+    /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`cache`]).
+    pub incremental: bool,
+    /// With `incremental`: how many reused verdicts to run again as a check (`--recheck`).
+    pub recheck: usize,
 }
 
 /// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
@@ -72,6 +87,9 @@ pub enum BatteryError {
     /// Malformed catalog.
     #[error(transparent)]
     Catalog(#[from] CatalogError),
+    /// `--since REV`: the diff does not fit the tree.
+    #[error(transparent)]
+    Since(#[from] diffscope::SinceError),
     /// `--only` named an id the catalog does not have.
     #[error("{catalog}: --only names unknown mutation id(s): {ids}")]
     UnknownOnly {
@@ -120,6 +138,18 @@ pub fn run_mode(
     // directory; the caller prints the error and exits 2.
     let catalog = Catalog::load(catalog_path)?;
     check_only(&catalog, opts.only.as_deref())?;
+    let diff = match &opts.since {
+        Some(rev) => {
+            let d = diffscope::changed_lines(&catalog.root, rev)?;
+            progress.line(&format!(
+                "--since {rev}: merge base {}, {} changed file(s)",
+                &d.merge_base[..d.merge_base.len().min(12)],
+                d.files.len()
+            ));
+            Some(d)
+        }
+        None => None,
+    };
     let place = catalog.check_target_dir()?;
     progress.line(&format!("target directory {place}"));
     let reports_root = opts
@@ -132,6 +162,7 @@ pub fn run_mode(
             path: reports_root.clone(),
             source,
         })?;
+    let mode_kind = mode;
     let mut mode: Box<dyn ModeRun> = match mode {
         Mode::Rebuild => Box::new(rebuild::Rebuild::new(&catalog, opts)),
         Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
@@ -141,6 +172,11 @@ pub fn run_mode(
         opts,
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
+        diff: diff.as_ref(),
+        mode: match mode_kind {
+            Mode::Rebuild => "rebuild",
+            Mode::Switch => "switch",
+        },
     });
     let mut stop = run.go(mode.as_mut()).err();
     // A signal that arrived at any point ends the run as interrupted, never as a verdict or
@@ -149,6 +185,18 @@ pub fn run_mode(
         stop = Some(Stop::Interrupted);
     }
     let mut report = assemble(&catalog, opts, &run, stop);
+    if report.status == Status::Complete
+        && let Some((path, file)) = run.cache_after()
+        && let Err(e) = cache::save(&path, &file)
+    {
+        progress.line(&format!(
+            "incremental: {}: cannot write the verdict cache: {e}",
+            path.display()
+        ));
+    }
+    if let Some(s) = &opts.shard {
+        report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
+    }
     report.started_unix = started_unix;
     report.wall_seconds = started.elapsed().as_secs_f64();
     let dir = report::report_dir(&reports_root, &catalog.name);
@@ -158,6 +206,29 @@ pub fn run_mode(
     })?;
     written.extend(mode.write_reports(&dir, &run.overheads)?);
     Ok(RunResult { report, written })
+}
+
+/// The manifest of a shard's report: the catalog's bytes, the tree, the partition.
+fn shard_manifest(
+    catalog: &Catalog,
+    s: &shard::Shard,
+    run: &Run<'_>,
+    report: &BatteryReport,
+) -> Result<shard::ShardManifest, BatteryError> {
+    let bytes = std::fs::read(&catalog.path).map_err(|source| BatteryError::Reports {
+        path: catalog.path.clone(),
+        source,
+    })?;
+    let all = catalog.mutation_ids();
+    Ok(shard::ShardManifest {
+        k: s.spec.k,
+        n: s.spec.n,
+        catalog_sha256: workspace::sha256_hex(&bytes),
+        tree_fingerprint: run.start_fingerprint().unwrap_or_default(),
+        timings: s.source.clone(),
+        mutations: report.mutations.iter().map(|m| m.id.clone()).collect(),
+        catalog_mutations: all,
+    })
 }
 
 /// The report of a battery that could not start because the host lock is held by someone
@@ -184,6 +255,8 @@ pub fn write_locked(
         opts,
         progress: &progress,
         exclude: Vec::new(),
+        diff: None,
+        mode: "rebuild",
     });
     let stop = Stop::Refused(Refusal {
         kind: RefusalKind::Locked,
@@ -242,14 +315,16 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         .map(|(m, o)| (m.id.clone(), o.as_ref()))
         .collect();
     let kill_matrix = KillMatrix::build(&catalog.spec.tests, &cols);
-    let unfalsified =
-        (status == Status::Complete && opts.only.is_none()).then(|| kill_matrix.unfalsified());
+    let unfalsified = (status == Status::Complete
+        && opts.only.is_none()
+        && opts.shard.is_none()
+        && opts.since.is_none())
+    .then(|| kill_matrix.unfalsified());
     let summary = Summary::of(&mutations, unfalsified.as_ref());
     let exit_code = match status {
         Status::Interrupted => ExitCode::Interrupted,
         Status::Refused => ExitCode::Refused,
-        Status::Complete if summary.unmet > 0 || summary.unfalsified > 0 => ExitCode::Weak,
-        Status::Complete => ExitCode::AllMet,
+        Status::Complete => complete_exit_code(&summary),
     };
     BatteryReport {
         schema: report::SCHEMA.to_string(),
@@ -267,6 +342,18 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         status,
         refusal,
         only: opts.only.clone(),
+        since: opts.since.clone(),
+        shard: None,
+        incremental: run.reuse.as_ref().map(|r| report::IncrementalInfo {
+            cache: r.path.clone(),
+            recheck: opts.recheck,
+            seed: r.seed,
+            rechecked: r
+                .rechecked
+                .keys()
+                .map(|&i| catalog.spec.mutations[i].id.clone())
+                .collect(),
+        }),
         lock: opts.lock.clone(),
         started_unix: 0,
         wall_seconds: 0.0,
@@ -276,6 +363,16 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         unfalsified,
         summary,
         exit_code: exit_code.code(),
+    }
+}
+
+/// The exit code of a battery that completed: 1 (weak) when an expectation is unmet or a
+/// listed test is UNFALSIFIED, else 0.
+pub fn complete_exit_code(summary: &report::Summary) -> ExitCode {
+    if summary.unmet > 0 || summary.unfalsified > 0 {
+        ExitCode::Weak
+    } else {
+        ExitCode::AllMet
     }
 }
 

@@ -33,6 +33,9 @@ pub enum RefusalKind {
     TreeDirty,
     /// The host lock is held by someone else.
     Locked,
+    /// `--incremental`: a reused verdict, re-checked (`--recheck`), proved wrong; the
+    /// cache is dropped.
+    ReusedWrong,
     /// The harness itself could not go on: cargo could not be run or answered nonsense, a
     /// file could not be read or written (the detail names it), or a switched build failed
     /// outside every mutated body.
@@ -41,7 +44,7 @@ pub enum RefusalKind {
 
 impl RefusalKind {
     /// Every kind, in the order the documentation lists them.
-    pub const ALL: [RefusalKind; 8] = [
+    pub const ALL: [RefusalKind; 9] = [
         RefusalKind::CatalogDrift,
         RefusalKind::FilterDrift,
         RefusalKind::BaselineRed,
@@ -49,6 +52,7 @@ impl RefusalKind {
         RefusalKind::StaleBuild,
         RefusalKind::TreeDirty,
         RefusalKind::Locked,
+        RefusalKind::ReusedWrong,
         RefusalKind::HarnessFault,
     ];
 
@@ -62,6 +66,7 @@ impl RefusalKind {
             RefusalKind::StaleBuild => "STALE-BUILD",
             RefusalKind::TreeDirty => "TREE-DIRTY",
             RefusalKind::Locked => "LOCKED",
+            RefusalKind::ReusedWrong => "REUSED-WRONG",
             RefusalKind::HarnessFault => "HARNESS-FAULT",
         }
     }

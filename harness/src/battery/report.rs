@@ -35,6 +35,17 @@ pub struct BatteryReport {
     pub refusal: Option<RefusalInfo>,
     /// The ids given with `--only`, if any (UNFALSIFIED is then not computed).
     pub only: Option<Vec<String>>,
+    /// The revision given with `--since`, if any: only the mutations meeting the diff ran
+    /// (UNFALSIFIED is then not computed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// Set on a shard's report (`--shard K/N`): what `harness merge` checks. Absent from
+    /// unsharded and merged reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<super::shard::ShardManifest>,
+    /// Set on an `--incremental` run: the cache, the re-check sample's seed and ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incremental: Option<IncrementalInfo>,
     /// How the host lock was held: `own` or `ancestor pid N`.
     pub lock: String,
     /// Start time, seconds since the Unix epoch.
@@ -47,7 +58,8 @@ pub struct BatteryReport {
     pub mutations: Vec<MutationReport>,
     /// Tests x mutations.
     pub kill_matrix: KillMatrix,
-    /// Listed tests no mutation killed; `null` when not computed (refusal or `--only`).
+    /// Listed tests no mutation killed; `null` when not computed (refusal, `--only` or a
+    /// shard).
     pub unfalsified: Option<Vec<String>>,
     /// Counts.
     pub summary: Summary,
@@ -122,6 +134,19 @@ pub struct FailedTest {
     pub message: String,
 }
 
+/// What an `--incremental` run reused and re-checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IncrementalInfo {
+    /// The verdict cache file.
+    pub cache: PathBuf,
+    /// How many reused verdicts were to be re-checked (`--recheck`).
+    pub recheck: usize,
+    /// The seed of the re-check sample.
+    pub seed: u64,
+    /// The ids whose evidence matched and that ran again as the re-check, catalog order.
+    pub rechecked: Vec<String>,
+}
+
 /// One mutation's result.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MutationReport {
@@ -175,6 +200,10 @@ pub struct MutationReport {
     pub build_seconds: f64,
     /// Seconds of the test run (0 when UNVIABLE).
     pub test_seconds: f64,
+    /// Whether the verdict was reused from the cache (`--incremental`, evidence unchanged)
+    /// rather than found by this run.
+    #[serde(default)]
+    pub reused: bool,
 }
 
 /// Counts over the mutations that ran.
@@ -235,9 +264,24 @@ pub fn report_dir(root: &Path, name: &str) -> PathBuf {
     root.join(name)
 }
 
-/// Writes `battery.json`, `battery.md` and (unless refused) `mutation-report.json` into
-/// `dir`. Returns the written paths.
+/// Writes `battery.json`, `battery.md`, `index.html` and (when the battery completed)
+/// `mutation-report.json` into `dir`. Returns the written paths.
 pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>> {
+    let doc = if r.status == Status::Complete {
+        Some(stryker(r)?)
+    } else {
+        None
+    };
+    write_with(dir, r, doc.as_ref())
+}
+
+/// [`write_all`] with the Stryker document given (`harness merge` joins the shards' own
+/// documents instead of reading the sources again); `None` removes a stale one.
+pub fn write_with(
+    dir: &Path,
+    r: &BatteryReport,
+    stryker_doc: Option<&serde_json::Value>,
+) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut out = Vec::new();
     let json = dir.join("battery.json");
@@ -250,16 +294,21 @@ pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>>
     std::fs::write(&md, markdown(r))?;
     out.push(md);
     let stryker_path = dir.join("mutation-report.json");
-    if r.status == Status::Complete {
-        let doc = stryker(r)?;
-        std::fs::write(
-            &stryker_path,
-            serde_json::to_string_pretty(&doc).expect("serializes") + "\n",
-        )?;
-        out.push(stryker_path);
-    } else {
-        let _ = std::fs::remove_file(&stryker_path);
+    match stryker_doc {
+        Some(doc) => {
+            std::fs::write(
+                &stryker_path,
+                serde_json::to_string_pretty(doc).expect("serializes") + "\n",
+            )?;
+            out.push(stryker_path);
+        }
+        None => {
+            let _ = std::fs::remove_file(&stryker_path);
+        }
     }
+    let page = dir.join("index.html");
+    std::fs::write(&page, super::html::page(r, stryker_doc))?;
+    out.push(page);
     Ok(out)
 }
 
@@ -286,9 +335,16 @@ fn headline(r: &BatteryReport) -> String {
                 s.timeout,
                 s.met,
                 s.unmet,
-                match &r.unfalsified {
-                    Some(u) => format!("{} unfalsified", u.len()),
-                    None => "unfalsified not computed (--only)".to_string(),
+                match (&r.unfalsified, &r.shard) {
+                    (Some(u), _) => format!("{} unfalsified", u.len()),
+                    (None, Some(sh)) => format!(
+                        "shard {}/{}: unfalsified computed by `harness merge`",
+                        sh.k, sh.n
+                    ),
+                    (None, None) if r.since.is_some() && r.only.is_none() => {
+                        "unfalsified not computed (--since)".to_string()
+                    }
+                    (None, None) => "unfalsified not computed (--only)".to_string(),
                 }
             )
         }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::cache;
 use super::refusal::{RefusalKind, Stop, refuse};
 use crate::cargo::{Build, Outcome, PackageMeta, TestRun};
 use crate::catalog::{Catalog, Mutation, PreparedMutation};
@@ -111,6 +112,10 @@ pub(crate) struct Shared<'a> {
     pub progress: &'a Progress,
     /// Directories the fingerprint never walks (the private target, the reports).
     pub exclude: Vec<PathBuf>,
+    /// `--since`: the changed lines a mutation must meet to run.
+    pub diff: Option<&'a super::diffscope::DiffLines>,
+    /// The mode's name (`rebuild`, `switch`): part of every mutation's evidence.
+    pub mode: &'static str,
 }
 
 /// The mode of a run: where the code under test is built, how a mutant is selected, how
@@ -184,6 +189,24 @@ pub(crate) struct Run<'a> {
     results: BTreeMap<usize, Ran>,
     /// Seconds the harness spent around each switched mutant's test run.
     pub overheads: Vec<f64>,
+    /// `--incremental`: the cache, each selected mutation's evidence, what is reused.
+    pub reuse: Option<Reuse>,
+}
+
+/// The state of `--incremental` in one run.
+pub struct Reuse {
+    /// The cache file.
+    pub path: PathBuf,
+    /// The cache as read at the start.
+    pub file: cache::CacheFile,
+    /// Evidence hash of each selected mutation, by index into the catalog.
+    pub evidence: BTreeMap<usize, String>,
+    /// Verdicts reused without running, by index into the catalog.
+    pub reused: BTreeMap<usize, cache::Entry>,
+    /// Verdicts whose evidence matched but that run again to check them (`--recheck`).
+    pub rechecked: BTreeMap<usize, cache::Entry>,
+    /// The seed of the re-check sample.
+    pub seed: u64,
 }
 
 impl<'a> Run<'a> {
@@ -200,6 +223,7 @@ impl<'a> Run<'a> {
             baseline: None,
             results: BTreeMap::new(),
             overheads: Vec::new(),
+            reuse: None,
         }
     }
 
@@ -233,10 +257,25 @@ impl<'a> Run<'a> {
         let start = workspace::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
         let only = self.sh.opts.only.as_ref();
+        let shard = self
+            .sh
+            .opts
+            .shard
+            .as_ref()
+            .map(|s| s.select(&c.mutation_ids()));
+        let diff = self.sh.diff;
         self.selected = (0..self.prepared.len())
             .filter(|&k| {
-                let id = &c.spec.mutations[self.prepared[k].index].id;
-                only.is_none_or(|o| o.contains(id))
+                let pm = &self.prepared[k];
+                let m = &c.spec.mutations[pm.index];
+                only.is_none_or(|o| o.contains(&m.id))
+                    && shard.as_ref().is_none_or(|s| s.contains(&m.id))
+                    && diff.is_none_or(|d| {
+                        d.meets(
+                            &pm.rel_path,
+                            &super::diffscope::occurrence_lines(&pm.original, &m.find),
+                        )
+                    })
             })
             .collect();
         mode.open(&self.sh, &start)?;
@@ -260,8 +299,11 @@ impl<'a> Run<'a> {
                 format!("{}: {e}", c.path.display()),
             )
         })?;
-        let selected: Vec<&PreparedMutation> =
-            self.selected.iter().map(|&k| &self.prepared[k]).collect();
+        if self.sh.opts.incremental {
+            self.reuse = Some(self.plan_reuse(mode.root(), &packages));
+        }
+        let to_run = self.to_run();
+        let selected: Vec<&PreparedMutation> = to_run.iter().map(|&k| &self.prepared[k]).collect();
         let build = mode.build_baseline(&self.sh, packages, &selected)?;
         if !build.success {
             return Err(refuse(
@@ -274,6 +316,107 @@ impl<'a> Run<'a> {
         }
         self.build = Some(build);
         Ok(())
+    }
+
+    /// Indices into `prepared` of the selected mutations that run (not reused), in order.
+    fn to_run(&self) -> Vec<usize> {
+        self.selected
+            .iter()
+            .copied()
+            .filter(|&k| {
+                self.reuse
+                    .as_ref()
+                    .is_none_or(|r| !r.reused.contains_key(&self.prepared[k].index))
+            })
+            .collect()
+    }
+
+    /// Reads the cache and decides, for each selected mutation, whether its verdict is
+    /// reused (evidence unchanged), re-checked (`--recheck`'s sample of those) or run.
+    fn plan_reuse(&self, root: &Path, packages: &[PackageMeta]) -> Reuse {
+        let c = self.sh.catalog;
+        let p = self.sh.progress;
+        let start = self.start.as_ref().expect("the opening phase ran");
+        let files = cache::evidence_files(start, root, packages, &c.spec.package);
+        let shared = cache::RunEvidence::gather(root, self.sh.mode, &files);
+        let path = cache::cache_path(&self.sh.opts.state_dir, c);
+        let file = cache::load(&path, c).unwrap_or_else(|e| {
+            p.line(&format!("incremental: {e}; nothing is reused"));
+            cache::CacheFile {
+                schema: cache::CACHE_SCHEMA.into(),
+                catalog: c.path.clone(),
+                entries: BTreeMap::new(),
+            }
+        });
+        let mut evidence = BTreeMap::new();
+        let mut matching = BTreeMap::new();
+        for &k in &self.selected {
+            let i = self.prepared[k].index;
+            let m = &c.spec.mutations[i];
+            let ev = shared.of(c, m);
+            if let Some(e) = file.entries.get(&m.id).filter(|e| e.evidence == ev) {
+                matching.insert(i, e.clone());
+            }
+            evidence.insert(i, ev);
+        }
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        let ids: Vec<String> = matching
+            .keys()
+            .map(|&i| c.spec.mutations[i].id.clone())
+            .collect();
+        let picked = cache::sample(&ids, self.sh.opts.recheck, seed);
+        let (rechecked, reused): (BTreeMap<_, _>, BTreeMap<_, _>) = matching
+            .into_iter()
+            .partition(|(i, _)| picked.contains(&c.spec.mutations[*i].id));
+        p.line(&format!(
+            "incremental: {} of {} verdicts reused on unchanged evidence ({} evidence files), {} re-checked (seed {seed}), {} to run",
+            reused.len(),
+            self.selected.len(),
+            files.len(),
+            rechecked.len(),
+            self.selected.len() - reused.len()
+        ));
+        Reuse {
+            path,
+            file,
+            evidence,
+            reused,
+            rechecked,
+            seed,
+        }
+    }
+
+    /// The cache to write after a complete run: the entries read at the start, each
+    /// selected mutation's replaced by this run's verdict under its evidence.
+    pub fn cache_after(&self) -> Option<(PathBuf, cache::CacheFile)> {
+        let r = self.reuse.as_ref()?;
+        let c = self.sh.catalog;
+        let mut file = r.file.clone();
+        for (report, column) in self.mutation_reports() {
+            let Some(i) = c.spec.mutations.iter().position(|m| m.id == report.id) else {
+                continue;
+            };
+            if let Some(e) = r.reused.get(&i) {
+                file.entries.insert(report.id.clone(), e.clone());
+                continue;
+            }
+            let Some(ev) = r.evidence.get(&i) else {
+                continue;
+            };
+            file.entries.insert(
+                report.id.clone(),
+                cache::Entry {
+                    evidence: ev.clone(),
+                    report,
+                    column,
+                    timeout_seconds: self.timeout.as_secs_f64(),
+                },
+            );
+        }
+        Some((r.path.clone(), file))
     }
 
     fn list_tests(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
@@ -350,8 +493,8 @@ impl<'a> Run<'a> {
 
     fn mutations(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
-        let selected: Vec<&PreparedMutation> =
-            self.selected.iter().map(|&k| &self.prepared[k]).collect();
+        let to_run = self.to_run();
+        let selected: Vec<&PreparedMutation> = to_run.iter().map(|&k| &self.prepared[k]).collect();
         let n = selected.len();
         self.sh.progress.set_total(n);
         for (k, at) in mode.order(&selected).into_iter().enumerate() {
@@ -363,11 +506,35 @@ impl<'a> Run<'a> {
                 pm,
                 tag: format!("[{}/{n}] {}", k + 1, m.id),
             };
-            let ran = one_mutant(&self.sh, mode, &mu, self.timeout, &mut self.overheads)?;
+            let cached = self.reuse.as_ref().and_then(|r| r.rechecked.get(&pm.index));
+            // A TIMEOUT is re-checked with the timeout it was found under.
+            let timeout = match cached {
+                Some(e) if e.report.verdict == verdict::Verdict::Timeout => {
+                    Duration::from_secs_f64(e.timeout_seconds)
+                }
+                _ => self.timeout,
+            };
+            let ran = one_mutant(&self.sh, mode, &mu, timeout, &mut self.overheads)?;
             // A signal during the mutant (its test binary may have died of it) is never a
             // verdict.
             interrupted()?;
             log_verdict(self.sh.progress, &mu, &ran);
+            if let Some(e) = cached {
+                let (fresh, _) = mutation_report(m, pm, &ran);
+                if let Some(why) = cache::disproves(&e.report, &fresh) {
+                    let path = &self.reuse.as_ref().expect("re-checked").path;
+                    let dropped = match std::fs::remove_file(path) {
+                        Ok(()) => format!("the cache {} is dropped", path.display()),
+                        Err(err) => {
+                            format!("the cache {} could not be dropped: {err}", path.display())
+                        }
+                    };
+                    return Err(refuse(
+                        RefusalKind::ReusedWrong,
+                        format!("{why}; {dropped}"),
+                    ));
+                }
+            }
             self.results.insert(pm.index, ran);
             self.sh.progress.advance();
         }
@@ -391,6 +558,11 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// The tree's fingerprint at the start of the run (`None` before the opening scan).
+    pub fn start_fingerprint(&self) -> Option<String> {
+        self.start.as_ref().map(TreeScan::fingerprint)
+    }
+
     /// The reports of the mutations that ran, in catalog order, and the kill matrix's
     /// columns (outcomes; `None` for UNVIABLE).
     pub fn mutation_reports(&self) -> Vec<(MutationReport, Option<BTreeMap<String, Outcome>>)> {
@@ -399,6 +571,11 @@ impl<'a> Run<'a> {
             .iter()
             .map(|&k| &self.prepared[k])
             .filter_map(|pm| {
+                if let Some(e) = self.reuse.as_ref().and_then(|r| r.reused.get(&pm.index)) {
+                    let mut report = e.report.clone();
+                    report.reused = true;
+                    return Some((report, e.column.clone()));
+                }
                 let ran = self.results.get(&pm.index)?;
                 Some(mutation_report(&c.spec.mutations[pm.index], pm, ran))
             })
@@ -675,6 +852,7 @@ fn mutation_report(
         created_files: ran.created.clone(),
         build_seconds,
         test_seconds: r.map_or(0.0, |r| r.seconds),
+        reused: false,
     };
     (report, r.map(|r| r.outcomes.clone()))
 }

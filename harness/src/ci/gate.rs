@@ -96,6 +96,9 @@ pub enum GateError {
     /// The kept log could not be read back.
     #[error(transparent)]
     Log(LogError),
+    /// The `--timings` file of `--shard` could not be used.
+    #[error(transparent)]
+    Timings(#[from] crate::battery::shard::TimingsError),
     /// The gate's reports could not be written.
     #[error("{path}: cannot write the gate report: {source}")]
     Reports {
@@ -652,6 +655,9 @@ pub fn run(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let s = Setup::new(args)?;
+    let opts = args
+        .run
+        .options(state, Some(s.reports_root.clone()), lock.to_string())?;
     let log = s.dir.join("test.log");
     let (command, source) = test_command(args.test_command.as_deref(), &s.root);
     // The first battery's build directory (see `run_test_command`).
@@ -685,9 +691,6 @@ pub fn run(
         let a = audit_step(&s, &test_run, &log, &mut judged)?;
         let audit_ok = a.exit_code == 0;
         audit_report = Some(a);
-        let opts = args
-            .run
-            .options(state, Some(s.reports_root.clone()), lock.to_string());
         batteries = battery_step(&s, args, &opts, audit_ok, progress, &mut judged);
     }
     let report = GateReport {
