@@ -524,26 +524,28 @@ mod admission {
     /// `genai serve` on SIGTERM: running requests finish, queued ones get 503, exit 0.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_sigterm_finishes_running_answers_queued_503_exits_0() {
-        let mut child: Child = Command::new(env!("CARGO_BIN_EXE_genai"))
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--threads",
-                "1",
-                "--max-running",
-                "1",
-                "--max-queue",
-                "2",
-                "--step-interval-ms",
-                "10",
-                "--model",
-                MODEL,
-            ])
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut child = ServeProcess(
+            Command::new(env!("CARGO_BIN_EXE_genai"))
+                .args([
+                    "serve",
+                    "--port",
+                    "0",
+                    "--threads",
+                    "1",
+                    "--max-running",
+                    "1",
+                    "--max-queue",
+                    "2",
+                    "--step-interval-ms",
+                    "10",
+                    "--model",
+                    MODEL,
+                ])
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+        let mut lines = BufReader::new(child.0.stderr.take().unwrap()).lines();
         let addr = loop {
             let line = lines.next().expect("serve prints its address").unwrap();
             if let Some(rest) = line.split("listening on http://").nth(1) {
@@ -599,7 +601,7 @@ mod admission {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         // SAFETY: sending a signal to our own child process.
-        assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+        assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
         let b = b.await.unwrap();
         assert_eq!(b.status(), 503);
         let events = read_events(&mut a, 10_000).await;
@@ -609,12 +611,25 @@ mod admission {
         drop(a);
         let t0 = Instant::now();
         let status = loop {
-            if let Some(st) = child.try_wait().unwrap() {
+            if let Some(st) = child.0.try_wait().unwrap() {
                 break st;
             }
             assert!(t0.elapsed() < Duration::from_secs(20), "serve did not exit");
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
         assert!(status.success(), "{status:?}");
+    }
+
+    /// A `genai serve` child that is killed when the test ends before it exits (a failed
+    /// assertion): no server outlives its test, holding the test run's output open.
+    struct ServeProcess(Child);
+
+    impl Drop for ServeProcess {
+        fn drop(&mut self) {
+            if let Ok(None) = self.0.try_wait() {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
     }
 }

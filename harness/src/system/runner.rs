@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::interrupt;
-use crate::process::{kill_group, record_child};
+use crate::process::{group_alive, kill_group, record_child};
 
 /// Where a child's standard output and error go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,6 +252,13 @@ impl Runner {
             .and_then(|s| record_child(s, child.id()).ok());
         let readers = Readers::start(&mut child, shared, tee);
         let waited = self.wait(&mut child, start);
+        if self.state_dir.is_some() && self.output != Output::Inherit && group_alive(child.id()) {
+            // The child is gone but something it started lives on in its group (a server a
+            // failing test never stopped): it would hold the output pipes open, and the
+            // readers below would wait for it for ever. A recorded child's group is the
+            // run's own: nothing in it may outlive the command.
+            kill_group(child.id());
+        }
         if let Some(r) = record {
             let _ = std::fs::remove_file(r);
         }
@@ -413,6 +420,25 @@ mod tests {
         assert_eq!(f.stdout, b"out\n");
         assert_eq!(f.stderr, b"err\n");
         assert!(!f.timed_out);
+    }
+
+    #[test]
+    fn a_recorded_childs_leftover_processes_do_not_hold_its_output_open() {
+        let d = tempfile::tempdir().unwrap();
+        // The shell exits at once; the background sleep it started keeps stdout open.
+        let start = Instant::now();
+        let f = Runner::new("sh")
+            .args(["-c", "sleep 600 & echo started"])
+            .state_dir(Some(d.path()))
+            .run()
+            .unwrap();
+        assert_eq!(f.stdout, b"started\n");
+        assert!(!f.timed_out);
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "waited {:?} for a leftover process",
+            start.elapsed()
+        );
     }
 
     #[test]
