@@ -15,9 +15,9 @@ mod admission {
 
     /// KV bytes per token of the tiny fixture decoder (fixtures/packages/README.md):
     /// 2 x 2 layers x 2 KV heads x head dim 8 x 4 bytes.
-    const BPT: u64 = 256;
+    pub(super) const BPT: u64 = 256;
 
-    fn engine(budget_tokens: u64) -> Engine {
+    pub(super) fn engine(budget_tokens: u64) -> Engine {
         Engine::load_gguf(
             MODEL,
             EngineOptions {
@@ -30,7 +30,7 @@ mod admission {
         .expect("fixture model loads")
     }
 
-    fn prompt(n: usize) -> Vec<u32> {
+    pub(super) fn prompt(n: usize) -> Vec<u32> {
         (0..n as u32).map(|i| 72 + (i * 5) % 30).collect()
     }
 
@@ -157,5 +157,117 @@ mod admission {
         }
         drop(driver);
         assert_eq!(shared.usage().used_bytes, 0);
+    }
+}
+
+/// The driver's own obligations beyond admission: the blocking reader sees every event then
+/// the end, and stopping the driver (shutdown or drop) answers a job still waiting for bytes
+/// instead of leaving it, or the caller, hanging.
+mod lifecycle {
+    use std::sync::mpsc::RecvTimeoutError;
+    use std::time::Duration;
+
+    use engine::driver::{Driver, TicketEvent};
+    use engine::runtime::{EngineError, GenerateRequest};
+    use engine::scheduler::{AdmissionError, Demand, Scheduler, SchedulerConfig};
+
+    use super::admission::{BPT, engine, prompt};
+
+    /// A driver whose engine shares a 20-token budget with another holder of 12 tokens,
+    /// and that holder's scheduler: a request of 10 tokens fits the limit but waits.
+    fn driver_with_budget_held() -> (Driver, Scheduler) {
+        let shared = Scheduler::new(SchedulerConfig {
+            budget_bytes: 20 * BPT,
+            bytes_per_token: Some(BPT),
+            max_running: 4,
+        })
+        .expect("config");
+        shared.admit(&Demand::prompt(11, 1)).expect("holder fits");
+        let driver = Driver::spawn(
+            engine(20)
+                .with_scheduler(shared.clone())
+                .expect("same pricing"),
+        );
+        (driver, shared)
+    }
+
+    #[test]
+    fn next_event_yields_admission_tokens_result_then_none() {
+        let driver = Driver::spawn(engine(64));
+        let ticket = driver.submit(GenerateRequest::tokens(prompt(4), 2));
+        let mut events = Vec::new();
+        while let Some(e) = ticket.next_event() {
+            events.push(e);
+            assert!(
+                events.len() <= 4,
+                "more events than admission, 2 tokens, result: {events:?}"
+            );
+        }
+        assert!(matches!(events[0], TicketEvent::Admitted(_)), "{events:?}");
+        let tokens = events
+            .iter()
+            .filter(|e| matches!(e, TicketEvent::Token { .. }))
+            .count();
+        match events.last() {
+            Some(TicketEvent::Finished(Ok(r))) => assert_eq!(r.tokens().len(), tokens),
+            other => panic!("the last event is not a successful result: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn shutdown_refuses_a_job_still_waiting_for_bytes() {
+        let (driver, shared) = driver_with_budget_held();
+        let waiting = driver.submit(GenerateRequest::tokens(prompt(8), 2));
+        assert!(
+            matches!(
+                waiting.next_event_timeout(Duration::from_millis(100)),
+                Err(RecvTimeoutError::Timeout)
+            ),
+            "the job must wait for bytes"
+        );
+        // Shut down on another thread: a driver that never answers the waiting job would
+        // hang there, and the test must fail rather than hang.
+        std::thread::spawn(move || driver.shutdown());
+        match waiting.next_event_timeout(Duration::from_secs(10)) {
+            Ok(TicketEvent::Refused(EngineError::Refused(AdmissionError::OverBudget(s)))) => {
+                assert_eq!(s.used_bytes, 12 * BPT)
+            }
+            other => panic!("expected the not-now refusal at shutdown, got {other:?}"),
+        }
+        assert_eq!(shared.usage().running, 1, "only the other holder runs");
+    }
+
+    #[test]
+    fn dropping_the_driver_returns_after_every_ticket_is_answered() {
+        let (driver, _shared) = driver_with_budget_held();
+        let waiting = driver.submit(GenerateRequest::tokens(prompt(8), 2));
+        // Behind it, a job that fits the 8 free tokens: at shutdown it is served.
+        let behind = driver.submit(GenerateRequest::tokens(prompt(1), 1));
+        drop(driver);
+        // Nothing may still be on its way once drop returned.
+        assert!(
+            matches!(
+                waiting.next_event_timeout(Duration::ZERO),
+                Ok(TicketEvent::Refused(EngineError::Refused(
+                    AdmissionError::OverBudget(_)
+                )))
+            ),
+            "the waiting job is refused before drop returns"
+        );
+        let mut events = Vec::new();
+        loop {
+            match behind.next_event_timeout(Duration::ZERO) {
+                Ok(e) => events.push(e),
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("drop returned before the job behind was answered: {events:?}")
+                }
+            }
+        }
+        assert!(matches!(events[0], TicketEvent::Admitted(_)), "{events:?}");
+        assert!(
+            matches!(events.last(), Some(TicketEvent::Finished(Ok(_)))),
+            "{events:?}"
+        );
     }
 }

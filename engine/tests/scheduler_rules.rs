@@ -559,3 +559,17 @@ fn zero_rows_and_overflowing_demands_are_typed_errors() {
     assert!(err.to_string().contains("overflows"), "{err}");
     assert_eq!(s.usage().running, 0);
 }
+
+#[test]
+fn release_errors_name_the_reservation() {
+    let s = sched(100, 10, 4);
+    let a = s.admit(&Demand::prompt(1, 1)).unwrap();
+    let b = s.admit(&Demand::prompt(1, 1)).unwrap();
+    let (an, bn) = (a.id.to_string(), b.id.to_string());
+    assert!(an.starts_with("reservation #"), "{an:?}");
+    assert!(an.contains("of scheduler "), "{an:?}");
+    assert_ne!(an, bn, "two reservations read differently");
+    s.complete(a.id).unwrap();
+    let err = s.complete(a.id).unwrap_err().to_string();
+    assert_eq!(err, format!("{an} was already released"));
+}
