@@ -256,15 +256,21 @@ fn decode_sweep() {
 }
 
 fn batch_sweep() {
-    println!(
-        "== batch sweep: one batched decode step's products over n rows, best path, median"
-    );
+    println!("== batch sweep: one batched decode step's products over n rows, best path, median");
     let mats = model_matrices();
     let views: Vec<WeightMatrix> = mats
         .iter()
         .map(|(ty, r, c, d)| WeightMatrix::new(*ty, *r, *c, d).expect("valid shape"))
         .collect();
-    let packs: Vec<Option<PackedWeights>> = views.iter().map(PackedWeights::pack).collect();
+    let isa = Isa::best();
+    let packs: Vec<Option<PackedWeights>> = views
+        .iter()
+        .map(|w| {
+            uses_packed(isa, w.ty())
+                .then(|| PackedWeights::pack(w))
+                .flatten()
+        })
+        .collect();
     let packed: Vec<WeightMatrix> = views
         .iter()
         .zip(&packs)
@@ -273,8 +279,7 @@ fn batch_sweep() {
     let x576 = random_floats(8 * 576, 2);
     let x1536 = random_floats(8 * 1536, 3);
     let mut y = vec![0.0f32; 8 * 49152];
-    let isa = Isa::best();
-    let layouts: &[(&str, &[WeightMatrix])] = if uses_packed(isa) {
+    let layouts: &[(&str, &[WeightMatrix])] = if packs.iter().any(Option::is_some) {
         &[("row-major", &views), ("packed", &packed)]
     } else {
         &[("row-major", &views)]

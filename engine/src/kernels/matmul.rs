@@ -230,8 +230,9 @@ impl<'a> WeightMatrix<'a> {
     /// Panics when `p` has another shape (a caller bug).
     pub fn with_packed(mut self, p: &'a PackedWeights) -> WeightMatrix<'a> {
         assert!(
-            self.ty == GgmlType::Q4_1 && p.rows() == self.rows && p.cols() == self.cols,
-            "with_packed: a {}x{} packing for a {} {}x{} matrix",
+            self.ty == p.ty() && p.rows() == self.rows && p.cols() == self.cols,
+            "with_packed: a {} {}x{} packing for a {} {}x{} matrix",
+            p.ty(),
             p.rows(),
             p.cols(),
             self.ty,
@@ -384,37 +385,36 @@ type PackedFn<const N: usize> = unsafe fn(&[u8], &[Q8Row<'_>; N]) -> [[f32; X16_
 /// The packed-group kernels for one and [`GROUP`] activation rows.
 type PackedKernels = (PackedFn<1>, PackedFn<GROUP>);
 
-/// The packed kernels of `isa`, if it has them.
-fn packed_kernels(isa: Isa) -> Option<PackedKernels> {
+/// The packed kernels of `isa` for packed matrices of `ty`, if it has them.
+fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
     #[cfg(target_arch = "x86_64")]
-    match isa {
-        Isa::Avx512 => {
-            return Some((
-                avx512::bw::q4_1x16::<1>,
-                avx512::bw::q4_1x16::<GROUP>,
-            ));
+    match (isa, ty) {
+        (Isa::Avx512, GgmlType::Q4_1) => {
+            return Some((avx512::bw::q4_1x16::<1>, avx512::bw::q4_1x16::<GROUP>));
         }
-        Isa::Avx512Vnni => {
-            return Some((
-                avx512::vnni::q4_1x16::<1>,
-                avx512::vnni::q4_1x16::<GROUP>,
-            ));
+        (Isa::Avx512Vnni, GgmlType::Q4_1) => {
+            return Some((avx512::vnni::q4_1x16::<1>, avx512::vnni::q4_1x16::<GROUP>));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q8_0) => {
+            return Some((avx512::vnni::q8_0x16::<1>, avx512::vnni::q8_0x16::<GROUP>));
         }
         _ => {}
     }
-    let _ = isa;
+    let _ = (isa, ty);
     None
 }
 
-/// Whether the products take [`PackedWeights`] on `isa` (a model packs its Q4_1
-/// matrices only then).
-pub fn uses_packed(isa: Isa) -> bool {
-    packed_kernels(isa).is_some()
+/// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
+/// matrices only then): Q4_1 on AVX-512 and AVX-512 VNNI, Q8_0 on AVX-512 VNNI (its
+/// unsigned × signed byte dot of weights offset by 128 would saturate `vpmaddubsw`).
+pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
+    packed_kernels(isa, ty).is_some()
 }
 
 /// `w`'s packing and the kernels for it, when `w` has one and `isa` has the kernels.
 fn packed_path<'a>(w: &WeightMatrix<'a>, isa: Isa) -> Option<(&'a PackedWeights, PackedKernels)> {
-    Some((w.packed?, packed_kernels(isa)?))
+    let p = w.packed?;
+    Some((p, packed_kernels(isa, p.ty())?))
 }
 
 /// Rows `r0 .. r0 + len` (whole groups) of a packed matrix times the activation rows `a`
@@ -429,6 +429,30 @@ fn packed_rows(
     mut put: impl FnMut(usize, usize, f32),
 ) {
     debug_assert!(r0.is_multiple_of(X16_ROWS) && len.is_multiple_of(X16_ROWS));
+    // The packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s` (its
+    // weights are offset by 128); Q8_0 activations carry no sums of their own.
+    let sums: Vec<Vec<f32>> = if p.ty() == GgmlType::Q8_0 {
+        a.iter()
+            .map(|r| {
+                r.qs.chunks_exact(quant::QK)
+                    .map(|c| (128 * c.iter().map(|&q| q as i32).sum::<i32>()) as f32)
+                    .collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let with_sums: Vec<Q8Row<'_>>;
+    let a = if sums.is_empty() {
+        a
+    } else {
+        with_sums = a
+            .iter()
+            .zip(&sums)
+            .map(|(r, s)| Q8Row { s, ..*r })
+            .collect();
+        &with_sums[..]
+    };
     for g in r0 / X16_ROWS..(r0 + len) / X16_ROWS {
         let data = p.group(g);
         let mut i = 0;
@@ -682,22 +706,23 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
                         });
                     });
                 } else {
-                cpu.for_row_chunks(out_t, n, |r0, chunk| {
-                    for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
-                        let wr = w.row_data(r0 + k);
-                        let mut i = 0;
-                        while i + GROUP <= n {
-                            let a: [Q8Row<'_>; GROUP] = core::array::from_fn(|g| act.row(i + g));
-                            // SAFETY: `kernels` returned a path this CPU supports.
-                            out[i..i + GROUP].copy_from_slice(&unsafe { group(wr, &a) });
-                            i += GROUP;
+                    cpu.for_row_chunks(out_t, n, |r0, chunk| {
+                        for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
+                            let wr = w.row_data(r0 + k);
+                            let mut i = 0;
+                            while i + GROUP <= n {
+                                let a: [Q8Row<'_>; GROUP] =
+                                    core::array::from_fn(|g| act.row(i + g));
+                                // SAFETY: `kernels` returned a path this CPU supports.
+                                out[i..i + GROUP].copy_from_slice(&unsafe { group(wr, &a) });
+                                i += GROUP;
+                            }
+                            for (j, o) in out.iter_mut().enumerate().skip(i) {
+                                // SAFETY: as above.
+                                *o = unsafe { one(wr, &[act.row(j)]) }[0];
+                            }
                         }
-                        for (j, o) in out.iter_mut().enumerate().skip(i) {
-                            // SAFETY: as above.
-                            *o = unsafe { one(wr, &[act.row(j)]) }[0];
-                        }
-                    }
-                });
+                    });
                 }
             }
             RowKernels::Float { one, group } => {

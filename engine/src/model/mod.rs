@@ -18,7 +18,7 @@ use crate::gguf::{GgmlType, GgufError, GgufFile};
 use crate::kernels::activation::swiglu;
 use crate::kernels::attention::KvSource;
 use crate::kernels::attention::gqa_attention;
-use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi, uses_packed};
+use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{Rope, RopeStyle};
 use crate::kv::{KvCache, KvConfig, KvDtype, KvError, SeqId};
@@ -137,9 +137,7 @@ impl Model {
     pub fn from_file(file: Arc<GgufFile>, cpu: Cpu) -> Result<Model, ModelError> {
         let mut cfg = LlamaConfig::from_metadata(file.metadata())?;
         let mut weights = Weights::bind(file, &mut cfg)?;
-        if uses_packed(cpu.isa()) {
-            weights.pack();
-        }
+        weights.pack(cpu.isa());
         let rope = Rope::new(cfg.head_dim, cfg.rope_base, RopeStyle::Adjacent);
         Ok(Model {
             cfg,

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::gguf::{GgmlType, GgufFile};
-use crate::kernels::matmul::WeightMatrix;
+use crate::kernels::Isa;
 use crate::kernels::matmul::packed::PackedWeights;
+use crate::kernels::matmul::{WeightMatrix, uses_packed};
 use crate::quant;
 
 use super::{LlamaConfig, ModelError};
@@ -63,7 +64,7 @@ pub struct Weights {
     pub lm_head: MatrixRef,
     /// Whether the LM head is the token embedding.
     pub tied_embeddings: bool,
-    /// 16-row packings of the Q4_1 matrices, by tensor name (see [`Weights::pack`]).
+    /// 16-row packings of the Q4_1 and Q8_0 matrices, by tensor name (see [`Weights::pack`]).
     packed: HashMap<String, PackedWeights>,
 }
 
@@ -149,22 +150,28 @@ impl Weights {
         }
     }
 
-    /// Pack every block matrix that [`PackedWeights::pack`] accepts (Q4_1, rows a multiple
-    /// of 16) for the kernels that read one weight row per vector lane; the packings are
-    /// held beside the file (as many bytes as those matrices). Returns the bytes packed.
-    pub fn pack(&mut self) -> usize {
+    /// Pack every block matrix and the LM head whose type has packed kernels on `isa`
+    /// ([`uses_packed`]) and whose rows are whole 16-row groups ([`PackedWeights::pack`]),
+    /// for the kernels that read one weight row per vector lane; the packings are held
+    /// beside the file (as many bytes as those matrices). Returns the bytes packed.
+    pub fn pack(&mut self, isa: Isa) -> usize {
         let mut packed = HashMap::new();
         for lw in &self.layers {
             for m in [
                 &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down,
             ] {
+                if !uses_packed(isa, m.ty) {
+                    continue;
+                }
                 if let Some(p) = PackedWeights::pack(&self.matrix(m)) {
                     packed.insert(m.name.clone(), p);
                 }
             }
         }
-        if let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head)) {
-            packed.insert(self.lm_head.name.clone(), p);
+        if uses_packed(isa, self.lm_head.ty) {
+            if let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head)) {
+                packed.insert(self.lm_head.name.clone(), p);
+            }
         }
         let bytes = packed.values().map(PackedWeights::bytes).sum();
         self.packed = packed;
