@@ -168,10 +168,10 @@ impl Weights {
                 }
             }
         }
-        if uses_packed(isa, self.lm_head.ty) {
-            if let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head)) {
-                packed.insert(self.lm_head.name.clone(), p);
-            }
+        if uses_packed(isa, self.lm_head.ty)
+            && let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head))
+        {
+            packed.insert(self.lm_head.name.clone(), p);
         }
         let bytes = packed.values().map(PackedWeights::bytes).sum();
         self.packed = packed;
