@@ -13,10 +13,15 @@
 //! 3. decode sweep: one pass over the matrices of a 30-layer SmolLM2-135M (Q4_1 blocks,
 //!    Q8_0 output head, ~96 MB, distinct buffers so nothing stays in L2), 1 and 2
 //!    threads: the matvec-only time of one decoded token.
+//! 4. batch sweep: the same matrices as one batched decode step's products
+//!    ([`matmul`] over 1, 2, 4 and 8 activation rows), best path, 1 and 2 threads, with
+//!    the Q4_1 matrices row-major and (on the paths that have the kernels) packed 16 rows
+//!    to a block: time per step, rows per second, and the ratio to one row.
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
-use engine::kernels::matmul::{Cpu, WeightMatrix, matvec};
+use engine::kernels::matmul::packed::PackedWeights;
+use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, uses_packed};
 use engine::quant;
 use rayon::prelude::*;
 use std::hint::black_box;
@@ -175,10 +180,9 @@ fn matvec_shapes() {
     }
 }
 
-fn decode_sweep() {
-    println!(
-        "== decode sweep: 30 layers (Q4_1 q,k,v,o,gate,up,down) + Q8_0 head 49152x576, median"
-    );
+/// The weight matrices of a 30-layer SmolLM2-135M (Q4_1 blocks, Q8_0 output head),
+/// each its own buffer.
+fn model_matrices() -> Vec<(GgmlType, usize, usize, Vec<u8>)> {
     let layer: [(usize, usize); 7] = [
         (576, 576),
         (192, 576),
@@ -203,6 +207,14 @@ fn decode_sweep() {
         576,
         quant::quantize(GgmlType::Q8_0, &head).expect("Q8_0"),
     ));
+    mats
+}
+
+fn decode_sweep() {
+    println!(
+        "== decode sweep: 30 layers (Q4_1 q,k,v,o,gate,up,down) + Q8_0 head 49152x576, median"
+    );
+    let mats = model_matrices();
     let total: usize = mats.iter().map(|m| m.3.len()).sum();
     let views: Vec<WeightMatrix> = mats
         .iter()
@@ -243,6 +255,76 @@ fn decode_sweep() {
     }
 }
 
+fn batch_sweep() {
+    println!("== batch sweep: one batched decode step's products over n rows, best path, median");
+    let mats = model_matrices();
+    let views: Vec<WeightMatrix> = mats
+        .iter()
+        .map(|(ty, r, c, d)| WeightMatrix::new(*ty, *r, *c, d).expect("valid shape"))
+        .collect();
+    let isa = Isa::best();
+    let packs: Vec<Option<PackedWeights>> = views
+        .iter()
+        .map(|w| {
+            uses_packed(isa, w.ty())
+                .then(|| PackedWeights::pack(w))
+                .flatten()
+        })
+        .collect();
+    let packed: Vec<WeightMatrix> = views
+        .iter()
+        .zip(&packs)
+        .map(|(w, p)| p.as_ref().map_or(*w, |p| w.with_packed(p)))
+        .collect();
+    let x576 = random_floats(8 * 576, 2);
+    let x1536 = random_floats(8 * 1536, 3);
+    let mut y = vec![0.0f32; 8 * 49152];
+    let layouts: &[(&str, &[WeightMatrix])] = if packs.iter().any(Option::is_some) {
+        &[("row-major", &views), ("packed", &packed)]
+    } else {
+        &[("row-major", &views)]
+    };
+    for &(layout, mats) in layouts {
+        for threads in [1usize, 2] {
+            let cpu = Cpu::new(threads, isa);
+            let mut one = None;
+            for n in [1usize, 2, 4, 8] {
+                let (t, c) = median_wall_cpu(
+                    || {
+                        for m in mats {
+                            let x = if m.cols() == 576 { &x576 } else { &x1536 };
+                            matmul(&cpu, m, &x[..n * m.cols()], n, &mut y[..n * m.rows()]);
+                        }
+                        black_box(&y);
+                    },
+                    Duration::from_millis(1500),
+                );
+                let head = mats.last().expect("the head is the last matrix");
+                let (th, ch) = median_wall_cpu(
+                    || {
+                        matmul(&cpu, head, &x576[..n * 576], n, &mut y[..n * head.rows()]);
+                        black_box(&y);
+                    },
+                    Duration::from_millis(500),
+                );
+                // One thread: times from the thread's CPU time (steady on a loaded machine).
+                let (t, th) = if threads == 1 { (c, ch) } else { (t, th) };
+                let rate = n as f64 / t;
+                let one = *one.get_or_insert(rate);
+                println!(
+                    "batch  {:<10} {layout:<9} threads={threads}  n={n}  {:>6.2} ms/step{} (head {:>5.2})  {:>6.0} rows/s  ({:.2}x one row)",
+                    isa.name(),
+                    t * 1e3,
+                    if threads == 1 { " CPU" } else { "" },
+                    th * 1e3,
+                    rate,
+                    rate / one
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; any other argument selects sections by name.
     let args: Vec<String> = std::env::args()
@@ -265,5 +347,8 @@ fn main() {
     }
     if want("sweep") {
         decode_sweep();
+    }
+    if want("batch") {
+        batch_sweep();
     }
 }

@@ -4,7 +4,8 @@ mod quant_reference;
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
-use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi};
+use engine::kernels::matmul::packed::PackedWeights;
+use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi, uses_packed};
 use engine::quant::{self, QuantError};
 use proptest::prelude::*;
 use quant_reference as r;
@@ -98,6 +99,97 @@ proptest! {
             }
         }
     }
+}
+
+/// The paths of this CPU that have kernels for 16-row packed matrices of `ty`.
+fn packed_paths(ty: Ty) -> Vec<Isa> {
+    paths_this_cpu_has()
+        .into_iter()
+        .filter(|&i| uses_packed(i, ggml(ty)))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Packed Q4_1 and Q8_0 matrices on every path that has the packed kernels: matmul and matvec
+    /// equal the reference, and a row's result is bit for bit the same whether it runs
+    /// alone (matvec), in a batch of `n` (matmul: groups of four and a remainder), on 1 or
+    /// 2 threads, or as part of a fused product with other matrices (matvec_multi).
+    #[test]
+    fn packed_products_match_reference_and_do_not_depend_on_the_batch(
+        ty in prop::sample::select(vec![Ty::Q4_1, Ty::Q8_0]),
+        groups in 1usize..5, blocks in 1usize..8, n in 1usize..10, seed in any::<u64>()) {
+        let (rows, cols) = (16 * groups, 32 * blocks);
+        let w = weights(ty, rows, cols, seed);
+        let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+        let p = PackedWeights::pack(&m).expect("whole 16-row groups pack");
+        let pm = m.with_packed(&p);
+        let other = weights(ty, 16, cols, seed ^ 7);
+        let om = WeightMatrix::new(ggml(ty), 16, cols, &other).unwrap();
+        let op = PackedWeights::pack(&om).unwrap();
+        let om = om.with_packed(&op);
+        let x = r::Rng(seed ^ 1).vec(n * cols, 2.0);
+        let rb = w.len() / rows;
+        for isa in packed_paths(ty) {
+            let one = Cpu::new(1, isa);
+            let two = Cpu::new(2, isa);
+            let (mut y1, mut y2) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
+            matmul(&one, &pm, &x, n, &mut y1);
+            matmul(&two, &pm, &x, n, &mut y2);
+            prop_assert_eq!(&y1, &y2, "{} 1 vs 2 threads", isa);
+            for i in 0..n {
+                let xi = &x[i * cols..(i + 1) * cols];
+                let mut yv = vec![f32::NAN; rows];
+                matvec(&two, &pm, xi, &mut yv);
+                prop_assert_eq!(&y1[i * rows..(i + 1) * rows], &yv[..], "{} row {} of {}: batch vs alone", isa, i, n);
+                let (mut ym, mut yo) = (vec![f32::NAN; rows], vec![f32::NAN; 16]);
+                matvec_multi(&two, &[&pm, &om], xi, &mut [&mut ym, &mut yo]);
+                prop_assert_eq!(&ym, &yv, "{} fused vs matvec", isa);
+                for rr in 0..rows {
+                    let (want, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], xi);
+                    let got = yv[rr];
+                    prop_assert!(close(got, want, mag), "{} {:?} {}x{} y[{},{}] = {}, want {}", isa, ty, rows, cols, i, rr, got, want);
+                }
+            }
+        }
+    }
+}
+
+/// Only Q4_1 and Q8_0 matrices of whole 16-row groups are packed; a packing of another
+/// shape or type is refused as a caller bug.
+#[test]
+fn packing_takes_whole_q4_1_and_q8_0_groups_only() {
+    let w = weights(Ty::Q4_1, 40, 64, 1);
+    let m = WeightMatrix::new(GgmlType::Q4_1, 40, 64, &w).unwrap();
+    assert!(
+        PackedWeights::pack(&m).is_none(),
+        "40 rows: not whole groups"
+    );
+    let w = weights(Ty::Q4_0, 32, 64, 1);
+    let m = WeightMatrix::new(GgmlType::Q4_0, 32, 64, &w).unwrap();
+    assert!(PackedWeights::pack(&m).is_none(), "Q4_0 is not packed");
+    let w8 = weights(Ty::Q8_0, 32, 64, 1);
+    let m8 = WeightMatrix::new(GgmlType::Q8_0, 32, 64, &w8).unwrap();
+    let p8 = PackedWeights::pack(&m8).expect("Q8_0 packs");
+    assert_eq!((p8.ty(), p8.bytes()), (GgmlType::Q8_0, w8.len()));
+    let w = weights(Ty::Q4_1, 32, 64, 1);
+    let m = WeightMatrix::new(GgmlType::Q4_1, 32, 64, &w).unwrap();
+    let p = PackedWeights::pack(&m).unwrap();
+    assert_eq!((p.rows(), p.cols(), p.bytes()), (32, 64, w.len()));
+    let r = std::panic::catch_unwind(|| {
+        let w16 = weights(Ty::Q4_1, 16, 64, 2);
+        let m16 = WeightMatrix::new(GgmlType::Q4_1, 16, 64, &w16).unwrap();
+        let _ = m16.with_packed(&p);
+    });
+    assert!(
+        r.is_err(),
+        "a packing of 32 rows refused for a 16-row matrix"
+    );
+    let r = std::panic::catch_unwind(|| {
+        let _ = m.with_packed(&p8);
+    });
+    assert!(r.is_err(), "a Q8_0 packing refused for a Q4_1 matrix");
 }
 
 /// Every SIMD path this CPU supports gives the portable path's answer (within float

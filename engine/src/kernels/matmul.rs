@@ -12,11 +12,13 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub mod packed;
 
 use crate::gguf::GgmlType;
 use crate::kernels::Isa;
 use crate::kernels::pool::SpinPool;
 use crate::quant::{self, BlockQuant, Q8Activation, Q8Row, QuantError};
+use packed::{PackedWeights, X16_ROWS};
 use std::cell::RefCell;
 
 /// Smallest number of output rows handed to one rayon task.
@@ -131,15 +133,21 @@ impl Cpu {
         f: impl Fn(usize, &mut [f32]) + Sync + Send,
     ) {
         let rows = out.len().checked_div(row_len).unwrap_or(0);
-        let per_task = rows
-            .div_ceil(self.threads * TASKS_PER_THREAD)
-            .max(MIN_TASK_ROWS);
+        let per_task = task_rows(rows, self.threads);
         if self.threads == 1 || rows <= per_task {
             f(0, out);
             return;
         }
         self.for_chunks(out, per_task * row_len, &|c, chunk| f(c * per_task, chunk));
     }
+}
+
+/// Output rows per parallel task for `rows` rows on `threads` threads: whole packed
+/// groups ([`X16_ROWS`]), at least [`MIN_TASK_ROWS`].
+fn task_rows(rows: usize, threads: usize) -> usize {
+    rows.div_ceil(threads * TASKS_PER_THREAD)
+        .max(MIN_TASK_ROWS)
+        .next_multiple_of(X16_ROWS)
 }
 
 /// A raw output pointer shared by the tasks of [`Cpu::for_chunks`], each writing its own
@@ -171,6 +179,7 @@ pub struct WeightMatrix<'a> {
     cols: usize,
     row_bytes: usize,
     data: &'a [u8],
+    packed: Option<&'a PackedWeights>,
 }
 
 impl<'a> WeightMatrix<'a> {
@@ -210,7 +219,33 @@ impl<'a> WeightMatrix<'a> {
             cols,
             row_bytes,
             data,
+            packed: None,
         })
+    }
+
+    /// The same matrix with its 16-row packing ([`PackedWeights::pack`] of this matrix),
+    /// which the products use on the paths that have packed kernels (AVX-512, AVX-512
+    /// VNNI); the results are the same as without it up to float summation order, and a
+    /// row's result does not depend on how many activation rows share the product.
+    /// Panics when `p` has another shape (a caller bug).
+    pub fn with_packed(mut self, p: &'a PackedWeights) -> WeightMatrix<'a> {
+        assert!(
+            self.ty == p.ty() && p.rows() == self.rows && p.cols() == self.cols,
+            "with_packed: a {} {}x{} packing for a {} {}x{} matrix",
+            p.ty(),
+            p.rows(),
+            p.cols(),
+            self.ty,
+            self.rows,
+            self.cols
+        );
+        self.packed = Some(p);
+        self
+    }
+
+    /// The packing attached by [`WeightMatrix::with_packed`].
+    pub fn packed(&self) -> Option<&'a PackedWeights> {
+        self.packed
     }
 
     /// Output rows.
@@ -344,6 +379,104 @@ fn kernels(ty: GgmlType, isa: Isa) -> RowKernels {
     quant::with_block_type!(ty, T => portable_kernels::<T>(), _ => unreachable!("{ty} has no kernels"))
 }
 
+/// Kernel over one packed 16-row group and `N` quantized activation rows.
+type PackedFn<const N: usize> = unsafe fn(&[u8], &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N];
+
+/// The packed-group kernels for one and [`GROUP`] activation rows.
+type PackedKernels = (PackedFn<1>, PackedFn<GROUP>);
+
+/// The packed kernels of `isa` for packed matrices of `ty`, if it has them.
+fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
+    #[cfg(target_arch = "x86_64")]
+    match (isa, ty) {
+        (Isa::Avx512, GgmlType::Q4_1) => {
+            return Some((avx512::bw::q4_1x16::<1>, avx512::bw::q4_1x16::<GROUP>));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q4_1) => {
+            return Some((avx512::vnni::q4_1x16::<1>, avx512::vnni::q4_1x16::<GROUP>));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q8_0) => {
+            return Some((avx512::vnni::q8_0x16::<1>, avx512::vnni::q8_0x16::<GROUP>));
+        }
+        _ => {}
+    }
+    let _ = (isa, ty);
+    None
+}
+
+/// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
+/// matrices only then): Q4_1 on AVX-512 and AVX-512 VNNI, Q8_0 on AVX-512 VNNI (its
+/// unsigned × signed byte dot of weights offset by 128 would saturate `vpmaddubsw`).
+pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
+    packed_kernels(isa, ty).is_some()
+}
+
+/// `w`'s packing and the kernels for it, when `w` has one and `isa` has the kernels.
+fn packed_path<'a>(w: &WeightMatrix<'a>, isa: Isa) -> Option<(&'a PackedWeights, PackedKernels)> {
+    let p = w.packed?;
+    Some((p, packed_kernels(isa, p.ty())?))
+}
+
+/// Rows `r0 .. r0 + len` (whole groups) of a packed matrix times the activation rows `a`
+/// (four at a time, then one by one; each group's blocks are read once for all of them):
+/// `put(row, i, value)` for weight row `row` and activation row `i`.
+fn packed_rows(
+    p: &PackedWeights,
+    (one, four): PackedKernels,
+    a: &[Q8Row<'_>],
+    r0: usize,
+    len: usize,
+    mut put: impl FnMut(usize, usize, f32),
+) {
+    debug_assert!(r0.is_multiple_of(X16_ROWS) && len.is_multiple_of(X16_ROWS));
+    // The packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s` (its
+    // weights are offset by 128); Q8_0 activations carry no sums of their own.
+    let sums: Vec<Vec<f32>> = if p.ty() == GgmlType::Q8_0 {
+        a.iter()
+            .map(|r| {
+                r.qs.chunks_exact(quant::QK)
+                    .map(|c| (128 * c.iter().map(|&q| q as i32).sum::<i32>()) as f32)
+                    .collect()
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let with_sums: Vec<Q8Row<'_>>;
+    let a = if sums.is_empty() {
+        a
+    } else {
+        with_sums = a
+            .iter()
+            .zip(&sums)
+            .map(|(r, s)| Q8Row { s, ..*r })
+            .collect();
+        &with_sums[..]
+    };
+    for g in r0 / X16_ROWS..(r0 + len) / X16_ROWS {
+        let data = p.group(g);
+        let mut i = 0;
+        while i + GROUP <= a.len() {
+            let rows: [Q8Row<'_>; GROUP] = core::array::from_fn(|k| a[i + k]);
+            // SAFETY: `packed_kernels` returned a path this CPU supports (Cpu::new checks).
+            let out = unsafe { four(data, &rows) };
+            for (k, o) in out.iter().enumerate() {
+                for (j, v) in o.iter().enumerate() {
+                    put(g * X16_ROWS + j, i + k, *v);
+                }
+            }
+            i += GROUP;
+        }
+        for (k, row) in a.iter().enumerate().skip(i) {
+            // SAFETY: as above.
+            let out = unsafe { one(data, &[*row]) };
+            for (j, v) in out[0].iter().enumerate() {
+                put(g * X16_ROWS + j, k, *v);
+            }
+        }
+    }
+}
+
 /// Per-thread reusable buffers (the quantized activation and a transposed output).
 #[derive(Default)]
 struct Scratch {
@@ -389,6 +522,12 @@ pub fn matvec(cpu: &Cpu, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
         RowKernels::Quant { act, one, .. } => with_scratch(|s| {
             s.act.quantize(act, x, 1, w.cols);
             let a = [s.act.row(0)];
+            if let Some((p, pk)) = packed_path(w, cpu.isa) {
+                cpu.for_row_chunks(y, 1, |r0, ys| {
+                    packed_rows(p, pk, &a, r0, ys.len(), |r, _, v| ys[r - r0] = v);
+                });
+                return;
+            }
             cpu.for_row_chunks(y, 1, |r0, ys| {
                 for (k, v) in ys.iter_mut().enumerate() {
                     // SAFETY: `kernels` returned a path this CPU supports (Cpu::new checks).
@@ -458,9 +597,8 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
         return;
     }
     let total: usize = ws.iter().map(|w| w.rows).sum();
-    let per_task = total
-        .div_ceil(cpu.threads * TASKS_PER_THREAD)
-        .max(MIN_TASK_ROWS);
+    let per_task = task_rows(total, cpu.threads);
+    let packs: Vec<_> = ws.iter().map(|w| packed_path(w, cpu.isa)).collect();
     // (matrix, first row, output rows) per task.
     let mut tasks: Vec<(usize, usize, &mut [f32])> = Vec::new();
     for (m, y) in ys.iter_mut().enumerate() {
@@ -470,6 +608,10 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
     }
     let run = |a: &[Q8Row<'_>; 1], m: usize, r0: usize, out: &mut [f32]| {
         let w = ws[m];
+        if let Some((p, pk)) = packs[m] {
+            packed_rows(p, pk, a, r0, out.len(), |r, _, v| out[r - r0] = v);
+            return;
+        }
         match kerns[m] {
             RowKernels::Quant { one, .. } => {
                 for (k, v) in out.iter_mut().enumerate() {
@@ -556,22 +698,32 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
             } => {
                 act.quantize(ty, x, n, cols);
                 let act = &*act;
-                cpu.for_row_chunks(out_t, n, |r0, chunk| {
-                    for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
-                        let wr = w.row_data(r0 + k);
-                        let mut i = 0;
-                        while i + GROUP <= n {
-                            let a: [Q8Row<'_>; GROUP] = core::array::from_fn(|g| act.row(i + g));
-                            // SAFETY: `kernels` returned a path this CPU supports.
-                            out[i..i + GROUP].copy_from_slice(&unsafe { group(wr, &a) });
-                            i += GROUP;
+                if let Some((p, pk)) = packed_path(w, cpu.isa) {
+                    let rows: Vec<Q8Row<'_>> = (0..n).map(|i| act.row(i)).collect();
+                    cpu.for_row_chunks(out_t, n, |r0, chunk| {
+                        packed_rows(p, pk, &rows, r0, chunk.len() / n, |r, i, v| {
+                            chunk[(r - r0) * n + i] = v
+                        });
+                    });
+                } else {
+                    cpu.for_row_chunks(out_t, n, |r0, chunk| {
+                        for (k, out) in chunk.chunks_exact_mut(n).enumerate() {
+                            let wr = w.row_data(r0 + k);
+                            let mut i = 0;
+                            while i + GROUP <= n {
+                                let a: [Q8Row<'_>; GROUP] =
+                                    core::array::from_fn(|g| act.row(i + g));
+                                // SAFETY: `kernels` returned a path this CPU supports.
+                                out[i..i + GROUP].copy_from_slice(&unsafe { group(wr, &a) });
+                                i += GROUP;
+                            }
+                            for (j, o) in out.iter_mut().enumerate().skip(i) {
+                                // SAFETY: as above.
+                                *o = unsafe { one(wr, &[act.row(j)]) }[0];
+                            }
                         }
-                        for (j, o) in out.iter_mut().enumerate().skip(i) {
-                            // SAFETY: as above.
-                            *o = unsafe { one(wr, &[act.row(j)]) }[0];
-                        }
-                    }
-                });
+                    });
+                }
             }
             RowKernels::Float { one, group } => {
                 cpu.for_row_chunks(out_t, n, |r0, chunk| {

@@ -136,7 +136,8 @@ impl Model {
     /// LLaMA checkpoints so that GGUF `llama` models rotate pairs `(2i, 2i+1)`.
     pub fn from_file(file: Arc<GgufFile>, cpu: Cpu) -> Result<Model, ModelError> {
         let mut cfg = LlamaConfig::from_metadata(file.metadata())?;
-        let weights = Weights::bind(file, &mut cfg)?;
+        let mut weights = Weights::bind(file, &mut cfg)?;
+        weights.pack(cpu.isa());
         let rope = Rope::new(cfg.head_dim, cfg.rope_base, RopeStyle::Adjacent);
         Ok(Model {
             cfg,

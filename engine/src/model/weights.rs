@@ -1,9 +1,12 @@
 //! Binding of GGUF tensors to the Llama layout: names, shapes and types checked at load.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::gguf::{GgmlType, GgufFile};
-use crate::kernels::matmul::WeightMatrix;
+use crate::kernels::Isa;
+use crate::kernels::matmul::packed::PackedWeights;
+use crate::kernels::matmul::{WeightMatrix, uses_packed};
 use crate::quant;
 
 use super::{LlamaConfig, ModelError};
@@ -61,6 +64,8 @@ pub struct Weights {
     pub lm_head: MatrixRef,
     /// Whether the LM head is the token embedding.
     pub tied_embeddings: bool,
+    /// 16-row packings of the Q4_1 and Q8_0 matrices, by tensor name (see [`Weights::pack`]).
+    packed: HashMap<String, PackedWeights>,
 }
 
 impl Weights {
@@ -127,17 +132,50 @@ impl Weights {
             output_norm,
             lm_head,
             tied_embeddings: tied,
+            packed: HashMap::new(),
         })
     }
 
-    /// The zero-copy view of a bound matrix.
+    /// The zero-copy view of a bound matrix, with its packing if [`Weights::pack`] made one.
     pub fn matrix(&self, m: &MatrixRef) -> WeightMatrix<'_> {
         let view = self
             .file
             .tensor(&m.name)
             .expect("bound tensors stay in the file they were bound from");
-        WeightMatrix::new(m.ty, m.rows, m.cols, view.data)
-            .expect("bound tensors were checked at load")
+        let w = WeightMatrix::new(m.ty, m.rows, m.cols, view.data)
+            .expect("bound tensors were checked at load");
+        match self.packed.get(&m.name) {
+            Some(p) => w.with_packed(p),
+            None => w,
+        }
+    }
+
+    /// Pack every block matrix and the LM head whose type has packed kernels on `isa`
+    /// ([`uses_packed`]) and whose rows are whole 16-row groups ([`PackedWeights::pack`]),
+    /// for the kernels that read one weight row per vector lane; the packings are held
+    /// beside the file (as many bytes as those matrices). Returns the bytes packed.
+    pub fn pack(&mut self, isa: Isa) -> usize {
+        let mut packed = HashMap::new();
+        for lw in &self.layers {
+            for m in [
+                &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down,
+            ] {
+                if !uses_packed(isa, m.ty) {
+                    continue;
+                }
+                if let Some(p) = PackedWeights::pack(&self.matrix(m)) {
+                    packed.insert(m.name.clone(), p);
+                }
+            }
+        }
+        if uses_packed(isa, self.lm_head.ty)
+            && let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head))
+        {
+            packed.insert(self.lm_head.name.clone(), p);
+        }
+        let bytes = packed.values().map(PackedWeights::bytes).sum();
+        self.packed = packed;
+        bytes
     }
 
     /// The GGUF file the weights live in.

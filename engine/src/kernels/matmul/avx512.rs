@@ -9,6 +9,7 @@
 //! summation order.
 
 use super::avx2;
+use super::packed::{X16_BLOCK, X16_BLOCK_Q8_0};
 use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
@@ -52,6 +53,19 @@ fn dot256_bw(u: __m256i, s: __m256i) -> __m256i {
 #[inline]
 fn dot512_vnni(u: __m512i, s: __m512i) -> __m512i {
     _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, s)
+}
+
+/// `acc` plus the 4-byte dot products of `u` (unsigned) and `s` (signed), per i32 lane.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+#[inline]
+fn dacc512_bw(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+    _mm512_add_epi32(acc, dot512_bw(u, s))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512vnni")]
+#[inline]
+fn dacc512_vnni(acc: __m512i, u: __m512i, s: __m512i) -> __m512i {
+    _mm512_dpbusd_epi32(acc, u, s)
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512vnni")]
@@ -107,8 +121,63 @@ unsafe fn load2(p: *const f32) -> __m128 {
 }
 
 macro_rules! avx512_kernels {
-    ($feat:literal, $dot512:ident, $dot256:ident) => {
+    ($feat:literal, $dot512:ident, $dot256:ident, $dacc512:ident) => {
         use super::*;
+
+        /// Q4_1 weights packed 16 rows to a block (one group of [`super::super::packed`])
+        /// · Q8_1 activations: `out[i][j]` = row `j` of the group · activation row `i`.
+        ///
+        /// Each i32 lane is one weight row: the four 4-byte runs of its low nibbles and of
+        /// its high nibbles are multiplied with the activation's matching 4 bytes (broadcast
+        /// to every lane), so a block costs 8 byte-dot instructions per activation row for
+        /// 16 weight rows and no horizontal sum. Every lane's float operations are the same
+        /// whatever `N` is, so a row's result does not depend on the batch it runs in.
+        #[target_feature(enable = $feat)]
+        pub(in super::super) fn q4_1x16<const N: usize>(
+            g: &[u8],
+            a: &[Q8Row<'_>; N],
+        ) -> [[f32; 16]; N] {
+            let nb = g.len() / X16_BLOCK;
+            check_q8(nb, a, true);
+            let mut acc = [_mm512_setzero_ps(); N];
+            let low = _mm512_set1_epi8(0x0F);
+            for b in 0..nb {
+                // SAFETY: block b < nb of the group and of every activation row (checked).
+                unsafe {
+                    let p = g.as_ptr().add(b * X16_BLOCK);
+                    for l in 0..X16_BLOCK / 64 {
+                        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64 * l) as *const i8);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                    let mw = _mm512_cvtph_ps(_mm256_loadu_si256(p.add(32) as *const _));
+                    let mut lo = [_mm512_setzero_si512(); 4];
+                    let mut hi = [_mm512_setzero_si512(); 4];
+                    for k in 0..4 {
+                        let raw = _mm512_loadu_si512(p.add(64 + 64 * k) as *const _);
+                        lo[k] = _mm512_and_si512(raw, low);
+                        hi[k] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
+                    }
+                    for i in 0..N {
+                        let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                        let mut s = _mm512_setzero_si512();
+                        for k in 0..4 {
+                            s = $dacc512(s, lo[k], _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                            s = $dacc512(s, hi[k], _mm512_set1_epi32(rd32(qa.add(16 + 4 * k))));
+                        }
+                        let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a[i].d.get_unchecked(b)));
+                        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[i]);
+                        acc[i] =
+                            _mm512_fmadd_ps(mw, _mm512_set1_ps(*a[i].s.get_unchecked(b)), acc[i]);
+                    }
+                }
+            }
+            core::array::from_fn(|i| {
+                let mut o = [0.0f32; 16];
+                // SAFETY: `o` holds 16 f32.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
+                o
+            })
+        }
 
         /// |w| and the activation with w's sign, for a signed × signed byte dot.
         #[target_feature(enable = $feat)]
@@ -352,7 +421,8 @@ pub(super) mod bw {
     avx512_kernels!(
         "avx512f,avx512bw,avx512vl,avx2,fma,f16c",
         dot512_bw,
-        dot256_bw
+        dot256_bw,
+        dacc512_bw
     );
 }
 
@@ -361,6 +431,56 @@ pub(super) mod vnni {
     avx512_kernels!(
         "avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512vnni",
         dot512_vnni,
-        dot256_vnni
+        dot256_vnni,
+        dacc512_vnni
     );
+
+    /// Q8_0 weights packed 16 rows to a block, stored offset by 128 as unsigned bytes
+    /// (one group of [`super::super::packed`]) · Q8_0 activations whose `s[b]` holds
+    /// `128 · Σ qs` of block `b`: `out[i][j]` = row `j` of the group · activation row
+    /// `i`. The byte dot of `w + 128` with `a` minus `128 · Σ a` is the signed dot,
+    /// exactly (integers below 2^24); per lane as in [`q4_1x16`](super::vnni::q4_1x16). VNNI only:
+    /// `vpmaddubsw` would saturate its 16-bit pair sums.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c,avx512vnni")]
+    pub(in super::super) fn q8_0x16<const N: usize>(
+        g: &[u8],
+        a: &[Q8Row<'_>; N],
+    ) -> [[f32; 16]; N] {
+        let nb = g.len() / X16_BLOCK_Q8_0;
+        check_q8(nb, a, true);
+        let mut acc = [_mm512_setzero_ps(); N];
+        for b in 0..nb {
+            // SAFETY: block b < nb of the group and of every activation row (checked).
+            unsafe {
+                let p = g.as_ptr().add(b * X16_BLOCK_Q8_0);
+                for l in 0..X16_BLOCK_Q8_0 / 64 {
+                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64 * l) as *const i8);
+                }
+                let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                let mut q = [_mm512_setzero_si512(); 8];
+                for (k, v) in q.iter_mut().enumerate() {
+                    *v = _mm512_loadu_si512(p.add(32 + 64 * k) as *const _);
+                }
+                for i in 0..N {
+                    let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                    let mut s = _mm512_setzero_si512();
+                    for (k, v) in q.iter().enumerate() {
+                        s = dacc512_vnni(s, *v, _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                    }
+                    let dot = _mm512_sub_ps(
+                        _mm512_cvtepi32_ps(s),
+                        _mm512_set1_ps(*a[i].s.get_unchecked(b)),
+                    );
+                    let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a[i].d.get_unchecked(b)));
+                    acc[i] = _mm512_fmadd_ps(dot, scale, acc[i]);
+                }
+            }
+        }
+        core::array::from_fn(|i| {
+            let mut o = [0.0f32; 16];
+            // SAFETY: `o` holds 16 f32.
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
+            o
+        })
+    }
 }

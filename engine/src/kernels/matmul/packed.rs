@@ -1,0 +1,123 @@
+//! Q4_1 and Q8_0 weight matrices re-laid 16 output rows to a block, for the AVX-512 kernels that put one weight row in each vector lane.
+//!
+//! Layout (this project's own): the rows are cut into groups of [`X16_ROWS`]; group `g`
+//! (rows `16g .. 16g + 16`) is its `cols / 32` blocks one after another. A Q4_1 block is
+//! [`X16_BLOCK`] bytes:
+//!
+//! | bytes | what |
+//! |---|---|
+//! | `0 .. 32` | the 16 rows' f16 scales `d`, row `j` at `2j` |
+//! | `32 .. 64` | the 16 rows' f16 minimums `m` |
+//! | `64 + 64k .. 128 + 64k`, `k < 4` | bytes `4k .. 4k + 4` of each row's 16 nibble bytes, row `j` at `4j` |
+//!
+//! A Q8_0 block is [`X16_BLOCK_Q8_0`] bytes: the 16 f16 scales, then for `k < 8` at
+//! `32 + 64k` bytes `4k .. 4k + 4` of each row's 32 quants, each plus 128 (as unsigned
+//! bytes, for the unsigned × signed byte dot). One 512-bit load thus holds four weights
+//! of every row of the group, lane `j` being row `j`. A packed matrix is the same size as
+//! the GGML one.
+
+use super::WeightMatrix;
+use crate::gguf::GgmlType;
+
+/// Output rows in one packed group (one per 32-bit lane of a 512-bit register).
+pub const X16_ROWS: usize = 16;
+/// Bytes of one packed Q4_1 block: 16 rows × 20 bytes.
+pub const X16_BLOCK: usize = X16_ROWS * 20;
+/// Bytes of one packed Q8_0 block: 16 rows × 34 bytes.
+pub const X16_BLOCK_Q8_0: usize = X16_ROWS * 34;
+
+/// A Q4_1 or Q8_0 `[rows, cols]` matrix in the 16-row layout of this module, owned.
+#[derive(Clone)]
+pub struct PackedWeights {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    data: Vec<u8>,
+}
+
+impl std::fmt::Debug for PackedWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedWeights")
+            .field("ty", &self.ty)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PackedWeights {
+    /// Re-lay `w` when it is Q4_1 or Q8_0 with a row count that is a multiple of
+    /// [`X16_ROWS`]; `None` for any other matrix (it keeps the row-by-row kernels).
+    pub fn pack(w: &WeightMatrix<'_>) -> Option<PackedWeights> {
+        let (rb, block) = match w.ty() {
+            GgmlType::Q4_1 => (20, X16_BLOCK),
+            GgmlType::Q8_0 => (34, X16_BLOCK_Q8_0),
+            _ => return None,
+        };
+        if w.rows() == 0 || !w.rows().is_multiple_of(X16_ROWS) {
+            return None;
+        }
+        let nb = w.cols() / 32;
+        let mut data = vec![0u8; w.rows() * nb * rb];
+        for (g, group) in data.chunks_exact_mut(nb * block).enumerate() {
+            for j in 0..X16_ROWS {
+                let row = w.row_data(g * X16_ROWS + j);
+                for (b, dst) in group.chunks_exact_mut(block).enumerate() {
+                    let src = &row[b * rb..(b + 1) * rb];
+                    dst[2 * j..2 * j + 2].copy_from_slice(&src[0..2]);
+                    if w.ty() == GgmlType::Q4_1 {
+                        dst[32 + 2 * j..34 + 2 * j].copy_from_slice(&src[2..4]);
+                        for k in 0..4 {
+                            let at = 64 + 64 * k + 4 * j;
+                            dst[at..at + 4].copy_from_slice(&src[4 + 4 * k..8 + 4 * k]);
+                        }
+                    } else {
+                        for k in 0..8 {
+                            let at = 32 + 64 * k + 4 * j;
+                            for (d, s) in dst[at..at + 4].iter_mut().zip(&src[2 + 4 * k..6 + 4 * k])
+                            {
+                                *d = s ^ 0x80;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Some(PackedWeights {
+            ty: w.ty(),
+            rows: w.rows(),
+            cols: w.cols(),
+            data,
+        })
+    }
+
+    /// Element type of the matrix packed.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// Output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Input columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Group `g`'s blocks (rows `16g .. 16g + 16`).
+    pub(super) fn group(&self, g: usize) -> &[u8] {
+        let block = match self.ty {
+            GgmlType::Q4_1 => X16_BLOCK,
+            _ => X16_BLOCK_Q8_0,
+        };
+        let len = self.cols / 32 * block;
+        &self.data[g * len..(g + 1) * len]
+    }
+}
