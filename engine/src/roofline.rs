@@ -92,10 +92,17 @@ pub fn last_level_cache_bytes() -> Option<u64> {
     let mut best: Option<(u32, u64)> = None;
     for e in dir.flatten() {
         let p = e.path();
-        let level = std::fs::read_to_string(p.join("level")).ok()?;
-        let size = std::fs::read_to_string(p.join("size")).ok()?;
-        let level: u32 = level.trim().parse().ok()?;
-        let size = parse_cache_size(size.trim())?;
+        // Entries other than `index*` (e.g. `uevent`) have no level: skip them.
+        let (Ok(level), Ok(size)) = (
+            std::fs::read_to_string(p.join("level")),
+            std::fs::read_to_string(p.join("size")),
+        ) else {
+            continue;
+        };
+        let (Ok(level), Some(size)) = (level.trim().parse::<u32>(), parse_cache_size(size.trim()))
+        else {
+            continue;
+        };
         if best.is_none_or(|(l, _)| level > l) {
             best = Some((level, size));
         }

@@ -110,6 +110,11 @@ fn cache_sizes_and_the_read_buffer() {
         "at most 2 GiB"
     );
     assert_eq!(read_buffer_bytes(None), 256 << 20);
+    // Where the kernel reports caches, the last level is found (and is at least the L2).
+    if std::path::Path::new("/sys/devices/system/cpu/cpu0/cache/index0/size").exists() {
+        let llc = engine::roofline::last_level_cache_bytes().expect("the LLC is found");
+        assert!(llc >= 256 << 10, "LLC {llc} bytes");
+    }
 }
 
 #[test]
