@@ -10,6 +10,7 @@
 //! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
 //! - [`batch`]: the decode loop: continuous batching (chunked prefill, one batched decode step, sampling, stops, streaming).
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
+//! - [`roofline`]: `genai bench`'s roofline: achieved weight GB/s and GFLOP/s against measured memory read and SIMD peak.
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 //! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
 //! - [`runtime`]: the `Engine` and its single request funnel (validate, encode, count, admit, run, complete).
@@ -24,6 +25,7 @@ pub mod kernels;
 pub mod kv;
 pub mod model;
 pub mod quant;
+pub mod roofline;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;

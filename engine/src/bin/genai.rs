@@ -14,6 +14,7 @@ use engine::kernels::Isa;
 use engine::kernels::sample::SamplerConfig;
 use engine::kv::{KvCache, KvDtype};
 use engine::model::{Logits, Model};
+use engine::roofline::{self, Roofline};
 use engine::runtime::{Engine, EngineOptions, Flow, GenerateRequest, Prompt};
 use engine::tokenizer::Tokenizer;
 
@@ -605,6 +606,20 @@ fn bench(
     }
     let (p, d) = (median(&mut prefill), median(&mut decode));
     let file_bytes = l.file_bytes();
+    let cpu = model.cpu();
+    let roofline = Roofline {
+        weight_bytes: roofline::decode_weight_bytes(model.weights()),
+        decode_tokens_per_sec: d,
+        memory: roofline::measure_memory_read(
+            cpu,
+            roofline::read_buffer_bytes(roofline::last_level_cache_bytes()),
+            5,
+        ),
+        prompt_tokens,
+        prefill_flops: roofline::prefill_flops(model.config(), prompt_tokens),
+        prefill_tokens_per_sec: p,
+        peak: roofline::measure_peak(cpu, 5),
+    };
     if json {
         println!(
             "{}",
@@ -615,6 +630,7 @@ fn bench(
                 "prefill_tokens_per_sec": prefill, "decode_tokens_per_sec": decode,
                 "resident_bytes": rss, "kv_bytes": kv_bytes, "file_bytes": file_bytes,
                 "memory_bound_bytes": memory_bound(file_bytes, kv_bytes), "prompt_ids": prompt,
+                "roofline": roofline.json(),
             })
         );
     } else {
@@ -626,6 +642,7 @@ fn bench(
         println!("prefill  median {p:8.1} tok/s   runs {prefill:.1?}");
         println!("decode   median {d:8.1} tok/s   runs {decode:.1?}");
         memory_bound_line(rss, file_bytes, kv_bytes);
+        println!("{}", roofline.lines());
     }
     Ok(())
 }

@@ -132,6 +132,206 @@ impl KvSource for ContiguousKv<'_> {
     }
 }
 
+/// Key positions per attention tile. Tiles are aligned to multiples of this in absolute
+/// position, so a query's tiles do not depend on the window's start, the rows it is
+/// computed with, or the KV page size: prefill ([`causal_attention`]) and decode
+/// ([`gqa_attention`]) read the same tiles for the same window.
+pub const KV_TILE: usize = 32;
+
+/// `x[i] = e^(x[i] - shift)` for every element, returning their sum (added in index order).
+///
+/// One polynomial for every SIMD path, in plain Rust without fused multiply-adds, so the
+/// result is bit-identical whichever path the compiler vectorises it for: `x - shift` is
+/// clamped to `[-87.3, 0]` (inputs are at most `shift`), split as `n·ln 2 + r` with
+/// `|r| ≤ ln 2 / 2` (Cody-Waite, two constants), `e^r` by the degree-7 polynomial of
+/// Cephes' `expf` (`1 + r + r²·P(r)`, relative error about 2e-7), times `2^n` built in
+/// the exponent bits.
+pub fn exp_shifted_sum(x: &mut [f32], shift: f32) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if *x86_exp::AVX512 {
+            // SAFETY: AVX-512F was detected.
+            return unsafe { x86_exp::avx512(x, shift) };
+        }
+        if *x86_exp::AVX2 {
+            // SAFETY: AVX2 and FMA were detected.
+            return unsafe { x86_exp::avx2(x, shift) };
+        }
+    }
+    exp_shifted_body(x, shift)
+}
+
+#[inline(always)]
+fn exp_shifted_body(x: &mut [f32], shift: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const C1: f32 = 0.693_359_4;
+    const C2: f32 = -2.121_944_4e-4;
+    const P: [f32; 6] = [
+        1.987_569_1e-4,
+        1.398_2e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        0.166_666_65,
+        0.5,
+    ];
+    let mut sums = [0.0f32; 16];
+    let mut chunks = x.chunks_exact_mut(16);
+    let one = |v: f32| -> f32 {
+        let v = (v - shift).clamp(-87.3, 0.0);
+        let n = (v * LOG2E + 0.5).floor();
+        let r = (v - n * C1) - n * C2;
+        let mut p = P[0];
+        for c in &P[1..] {
+            p = p * r + c;
+        }
+        let e = (p * r * r + r) + 1.0;
+        e * f32::from_bits((((n as i32) + 127) << 23) as u32)
+    };
+    for c in &mut chunks {
+        for (v, s) in c.iter_mut().zip(sums.iter_mut()) {
+            *v = one(*v);
+            *s += *v;
+        }
+    }
+    let mut sum = 0.0f32;
+    for s in sums {
+        sum += s;
+    }
+    for v in chunks.into_remainder() {
+        *v = one(*v);
+        sum += *v;
+    }
+    sum
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86_exp {
+    use std::sync::LazyLock;
+
+    pub(super) static AVX512: LazyLock<bool> =
+        LazyLock::new(|| is_x86_feature_detected!("avx512f"));
+    pub(super) static AVX2: LazyLock<bool> =
+        LazyLock::new(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
+
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn avx512(x: &mut [f32], shift: f32) -> f32 {
+        super::exp_shifted_body(x, shift)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn avx2(x: &mut [f32], shift: f32) -> f32 {
+        super::exp_shifted_body(x, shift)
+    }
+}
+
+/// The running state of one (query, head) under the online softmax: the largest score
+/// seen, the sum of `e^(s - max)` so far, and the output accumulator `Σ e^(s - max) V`
+/// (held by the caller).
+#[derive(Debug, Clone, Copy)]
+struct Online {
+    max: f32,
+    sum: f32,
+}
+
+impl Online {
+    const START: Online = Online {
+        max: f32::NEG_INFINITY,
+        sum: 0.0,
+    };
+}
+
+/// Fold the key positions `[a, b)` (inside one tile) into one (query, head)'s state:
+/// scores `q · K[p] * scale` (soft-capped), a new running max, the old sum and accumulator
+/// rescaled by `e^(old max - new max)`, then `e^(s - max)` added to the sum and
+/// `e^(s - max) V[p]` to `acc`, in position order.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn fold_tile(
+    kv: &impl KvSource,
+    a: usize,
+    b: usize,
+    kvh: usize,
+    q: &[f32],
+    scale: f32,
+    softcap: Option<f32>,
+    st: &mut Online,
+    acc: &mut [f32],
+    scores: &mut [f32],
+) {
+    let scores = &mut scores[..b - a];
+    kv.dot_keys(a, kvh, q, scores);
+    let mut max = st.max;
+    for s in scores.iter_mut() {
+        let mut x = *s * scale;
+        if let Some(c) = softcap {
+            x = c * (x / c).tanh();
+        }
+        *s = x;
+        max = max.max(x);
+    }
+    if max > st.max && st.max != f32::NEG_INFINITY {
+        let corr = (st.max - max).exp();
+        st.sum *= corr;
+        for o in acc.iter_mut() {
+            *o *= corr;
+        }
+    }
+    st.max = max;
+    st.sum += exp_shifted_sum(scores, max);
+    kv.add_values(a, kvh, scores, acc);
+}
+
+/// `out = acc / sum` (zeros for an empty window).
+#[inline]
+fn finish(st: &Online, acc: &mut [f32]) {
+    if st.sum > 0.0 {
+        let inv = 1.0 / st.sum;
+        for o in acc.iter_mut() {
+            *o *= inv;
+        }
+    } else {
+        acc.fill(0.0);
+    }
+}
+
+/// The tiles of `[lo, hi)`: `[lo, next multiple of KV_TILE)`, then whole tiles, then the
+/// rest.
+fn tiles(lo: usize, hi: usize) -> impl Iterator<Item = (usize, usize)> {
+    let mut a = lo;
+    std::iter::from_fn(move || {
+        (a < hi).then(|| {
+            let b = ((a / KV_TILE + 1) * KV_TILE).min(hi);
+            let t = (a, b);
+            a = b;
+            t
+        })
+    })
+}
+
+fn check_shapes(kv: &impl KvSource, n_heads: usize, q: usize, out: usize, rows: usize) -> usize {
+    let d = kv.head_dim();
+    let n_kv = kv.n_kv_heads();
+    assert!(
+        n_kv > 0 && n_heads > 0 && n_heads.is_multiple_of(n_kv),
+        "attention: n_heads {n_heads} must be a positive multiple of n_kv_heads {n_kv}"
+    );
+    assert_eq!(
+        q,
+        rows * n_heads * d,
+        "attention: q must be [rows, n_heads, head_dim]"
+    );
+    assert_eq!(
+        out,
+        rows * n_heads * d,
+        "attention: out must be [rows, n_heads, head_dim]"
+    );
+    n_heads / n_kv
+}
+
 /// Grouped-query attention of one query row over the KV positions `[lo, hi)`.
 ///
 /// Shapes: `q` and `out` are `[n_heads, head_dim]`; `kv` holds `n_kv_heads` heads of
@@ -141,13 +341,19 @@ impl KvSource for ContiguousKv<'_> {
 ///
 /// For each head: `s_p = (q_h · K[p]) * scale` for `p` in `[lo, hi)` (usually
 /// `scale = 1/sqrt(head_dim)`); with `softcap = Some(c)`, `s_p = c * tanh(s_p / c)` (Gemma 2);
-/// then `e_p = exp(s_p - max_p s_p)`, `w_p = e_p * (1 / Σ e)`, and
-/// `out_h = Σ_p w_p V[p]` accumulated in position order. A causal decode step passes
+/// then `out_h = Σ_p e^(s_p - max) V[p] / Σ_p e^(s_p - max)`. A causal decode step passes
 /// `lo = 0` (or a sliding-window start) and `hi = current position + 1`.
 ///
-/// `scratch` holds the window's scores; it is resized to `hi - lo` when shorter and reused
-/// across calls, so a decode loop allocates only when the window grows. An empty window
-/// (`lo == hi`) writes zeros.
+/// This is the decode path: one KV head group at a time, the window is read in tiles of
+/// [`KV_TILE`] positions, and each tile of keys (then of values) serves every query head
+/// of the group while it sits in the L1 cache, so the cache's pages come from memory once
+/// per group, not once per query head. The group's scores (`group × (hi - lo)` floats, one
+/// query row's worth) are exponentiated by [`exp_shifted_sum`], normalised, and the values
+/// accumulated in position order.
+///
+/// `scratch` holds the group's scores; it is grown when shorter and reused across calls,
+/// so a decode loop allocates only when the window grows. An empty window (`lo == hi`)
+/// writes zeros.
 ///
 /// # Panics
 /// If a shape disagrees, `n_heads` is not a positive multiple of `n_kv_heads`, or
@@ -164,58 +370,129 @@ pub fn gqa_attention(
     out: &mut [f32],
     scratch: &mut Vec<f32>,
 ) {
-    let d = kv.head_dim();
-    let n_kv = kv.n_kv_heads();
-    assert!(
-        n_kv > 0 && n_heads > 0 && n_heads.is_multiple_of(n_kv),
-        "attention: n_heads {n_heads} must be a positive multiple of n_kv_heads {n_kv}"
-    );
-    assert_eq!(
-        q.len(),
-        n_heads * d,
-        "attention: q must be [n_heads, head_dim]"
-    );
-    assert_eq!(
-        out.len(),
-        n_heads * d,
-        "attention: out must be [n_heads, head_dim]"
-    );
+    let group = check_shapes(kv, n_heads, q.len(), out.len(), 1);
     assert!(
         lo <= hi && hi <= kv.len(),
         "attention: window [{lo}, {hi}) outside the {} available positions",
         kv.len()
     );
-    let group = n_heads / n_kv;
+    let d = kv.head_dim();
     let n = hi - lo;
-    if scratch.len() < n {
-        scratch.resize(n, 0.0);
+    if scratch.len() < group * n {
+        scratch.resize(group * n, 0.0);
     }
-    let scores = &mut scratch[..n];
-    for (h, (qh, oh)) in q.chunks_exact(d).zip(out.chunks_exact_mut(d)).enumerate() {
-        oh.fill(0.0);
-        if n == 0 {
-            continue;
-        }
-        let kvh = h / group;
-        kv.dot_keys(lo, kvh, qh, scores);
-        let mut max = f32::NEG_INFINITY;
-        for s in scores.iter_mut() {
-            let mut x = *s * scale;
-            if let Some(c) = softcap {
-                x = c * (x / c).tanh();
+    out.fill(0.0);
+    if n == 0 {
+        return;
+    }
+    for (kvh, (qg, og)) in q
+        .chunks_exact(group * d)
+        .zip(out.chunks_exact_mut(group * d))
+        .enumerate()
+    {
+        // Scores of every head of the group, tile by tile: a tile of keys is read from
+        // memory once and reused from the L1 cache by the group's other heads.
+        for (a, b) in tiles(lo, hi) {
+            for (g, qh) in qg.chunks_exact(d).enumerate() {
+                let at = g * n + (a - lo);
+                kv.dot_keys(a, kvh, qh, &mut scratch[at..at + (b - a)]);
             }
-            *s = x;
-            max = max.max(x);
         }
-        let mut sum = 0.0f32;
-        for s in scores.iter_mut() {
-            *s = (*s - max).exp();
-            sum += *s;
+        for scores in scratch[..group * n].chunks_exact_mut(n) {
+            let mut max = f32::NEG_INFINITY;
+            for s in scores.iter_mut() {
+                let mut x = *s * scale;
+                if let Some(c) = softcap {
+                    x = c * (x / c).tanh();
+                }
+                *s = x;
+                max = max.max(x);
+            }
+            let inv = 1.0 / exp_shifted_sum(scores, max);
+            for s in scores.iter_mut() {
+                *s *= inv;
+            }
         }
-        let inv = 1.0 / sum;
-        for s in scores.iter_mut() {
-            *s *= inv;
+        // Values likewise: one tile of V rows serves every head of the group.
+        for (a, b) in tiles(lo, hi) {
+            for (g, oh) in og.chunks_exact_mut(d).enumerate() {
+                let at = g * n + (a - lo);
+                kv.add_values(a, kvh, &scratch[at..at + (b - a)], oh);
+            }
         }
-        kv.add_values(lo, kvh, scores, oh);
+    }
+}
+
+/// Causal grouped-query attention of `rows` consecutive query rows (a prefill chunk): row
+/// `i` is position `first_pos + i` and attends to `[0, first_pos + i + 1)`.
+///
+/// Shapes: `q` and `out` are `[rows, n_heads, head_dim]` (`rows = q.len() / (n_heads ·
+/// head_dim)`); GQA as in [`gqa_attention`]. The rows are taken in tiles: for each KV head
+/// and each tile of [`KV_TILE`] key positions, every row whose window reaches the tile and
+/// every query head of the group fold it into their online-softmax state while its keys
+/// and values sit in the L1 cache. Scores exist for one tile of one (row, head) at a time,
+/// never for the whole context. Each row's result depends only on its query and window
+/// (tiles are aligned to absolute positions), not on the rows it is computed with, and
+/// agrees with [`gqa_attention`] over `[0, first_pos + i + 1)` up to rounding.
+///
+/// # Panics
+/// If a shape disagrees or `first_pos + rows > kv.len()`.
+#[allow(clippy::too_many_arguments)]
+pub fn causal_attention(
+    q: &[f32],
+    kv: &impl KvSource,
+    first_pos: usize,
+    n_heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    scratch: &mut Vec<f32>,
+) {
+    let d = kv.head_dim();
+    let width = n_heads * d;
+    let rows = q.len().checked_div(width).unwrap_or(0);
+    let group = check_shapes(kv, n_heads, q.len(), out.len(), rows);
+    assert!(
+        first_pos + rows <= kv.len(),
+        "attention: rows at positions {first_pos}..{} past the {} available positions",
+        first_pos + rows,
+        kv.len()
+    );
+    if rows == 0 {
+        return;
+    }
+    if scratch.len() < KV_TILE {
+        scratch.resize(KV_TILE, 0.0);
+    }
+    out.fill(0.0);
+    let mut states = vec![Online::START; rows * n_heads];
+    let end = first_pos + rows;
+    for kvh in 0..kv.n_kv_heads() {
+        let heads = kvh * group..(kvh + 1) * group;
+        for (a, b) in tiles(0, end) {
+            // Rows before `a - first_pos` do not reach this tile.
+            let first_row = a.saturating_sub(first_pos);
+            for i in first_row..rows {
+                let b = b.min(first_pos + i + 1);
+                for h in heads.clone() {
+                    let at = (i * n_heads + h) * d;
+                    fold_tile(
+                        kv,
+                        a,
+                        b,
+                        kvh,
+                        &q[at..at + d],
+                        scale,
+                        softcap,
+                        &mut states[i * n_heads + h],
+                        &mut out[at..at + d],
+                        scratch,
+                    );
+                }
+            }
+        }
+    }
+    for (oh, st) in out.chunks_exact_mut(d).zip(states.iter()) {
+        finish(st, oh);
     }
 }

@@ -266,9 +266,6 @@ impl Model {
         let mut gate = vec![0.0f32; n * f];
         let mut up = vec![0.0f32; n * f];
         let mut act = vec![0.0f32; n * f];
-        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-        let (n_heads, d) = (cfg.n_heads, cfg.head_dim);
-        let group = n_heads / cfg.n_kv_heads;
 
         for (l, lw) in self.weights.layers.iter().enumerate() {
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
@@ -293,30 +290,7 @@ impl Model {
                     &v[i * kvw..(i + 1) * kvw],
                 )?;
             }
-            // One task per (row, query head), each on its row's own sequence, reading its
-            // GQA group's KV head, so the heads spread evenly over the threads.
-            let views: Vec<_> = rows.iter().map(|&(s, _)| kv.layer(s, l)).collect();
-            let (q, views) = (&q, &views);
-            self.cpu.for_chunks(&mut att, d, &|t, out| {
-                let (i, hd) = (t / n_heads, t % n_heads);
-                let view = OneKvHead {
-                    inner: &views[i],
-                    head: hd / group,
-                };
-                let mut scratch = Vec::new();
-                let qr = &q[t * d..(t + 1) * d];
-                gqa_attention(
-                    qr,
-                    &view,
-                    0,
-                    rows[i].1 + 1,
-                    1,
-                    scale,
-                    None,
-                    out,
-                    &mut scratch,
-                );
-            });
+            self.attention(&q, kv, rows, l, &mut att);
             self.project(&lw.wo, &att, n, &mut o);
             add_in_place(x, &o);
 
@@ -335,6 +309,50 @@ impl Model {
             add_in_place(x, &o);
         }
         Ok(())
+    }
+
+    /// Attention of every row of `q` (`[rows.len(), n_heads · head_dim]`, RoPE applied)
+    /// over its own sequence's layer `l` up to its own position, into `att` (same shape).
+    ///
+    /// One task per (row, KV head) runs [`gqa_attention`] for the query heads of that GQA
+    /// group, so they read each page of their KV head once. Prefill rows and decode rows
+    /// take the same path, so a row's result depends only on its sequence and position,
+    /// never on the batch or the prefill chunk it runs in.
+    fn attention(
+        &self,
+        q: &[f32],
+        kv: &KvCache,
+        rows: &[(SeqId, usize)],
+        l: usize,
+        att: &mut [f32],
+    ) {
+        let cfg = &self.cfg;
+        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+        let (n_heads, d, n_kv) = (cfg.n_heads, cfg.head_dim, cfg.n_kv_heads);
+        let group = n_heads / n_kv;
+        let views: Vec<_> = rows.iter().map(|&(s, _)| kv.layer(s, l)).collect();
+        let views = &views;
+        self.cpu.for_chunks(att, group * d, &|t, out| {
+            let (i, kvh) = (t / n_kv, t % n_kv);
+            let view = OneKvHead {
+                inner: &views[i],
+                head: kvh,
+            };
+            let at = (i * n_heads + kvh * group) * d;
+            SCRATCH.with_borrow_mut(|scratch| {
+                gqa_attention(
+                    &q[at..at + group * d],
+                    &view,
+                    0,
+                    rows[i].1 + 1,
+                    group,
+                    scale,
+                    None,
+                    out,
+                    scratch,
+                )
+            });
+        });
     }
 
     /// `lm_head`: final RMSNorm and output projection.
@@ -454,6 +472,12 @@ impl Model {
             matmul(&self.cpu, &w, x, n, y);
         }
     }
+}
+
+thread_local! {
+    /// Each kernel thread's attention scores, kept across calls so that decode allocates
+    /// only when the context grows.
+    static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 fn add_in_place(x: &mut [f32], y: &[f32]) {
