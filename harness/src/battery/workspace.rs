@@ -410,28 +410,8 @@ pub struct RecoveredTree {
 /// Errors: [`TreeError::BadJournal`] for a record that cannot be parsed; I/O errors naming
 /// the path.
 pub fn recover_created(state: &Path) -> Result<Vec<RecoveredTree>, TreeError> {
-    let dir = journal_dir(state);
-    let entries = match fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&dir, "read journal directory")(e)),
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "tree"))
-        .collect();
-    paths.sort();
     let mut out = Vec::new();
-    for path in paths {
-        let text = fs::read(&path).map_err(io(&path, "read journal"))?;
-        let journal: TreeJournal =
-            serde_json::from_slice(&text).map_err(|e| TreeError::BadJournal {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        if journal.owner.is_alive() {
-            continue;
-        }
+    for (path, journal) in dead_journals::<TreeJournal>(state, "tree", |j| &j.owner)? {
         let before = TreeScan {
             files: journal.files.iter().map(|f| (f.clone(), None)).collect(),
             dirs: journal.dirs.iter().cloned().collect(),
@@ -659,28 +639,8 @@ pub struct Recovered {
 /// Restores every file whose journal's owner is no longer alive (a run killed before it
 /// could restore). Journals of live processes (a battery running now) are left alone.
 pub fn recover(state: &Path) -> Result<Vec<Recovered>, TreeError> {
-    let dir = journal_dir(state);
-    let entries = match fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io(&dir, "read journal directory")(e)),
-    };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    paths.sort();
     let mut out = Vec::new();
-    for path in paths {
-        let text = fs::read(&path).map_err(io(&path, "read journal"))?;
-        let journal: Journal =
-            serde_json::from_slice(&text).map_err(|e| TreeError::BadJournal {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        if journal.owner.is_alive() {
-            continue;
-        }
+    for (path, journal) in dead_journals::<Journal>(state, "json", |j| &j.owner)? {
         let original = fs::read(&journal.original_copy)
             .map_err(io(&journal.original_copy, "read original copy"))?;
         if sha256_hex(&original) != journal.original_sha256 {
@@ -698,6 +658,42 @@ pub fn recover(state: &Path) -> Result<Vec<Recovered>, TreeError> {
         out.push(Recovered { journal, result });
     }
     Ok(out)
+}
+
+/// The journals named `*.EXT` in the state directory's journal folder, in path order,
+/// whose owner (`owner` reads it) is no longer alive, each with its path. A missing
+/// folder holds none.
+///
+/// Errors: [`TreeError::BadJournal`] naming a record that cannot be parsed; I/O errors
+/// naming the path.
+fn dead_journals<T: serde::de::DeserializeOwned>(
+    state: &Path,
+    ext: &str,
+    owner: impl Fn(&T) -> &ProcessId,
+) -> Result<Vec<(PathBuf, T)>, TreeError> {
+    let dir = journal_dir(state);
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&dir, "read journal directory")(e)),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == ext))
+        .collect();
+    paths.sort();
+    let mut dead = Vec::new();
+    for path in paths {
+        let text = fs::read(&path).map_err(io(&path, "read journal"))?;
+        let journal: T = serde_json::from_slice(&text).map_err(|e| TreeError::BadJournal {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        if !owner(&journal).is_alive() {
+            dead.push((path, journal));
+        }
+    }
+    Ok(dead)
 }
 
 #[cfg(test)]
