@@ -17,12 +17,17 @@
 //!    ([`matmul`] over 1, 2, 4 and 8 activation rows), best path, 1 and 2 threads, with
 //!    the Q4_1 matrices row-major and (on the paths that have the kernels) packed 16 rows
 //!    to a block: time per step, rows per second, and the ratio to one row.
+//! 5. quantize: activation rows of 576 and 1536 quantized to Q8_0 and Q8_1 blocks
+//!    ([`Q8Activation::quantize`], what every quantized product does first), 1 and 8 rows,
+//!    beside a baseline in this file that rounds with `f32::round` (`roundf`, as ggml's
+//!    reference quantizer does): thread CPU time per row and the ratio.
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
 use engine::kernels::matmul::packed::PackedWeights;
 use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, uses_packed};
 use engine::quant;
+use engine::quant::Q8Activation;
 use rayon::prelude::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -325,6 +330,54 @@ fn batch_sweep() {
     }
 }
 
+/// ggml's `quantize_row_q8_0_ref` rounding with `roundf`, the scales left unrounded: the
+/// baseline of the quantize section (the scalar loop the engine used before).
+fn quantize_roundf(x: &[f32], q: &mut [i8], d: &mut [f32]) {
+    for ((xb, qb), db) in x.chunks_exact(32).zip(q.chunks_exact_mut(32)).zip(d) {
+        let amax = xb.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        *db = amax / 127.0;
+        let id = if *db != 0.0 { 1.0 / *db } else { 0.0 };
+        for (qi, &xi) in qb.iter_mut().zip(xb) {
+            *qi = (xi * id).round() as i8;
+        }
+    }
+}
+
+fn quantize_sweep() {
+    println!(
+        "== quantize: activation rows to 8-bit blocks, 1 thread, median thread CPU time per row"
+    );
+    for cols in [576usize, 1536] {
+        for rows in [1usize, 8] {
+            let x = random_floats(rows * cols, 7);
+            let (mut q, mut d) = (vec![0i8; rows * cols], vec![0.0f32; rows * cols / 32]);
+            let (_, base) = median_wall_cpu(
+                || {
+                    quantize_roundf(&x, &mut q, &mut d);
+                    black_box((&q, &d));
+                },
+                Duration::from_millis(500),
+            );
+            for ty in [GgmlType::Q8_0, GgmlType::Q8_1] {
+                let mut act = Q8Activation::new();
+                let (_, c) = median_wall_cpu(
+                    || {
+                        act.quantize(ty, &x, rows, cols);
+                        black_box(&act);
+                    },
+                    Duration::from_millis(500),
+                );
+                println!(
+                    "quantize {ty:<5} cols={cols:<5} rows={rows}  {:>7.0} ns/row  (roundf baseline {:>7.0} ns/row, {:.2}x faster)",
+                    c / rows as f64 * 1e9,
+                    base / rows as f64 * 1e9,
+                    base / c
+                );
+            }
+        }
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; any other argument selects sections by name.
     let args: Vec<String> = std::env::args()
@@ -350,5 +403,8 @@ fn main() {
     }
     if want("batch") {
         batch_sweep();
+    }
+    if want("quantize") {
+        quantize_sweep();
     }
 }

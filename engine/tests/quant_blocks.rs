@@ -143,6 +143,34 @@ proptest! {
         }
     }
 
+    /// The quantizers' rounding equals `roundf` (Rust's `f32::round`) bit for bit on every
+    /// f32: any bit pattern, exact halves `k + 0.5` and their two float neighbours.
+    #[test]
+    fn round_half_away_equals_roundf(bits in any::<u32>(), k in -(1i32 << 24)..(1i32 << 24), side in 0usize..3) {
+        let v = f32::from_bits(bits);
+        let (got, want) = (quant::round_half_away(v), v.round());
+        prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} vs {want:e}");
+        let half = k as f32 + 0.5;
+        let v = [half, half.next_down(), half.next_up()][side];
+        let (got, want) = (quant::round_half_away(v), v.round());
+        prop_assert_eq!(got.to_bits(), want.to_bits(), "{:e}: {:e} vs {:e}", v, got, want);
+    }
+
+    /// Blocks whose scaled values fall exactly halfway between two quants (the block's
+    /// largest magnitude is 127, so the scale is 1): the activation quantizer rounds them
+    /// away from zero, as ggml's reference does.
+    #[test]
+    fn activation_quantizer_rounds_halves_as_reference(halves in prop::collection::vec(-126i32..126, 31), sign in any::<bool>()) {
+        let mut x: Vec<f32> = halves.iter().map(|&k| k as f32 + 0.5).collect();
+        x.push(if sign { 127.0 } else { -127.0 });
+        for ty in [GgmlType::Q8_0, GgmlType::Q8_1] {
+            let mut act = Q8Activation::new();
+            act.quantize(ty, &x, 1, 32);
+            let want = r::quantize_act(&x);
+            prop_assert_eq!(act.row(0).qs, &want.qs[..]);
+        }
+    }
+
     /// `dot_q8` equals ggml's reference `vec_dot` (Q4_0·Q8_0, Q4_1·Q8_1, Q8_0·Q8_0,
     /// Q8_1·Q8_0) within 1e-5 relative to the sum of its terms' magnitudes.
     #[test]

@@ -234,10 +234,32 @@ pub(crate) fn quantize_q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut sum = 0i32;
     for (qi, &xi) in q.iter_mut().zip(x) {
-        *qi = (xi * id).round() as i8;
+        *qi = round_half_away(xi * id) as i8;
         sum += *qi as i32;
     }
     (d, sum)
+}
+
+/// `v` rounded to the nearest integer, halfway cases away from zero: the same value as
+/// `f32::round` (C's `roundf`, which ggml's reference quantizers call) for every input,
+/// NaN and infinities included, but in plain arithmetic that the compiler vectorises
+/// instead of one library call per element.
+///
+/// Adding and subtracting 2^23 rounds `|v| < 2^23` to the nearest integer with ties to
+/// even (the float grid has unit spacing there); a tie that went down to an even number is
+/// then moved up. Every `|v| >= 2^23` (and NaN) is already integral and is returned as is.
+#[inline(always)]
+pub fn round_half_away(v: f32) -> f32 {
+    const TWO_23: f32 = 8_388_608.0;
+    let a = v.abs();
+    let nearest_even = (a + TWO_23) - TWO_23;
+    let r = if a - nearest_even == 0.5 {
+        nearest_even + 1.0
+    } else {
+        nearest_even
+    };
+    // `!(a < TWO_23)` keeps NaN as well as the large values.
+    if a < TWO_23 { r.copysign(v) } else { v }
 }
 
 /// Read the little-endian f16 at `b[0..2]` as f32.
