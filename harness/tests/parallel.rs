@@ -382,3 +382,50 @@ fn jobs_0_and_jobs_in_rebuild_mode_are_refused() {
     // Nothing ran: no report was written.
     assert!(!sb.ws.join("reports").exists());
 }
+
+#[test]
+fn a_signal_while_runs_go_on_interrupts_and_leaves_nothing() {
+    let pause = tempfile::tempdir().unwrap();
+    let pause = pause.path();
+    let (sb, _log) = sandbox_with(&format!(
+        ", SAMPLE_PAUSE_DIR = {:?}",
+        pause.to_str().unwrap()
+    ));
+    let before = sb.tree();
+    let cat = sb.catalog.to_str().unwrap();
+    let (mut child, _rx) = sb.spawn(&[
+        "battery",
+        cat,
+        "--mode",
+        "switch",
+        "-j",
+        "2",
+        "--only",
+        "add-subtracts,even-negative-odd,clamp-upper-inverted",
+    ]);
+    let start = Instant::now();
+    while !pause.join("paused").exists() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the harness exited first"
+        );
+        assert!(start.elapsed() < Duration::from_secs(300), "never paused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: signalling the harness this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let status = wait_with_limit(&mut child, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(sb.report_of("parallel")["status"], "interrupted");
+    assert_eq!(sb.tree(), before);
+    let left = processes_under(sb.dir.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert!(
+        std::fs::read_dir(sb.state.join("tmp"))
+            .map(|mut rd| rd.next().is_none())
+            .unwrap_or(true),
+        "temporary directories left in the state directory"
+    );
+}
