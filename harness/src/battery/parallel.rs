@@ -309,7 +309,17 @@ pub(crate) fn run_block(
                     // The runner waits for its child in this thread, which ends only after
                     // the child (its parent-death signal is tied to this thread) has exited.
                     scope.spawn(move || {
-                        let res = cmd.run(tests, Some(timeout)).map_err(Stop::from);
+                        // A panic in the thread must still send a result: the loop waits
+                        // for one per running item.
+                        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            cmd.run(tests, Some(timeout)).map_err(Stop::from)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(refuse(
+                                RefusalKind::HarnessFault,
+                                "a test run's thread panicked".to_string(),
+                            ))
+                        });
                         let _ = tx.send((i, res));
                     });
                     slots[i] = Slot::Running;
