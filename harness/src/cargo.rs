@@ -307,6 +307,12 @@ impl CargoCmd {
         self
     }
 
+    /// Sets (or overrides) one environment variable of every command this invocation runs.
+    pub fn with_env(mut self, key: &str, value: &str) -> CargoCmd {
+        self.env.insert(key.to_string(), value.to_string());
+        self
+    }
+
     fn manifest(&self) -> PathBuf {
         self.root.join("Cargo.toml")
     }

@@ -178,6 +178,11 @@ pub struct BatteryRunArgs {
     /// `harness merge` checks; UNFALSIFIED is computed by the merge.
     #[arg(long, value_name = "K/N")]
     pub shard: Option<crate::battery::shard::ShardSpec>,
+    /// Switch mode: run up to N mutants' tests at once, each with its own environment and
+    /// its own temporary directory (TMPDIR); the reports equal those of `-j 1`, timings
+    /// aside. Rebuild mode rebuilds one tree per mutation and takes only 1.
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 1, value_parser = parse_jobs)]
+    pub jobs: usize,
     /// Balance the shards by the per-mutation seconds of an earlier `battery.json` (every
     /// shard must be given the same file).
     #[arg(long, value_name = "FILE", requires = "shard")]
@@ -233,7 +238,17 @@ impl BatteryRunArgs {
             since: self.since.clone(),
             incremental: self.incremental,
             recheck: self.recheck,
+            jobs: self.jobs,
         })
+    }
+}
+
+/// `-j N`: a whole number, at least 1.
+fn parse_jobs(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("-j 0: at least one test run must go on at a time (give 1 or more)".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("-j {s:?}: not a whole number: {e}")),
     }
 }
 
@@ -477,6 +492,18 @@ fn recover(state: &Path) -> bool {
             false
         }
     };
+    for (dir, res) in battery::parallel::recover_temp_dirs(state) {
+        match res {
+            Ok(()) => eprintln!(
+                "harness: removed {}, the temporary directory of a killed run's tests",
+                dir.display()
+            ),
+            Err(e) => eprintln!(
+                "harness: cannot remove {}, the temporary directory of a killed run's tests: {e}",
+                dir.display()
+            ),
+        }
+    }
     restored_ok && created_ok
 }
 
@@ -599,6 +626,10 @@ fn command_line() -> Vec<String> {
 }
 
 fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
+    if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
+        eprintln!("harness: {e}");
+        return EXIT_REFUSED;
+    }
     let opts = match args
         .run
         .options(state, args.reports.reports.clone(), String::new())
@@ -745,6 +776,10 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailur
 }
 
 fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
+    if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
+        eprintln!("harness: gate: {e}");
+        return EXIT_REFUSED;
+    }
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
         Err(f) => return f.code,
@@ -989,6 +1024,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         since: None,
         incremental: false,
         recheck: 0,
+        jobs: 1,
     };
     let progress = Progress::auto();
     progress.line(&format!("battery {}", path.display()));

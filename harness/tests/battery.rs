@@ -518,7 +518,9 @@ fn check_list_and_show() {
     sb.run(&["check", cat])
         .expect_code(2)
         .stderr_has("CATALOG-DRIFT")
-        .stderr_has("package sample has no test target \"contracts\" (it has: contract)");
+        .stderr_has(
+            "package sample has no test target \"contracts\" (it has: contract, isolation)",
+        );
     assert!(!sb.ws.join("target").exists());
     sb.write("mutations/sample.toml", &good);
     // A malformed catalog: unknown field, exit 2 naming it.

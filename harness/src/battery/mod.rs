@@ -15,6 +15,7 @@ pub mod html;
 pub mod inert;
 pub mod lints;
 pub mod merge;
+pub mod parallel;
 pub mod rebuild;
 pub mod refusal;
 pub mod report;
@@ -70,6 +71,9 @@ pub struct Options {
     pub incremental: bool,
     /// With `incremental`: how many reused verdicts to run again as a check (`--recheck`).
     pub recheck: usize,
+    /// Switch mode: how many mutants' test runs may go on at once (`-j N`, at least 1; see
+    /// [`parallel`]). Rebuild mode takes only 1 ([`BatteryError::JobsNeedSwitchMode`]).
+    pub jobs: usize,
 }
 
 /// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
@@ -97,6 +101,15 @@ pub enum BatteryError {
         catalog: PathBuf,
         /// The unknown ids.
         ids: String,
+    },
+    /// `-j N` with N > 1 in rebuild mode, whose mutations are written into the one tree and
+    /// rebuilt there, one at a time.
+    #[error(
+        "-j {jobs}: only switch mode (--mode switch) runs several mutants' tests at once; rebuild mode rebuilds the one tree for each mutation, one at a time (use -j 1)"
+    )]
+    JobsNeedSwitchMode {
+        /// The number given.
+        jobs: usize,
     },
     /// The reports could not be written.
     #[error("{path}: cannot write reports: {source}")]
@@ -129,6 +142,7 @@ pub fn run_mode(
     progress: &Progress,
     mode: Mode,
 ) -> Result<RunResult, BatteryError> {
+    check_jobs(opts.jobs, mode)?;
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -206,6 +220,15 @@ pub fn run_mode(
     })?;
     written.extend(mode.write_reports(&dir, &run.overheads)?);
     Ok(RunResult { report, written })
+}
+
+/// [`BatteryError::JobsNeedSwitchMode`] for `jobs` > 1 in rebuild mode (`jobs` 0 is the
+/// command line's to refuse; it runs as 1).
+pub fn check_jobs(jobs: usize, mode: Mode) -> Result<(), BatteryError> {
+    if jobs > 1 && mode == Mode::Rebuild {
+        return Err(BatteryError::JobsNeedSwitchMode { jobs });
+    }
+    Ok(())
 }
 
 /// The manifest of a shard's report: the catalog's bytes, the tree, the partition.

@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::cache;
+use super::parallel;
 use super::refusal::{RefusalKind, Stop, refuse};
-use crate::cargo::{Build, Outcome, PackageMeta, TestRun};
+use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun};
 use crate::catalog::{Catalog, Mutation, PreparedMutation};
 use crate::progress::Progress;
 use crate::report::{Baseline, FailedTest, MutationReport};
@@ -156,6 +157,20 @@ pub(crate) trait ModeRun {
     ) -> Result<TestRun, Stop>;
     /// [`MutantPhase::Restore`] of the code (the run removes created files itself).
     fn restore_mutant(&mut self, sh: &Shared<'_>, mu: &Mutant<'_>) -> Result<(), Stop>;
+    /// Whether `pm` needs nothing built and nothing written to the tree before its tests
+    /// run, so that its test run may go on beside other mutants' (`-j N`, see
+    /// [`super::parallel`]): switch mode's switched and UNVIABLE mutations. Default: no.
+    fn concurrent(&self, _pm: &PreparedMutation) -> bool {
+        false
+    }
+    /// The command that runs the listed tests of a [`ModeRun::concurrent`] mutation with it
+    /// selected (its switch in the environment); `None` when it runs no tests (UNVIABLE).
+    fn concurrent_tests(&self, _pm: &PreparedMutation) -> Option<CargoCmd> {
+        None
+    }
+    /// How the concurrent test runs went: `jobs` at most at once, and the mutations that
+    /// ran again on their own because a file appeared in the tree while other runs went on.
+    fn concurrency(&mut self, _jobs: usize, _ran_again_alone: &[String]) {}
     /// After the last mutation (switch mode: the scratch copy back to the original).
     fn finish(&mut self) -> Result<(), Stop>;
     /// Writes the mode's own reports into `dir`; `overheads` are the harness's seconds
@@ -491,53 +506,58 @@ impl<'a> Run<'a> {
         judge_controls(&c.spec.tests, &runs)
     }
 
+    /// [`Phase::Mutations`]: each mutation in the mode's order; a stretch of mutations
+    /// whose test runs may overlap ([`ModeRun::concurrent`]) goes through
+    /// [`concurrent_block`], up to `--jobs` of them at once, the others one at a time.
     fn mutations(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
         let to_run = self.to_run();
         let selected: Vec<&PreparedMutation> = to_run.iter().map(|&k| &self.prepared[k]).collect();
         let n = selected.len();
         self.sh.progress.set_total(n);
-        for (k, at) in mode.order(&selected).into_iter().enumerate() {
+        let order = mode.order(&selected);
+        let mut ran_again_alone = Vec::new();
+        let mut k = 0;
+        while k < n {
+            let end = (k..n)
+                .find(|&j| !mode.concurrent(selected[order[j]]))
+                .unwrap_or(n);
+            if end > k {
+                let items: Vec<(usize, &PreparedMutation)> =
+                    (k..end).map(|j| (j, selected[order[j]])).collect();
+                let block = Block {
+                    n,
+                    timeout: self.timeout,
+                    reuse: self.reuse.as_ref(),
+                };
+                ran_again_alone.extend(concurrent_block(
+                    &self.sh,
+                    mode,
+                    &block,
+                    &items,
+                    &mut self.results,
+                    &mut self.overheads,
+                )?);
+                k = end;
+                continue;
+            }
             interrupted()?;
-            let pm = selected[at];
+            let pm = selected[order[k]];
             let m = &c.spec.mutations[pm.index];
             let mu = Mutant {
                 m,
                 pm,
                 tag: format!("[{}/{n}] {}", k + 1, m.id),
             };
-            let cached = self.reuse.as_ref().and_then(|r| r.rechecked.get(&pm.index));
-            // A TIMEOUT is re-checked with the timeout it was found under.
-            let timeout = match cached {
-                Some(e) if e.report.verdict == verdict::Verdict::Timeout => {
-                    Duration::from_secs_f64(e.timeout_seconds)
-                }
-                _ => self.timeout,
-            };
+            let timeout = timeout_for(self.reuse.as_ref(), self.timeout, pm.index);
             let ran = one_mutant(&self.sh, mode, &mu, timeout, &mut self.overheads)?;
             // A signal during the mutant (its test binary may have died of it) is never a
             // verdict.
             interrupted()?;
-            log_verdict(self.sh.progress, &mu, &ran);
-            if let Some(e) = cached {
-                let (fresh, _) = mutation_report(m, pm, &ran);
-                if let Some(why) = cache::disproves(&e.report, &fresh) {
-                    let path = &self.reuse.as_ref().expect("re-checked").path;
-                    let dropped = match std::fs::remove_file(path) {
-                        Ok(()) => format!("the cache {} is dropped", path.display()),
-                        Err(err) => {
-                            format!("the cache {} could not be dropped: {err}", path.display())
-                        }
-                    };
-                    return Err(refuse(
-                        RefusalKind::ReusedWrong,
-                        format!("{why}; {dropped}"),
-                    ));
-                }
-            }
-            self.results.insert(pm.index, ran);
-            self.sh.progress.advance();
+            judged(&self.sh, self.reuse.as_ref(), &mut self.results, &mu, ran)?;
+            k += 1;
         }
+        mode.concurrency(self.sh.opts.jobs, &ran_again_alone);
         Ok(())
     }
 
@@ -778,6 +798,153 @@ fn one_mutant(
         run,
         created,
     })
+}
+
+/// The timeout of one mutation's test run: the run's, or for a TIMEOUT re-checked from the
+/// cache, the timeout it was found under.
+fn timeout_for(reuse: Option<&Reuse>, timeout: Duration, index: usize) -> Duration {
+    match reuse.and_then(|r| r.rechecked.get(&index)) {
+        Some(e) if e.report.verdict == verdict::Verdict::Timeout => {
+            Duration::from_secs_f64(e.timeout_seconds)
+        }
+        _ => timeout,
+    }
+}
+
+/// [`MutantPhase::Judge`] of a mutation that ran: its verdict line; for a re-checked cached
+/// verdict, REUSED-WRONG (the cache dropped) when the run disproves it; then the result is
+/// kept.
+fn judged(
+    sh: &Shared<'_>,
+    reuse: Option<&Reuse>,
+    results: &mut BTreeMap<usize, Ran>,
+    mu: &Mutant<'_>,
+    ran: Ran,
+) -> Result<(), Stop> {
+    log_verdict(sh.progress, mu, &ran);
+    if let Some((r, e)) = reuse.and_then(|r| r.rechecked.get(&mu.pm.index).map(|e| (r, e))) {
+        let (fresh, _) = mutation_report(mu.m, mu.pm, &ran);
+        if let Some(why) = cache::disproves(&e.report, &fresh) {
+            let dropped = match std::fs::remove_file(&r.path) {
+                Ok(()) => format!("the cache {} is dropped", r.path.display()),
+                Err(err) => format!("the cache {} could not be dropped: {err}", r.path.display()),
+            };
+            return Err(refuse(
+                RefusalKind::ReusedWrong,
+                format!("{why}; {dropped}"),
+            ));
+        }
+    }
+    results.insert(mu.pm.index, ran);
+    sh.progress.advance();
+    Ok(())
+}
+
+/// What a [`concurrent_block`] needs of the run.
+struct Block<'r> {
+    /// The number of mutations that run (for the `[k/n]` tags).
+    n: usize,
+    /// The run's timeout.
+    timeout: Duration,
+    /// `--incremental`'s state.
+    reuse: Option<&'r Reuse>,
+}
+
+/// A stretch of mutations whose test runs may overlap (`items`: each one's place in the
+/// run's order and the mutation), run through [`parallel::run_block`] with up to `--jobs`
+/// test runs at once, each in its own temporary directory, and judged in order exactly as
+/// [`one_mutant`] and [`judged`] judge one: the same lines, verdicts and created files.
+/// Returns the ids of the mutations that ran again on their own.
+fn concurrent_block(
+    sh: &Shared<'_>,
+    mode: &mut dyn ModeRun,
+    block: &Block<'_>,
+    items: &[(usize, &PreparedMutation)],
+    results: &mut BTreeMap<usize, Ran>,
+    overheads: &mut Vec<f64>,
+) -> Result<Vec<String>, Stop> {
+    let c = sh.catalog;
+    let mut mus = Vec::with_capacity(items.len());
+    let mut built = Vec::with_capacity(items.len());
+    let mut jobs = Vec::with_capacity(items.len());
+    for &(k, pm) in items {
+        let m = &c.spec.mutations[pm.index];
+        let mu = Mutant {
+            m,
+            pm,
+            tag: format!("[{}/{}] {}", k + 1, block.n, m.id),
+        };
+        let b = mode.build_mutant(sh, &mu)?;
+        jobs.push(match (&b, mode.concurrent_tests(pm)) {
+            (Built::Switched, Some(cmd)) => Some(parallel::Job {
+                cmd,
+                timeout: timeout_for(block.reuse, block.timeout, pm.index),
+            }),
+            (Built::Switched, None) => {
+                return Err(refuse(
+                    RefusalKind::HarnessFault,
+                    format!("mutation {}: switched, but no command runs its tests", m.id),
+                ));
+            }
+            _ => None,
+        });
+        mus.push(mu);
+        built.push(Some(b));
+    }
+    let p = sh.progress;
+    let root = mode.root().to_path_buf();
+    let mut take = |i: usize, done: Option<parallel::Done>| -> Result<(), Stop> {
+        let mu = &mus[i];
+        let b = built[i].take().expect("each item is taken once");
+        let (run, created) = match done {
+            Some(d) => {
+                p.past(&format!("{}: testing (switched)", mu.tag));
+                overheads.push(d.overhead);
+                (Some(d.run), d.created)
+            }
+            None => (None, Vec::new()),
+        };
+        if !created.is_empty() {
+            p.line(&format!(
+                "{}: removed files the run created: {}",
+                mu.tag,
+                created
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let ran = Ran {
+            built: b,
+            run,
+            created,
+        };
+        judged(sh, block.reuse, results, mu, ran)
+    };
+    if let Some((k, _)) = items.first() {
+        p.live(&format!(
+            "testing mutants {}..{} of {}, up to {} at once",
+            k + 1,
+            k + items.len(),
+            block.n,
+            sh.opts.jobs
+        ));
+    }
+    let stats = parallel::run_block(
+        &root,
+        &sh.opts.state_dir,
+        sh.opts.jobs,
+        &c.spec.tests,
+        jobs,
+        &mut take,
+    )?;
+    Ok(stats
+        .ran_again_alone
+        .iter()
+        .map(|&i| items[i].1)
+        .map(|pm| c.spec.mutations[pm.index].id.clone())
+        .collect())
 }
 
 fn observation<'r>(ran: &'r Ran) -> Observation<'r> {

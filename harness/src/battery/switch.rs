@@ -59,6 +59,7 @@ use crate::scratch::{self, SeedStats, list_tree, sync_tree};
 use crate::verdict;
 use crate::workspace::TreeScan;
 
+use super::parallel;
 use super::refusal::{RefusalKind, Stop, io_fault, refuse};
 use super::run::{Built, ModeRun, Mutant, Shared, owning_package, rebuilt, stale_detail};
 use super::{BatteryError, Options, failure_summary};
@@ -416,6 +417,12 @@ pub struct SwitchInfo {
     pub forced_fail_passed: Vec<String>,
     /// Median harness overhead per switched mutant (scratch listing and cleanup), seconds.
     pub overhead_seconds_median: Option<f64>,
+    /// How many switched mutants' test runs went on at once at most (`-j N`).
+    pub jobs: usize,
+    /// Switched mutations whose first test run was dropped because a file appeared in the
+    /// scratch copy while other runs went on: they ran again one at a time (see
+    /// [`crate::battery::parallel`]).
+    pub ran_again_alone: Vec<String>,
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Stop> {
@@ -606,6 +613,8 @@ impl Switch {
                 forced_fail_failed: Vec::new(),
                 forced_fail_passed: Vec::new(),
                 overhead_seconds_median: None,
+                jobs: opts.jobs.max(1),
+                ran_again_alone: Vec::new(),
             },
             scratch,
             packages: Vec::new(),
@@ -624,6 +633,22 @@ impl Switch {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
         CargoCmd::new(&c).with_state_dir(&self.state)
+    }
+
+    /// One run of the listed tests with `mutant` selected (`None`: the original code), with
+    /// a private temporary directory ([`parallel::run_alone`]).
+    fn run_tests(
+        &self,
+        sh: &Shared<'_>,
+        mutant: Option<&str>,
+        timeout: Duration,
+    ) -> Result<TestRun, Stop> {
+        parallel::run_alone(
+            &self.state,
+            self.cargo(mutant),
+            &sh.catalog.spec.tests,
+            timeout,
+        )
     }
 
     fn id(&self, i: usize) -> &str {
@@ -1048,9 +1073,7 @@ impl ModeRun for Switch {
     }
 
     fn control_run(&self, sh: &Shared<'_>, timeout: Duration) -> Result<TestRun, Stop> {
-        Ok(self
-            .cargo(None)
-            .run(&sh.catalog.spec.tests, Some(timeout))?)
+        self.run_tests(sh, None, timeout)
     }
 
     /// The forced-fail control: with every switched function panicking, at least one
@@ -1065,9 +1088,7 @@ impl ModeRun for Switch {
             return Ok(());
         }
         sh.progress.phase("forced-fail control");
-        let ff = self
-            .cargo(Some(FORCED_FAIL))
-            .run(&sh.catalog.spec.tests, Some(timeout))?;
+        let ff = self.run_tests(sh, Some(FORCED_FAIL), timeout)?;
         for (t, o) in &ff.outcomes {
             if verdict::is_kill(*o) || *o == Outcome::NoResult {
                 self.info.forced_fail_failed.push(t.clone());
@@ -1140,9 +1161,7 @@ impl ModeRun for Switch {
             ("rebuild fallback", None)
         };
         sh.progress.phase(&format!("{}: testing ({how})", mu.tag));
-        Ok(self
-            .cargo(mutant)
-            .run(&sh.catalog.spec.tests, Some(timeout))?)
+        self.run_tests(sh, mutant, timeout)
     }
 
     fn restore_mutant(&mut self, _: &Shared<'_>, _: &Mutant<'_>) -> Result<(), Stop> {
@@ -1150,6 +1169,19 @@ impl ModeRun for Switch {
             Some((dst, original)) => write_file(&dst, &original),
             None => Ok(()),
         }
+    }
+
+    fn concurrent(&self, pm: &PreparedMutation) -> bool {
+        self.mode_of(pm.index) != PlanMode::Rebuild
+    }
+
+    fn concurrent_tests(&self, pm: &PreparedMutation) -> Option<CargoCmd> {
+        (self.mode_of(pm.index) == PlanMode::Switched).then(|| self.cargo(Some(self.id(pm.index))))
+    }
+
+    fn concurrency(&mut self, jobs: usize, ran_again_alone: &[String]) {
+        self.info.jobs = jobs.max(1);
+        self.info.ran_again_alone = ran_again_alone.to_vec();
     }
 
     fn finish(&mut self) -> Result<(), Stop> {

@@ -51,6 +51,22 @@ impl Progress {
         }
     }
 
+    /// What is going on now, shown only as the bar's message (no line when there is no bar):
+    /// for work whose lines are printed later, in order.
+    pub fn live(&self, msg: &str) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(msg.to_string());
+        }
+    }
+
+    /// A phase that has already ended, logged in its place among the lines that stay: a
+    /// line without a bar, nothing with one (its message showed what went on).
+    pub fn past(&self, msg: &str) {
+        if self.bar.is_none() {
+            eprintln!("harness: {msg}");
+        }
+    }
+
     /// Sets the number of mutations to run.
     pub fn set_total(&self, n: usize) {
         if let Some(bar) = &self.bar {

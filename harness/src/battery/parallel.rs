@@ -1,0 +1,432 @@
+//! Switch mode's test runs of several mutants at once (`-j N`), each in its own private
+//! temporary directory, their results taken in catalog order.
+//!
+//! A switched mutant needs no build of its own: its test run differs from another's only by
+//! the switch variable in its environment. Up to N such runs go at once (one thread each,
+//! [`std::thread::scope`], results on a channel). Each run gets its own environment (the
+//! switch variable, and `TMPDIR`, `TMP`, `TEMP` and `TEMPDIR` naming a directory of its own
+//! under `<state>/tmp/`, removed when the run ends) and its own timeout, measured from its own
+//! start by the one child runner ([`crate::system::runner`]), which kills its process group.
+//!
+//! What the runs share is the scratch copy they run in. A run that leaves a file there (a
+//! failing proptest writes `proptest-regressions/`) could be read by another run going on at
+//! the same time, and could not be told apart from the other's files. So after each run the
+//! scratch copy is listed: no new file means no run left anything another could have read;
+//! a new file while no other run is going on is this run's own (removed and reported, as
+//! with `-j 1`); a new file while others run makes this run and every run still going on
+//! suspect. Then no new run starts; once the last one has ended the new files are removed
+//! and the suspect mutants run again one at a time, exactly as `-j 1` runs them. Their first
+//! results are dropped. So the verdicts and reports equal those of `-j 1`, timings aside.
+//! A file a run creates and removes again while another run goes on is not seen.
+//!
+//! A harness killed meanwhile leaves the temporary directories behind; the next harness
+//! command removes those of dead runs ([`recover_temp_dirs`]), as it kills their process
+//! groups and restores their files.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::cargo::{CargoCmd, TestRun};
+use crate::process::ProcessId;
+use crate::scratch::list_tree;
+use crate::workspace::{self, TreeScan};
+
+use super::refusal::{RefusalKind, Stop, refuse};
+
+/// The environment variables that name the temporary directory: `TMPDIR` (POSIX, Rust's
+/// [`std::env::temp_dir`]) and the names other runtimes and tools read.
+pub const TEMP_VARS: [&str; 4] = ["TMPDIR", "TMP", "TEMP", "TEMPDIR"];
+
+/// One test run to do: the command (the mutant selected by its environment) and its timeout.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The `cargo test` invocation of the mutant.
+    pub cmd: CargoCmd,
+    /// The mutant's timeout.
+    pub timeout: Duration,
+}
+
+/// One finished run, as the run's judge takes it.
+#[derive(Debug)]
+pub struct Done {
+    /// The test run.
+    pub run: TestRun,
+    /// The files it left in the tree (relative paths), removed.
+    pub created: Vec<PathBuf>,
+    /// Seconds the harness spent around the run (its temporary directory, listing the tree,
+    /// removing what it created).
+    pub overhead: f64,
+}
+
+/// The directory under `state` holding this process's private temporary directories:
+/// `<state>/tmp/<pid>-<start ticks>` (the start time tells a reused pid apart).
+fn owner_dir(state: &Path) -> PathBuf {
+    let me = ProcessId::current();
+    let ticks = me
+        .start_ticks
+        .map_or_else(|| "unknown".to_string(), |t| t.to_string());
+    state.join("tmp").join(format!("{}-{ticks}", me.pid))
+}
+
+/// Removes the temporary directories under `<state>/tmp/` of harness processes that are no
+/// longer alive (killed while their test runs went on). Returns each removed directory, or
+/// the error that kept it.
+pub fn recover_temp_dirs(state: &Path) -> Vec<(PathBuf, std::io::Result<()>)> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(state.join("tmp")) else {
+        return out;
+    };
+    let mut dirs: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    dirs.sort();
+    for dir in dirs {
+        let Some(name) = dir.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let Some((pid, ticks)) = name.split_once('-') else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        let owner = ProcessId {
+            pid,
+            start_ticks: ticks.parse().ok(),
+        };
+        if owner.is_alive() {
+            continue;
+        }
+        let res = remove_dir(&dir);
+        out.push((dir, res));
+    }
+    out
+}
+
+/// Removes `dir` and everything in it, first giving its owner back the permissions a test
+/// may have taken away from a folder inside it.
+fn remove_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::remove_dir_all(dir).is_ok() || !dir.exists() {
+        return Ok(());
+    }
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if let Ok(m) = std::fs::symlink_metadata(&d)
+            && m.is_dir()
+        {
+            let _ = std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700));
+            if let Ok(rd) = std::fs::read_dir(&d) {
+                stack.extend(rd.flatten().map(|e| e.path()));
+            }
+        }
+    }
+    std::fs::remove_dir_all(dir)
+}
+
+/// The number of the next private temporary directory of this process: each run's has a
+/// name no other run of the process had.
+static NEXT_TEMP: AtomicUsize = AtomicUsize::new(1);
+
+/// The private temporary directories of one block of runs (see [`run_block`]).
+struct Temps {
+    root: PathBuf,
+}
+
+impl Temps {
+    fn new(state: &Path) -> Temps {
+        Temps {
+            root: owner_dir(state),
+        }
+    }
+
+    /// A new, empty directory for one run.
+    fn make(&mut self) -> Result<PathBuf, Stop> {
+        let k = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
+        let dir = self.root.join(k.to_string());
+        std::fs::create_dir_all(&dir).map_err(|e| {
+            refuse(
+                RefusalKind::HarnessFault,
+                format!(
+                    "{}: cannot create a test run's temporary directory: {e}",
+                    dir.display()
+                ),
+            )
+        })?;
+        Ok(dir)
+    }
+
+    fn remove(&self, dir: &Path) -> Result<(), Stop> {
+        remove_dir(dir).map_err(|e| {
+            refuse(
+                RefusalKind::HarnessFault,
+                format!(
+                    "{}: cannot remove a test run's temporary directory: {e}",
+                    dir.display()
+                ),
+            )
+        })
+    }
+}
+
+impl Drop for Temps {
+    fn drop(&mut self) {
+        let _ = remove_dir(&self.root);
+        if let Some(parent) = self.root.parent() {
+            // Only when empty: other harness processes keep theirs there.
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
+/// Runs `cmd`'s listed `tests` once with a private temporary directory of its own
+/// ([`TEMP_VARS`], under `<state>/tmp/`, removed afterwards): switch mode's control runs and
+/// rebuild fallbacks, so that every test run of a switch battery starts from an empty
+/// temporary directory, as the concurrent ones do.
+pub(crate) fn run_alone(
+    state: &Path,
+    cmd: CargoCmd,
+    tests: &[String],
+    timeout: Duration,
+) -> Result<TestRun, Stop> {
+    let mut temps = Temps::new(state);
+    let tmp = temps.make()?;
+    let mut cmd = cmd;
+    for v in TEMP_VARS {
+        cmd = cmd.with_env(v, &tmp.to_string_lossy());
+    }
+    let res = cmd.run(tests, Some(timeout)).map_err(Stop::from);
+    let removed = temps.remove(&tmp);
+    res.and_then(|r| removed.map(|()| r))
+}
+
+/// Where one item of a block stands.
+enum Slot {
+    /// Not started (or to run again).
+    Waiting,
+    /// Its run goes on.
+    Running,
+    /// Finished, not yet given to the judge.
+    Finished(Option<Done>),
+    /// Given to the judge.
+    Taken,
+}
+
+/// What [`run_block`] did besides the results.
+#[derive(Debug, Default)]
+pub struct BlockStats {
+    /// Items (indices into the block) whose first run was dropped because a file appeared
+    /// in the tree while other runs went on: they ran again one at a time.
+    pub ran_again_alone: Vec<usize>,
+}
+
+/// Runs the test runs of `items` (in order; `None`: nothing to run, the judge is given
+/// `None`), up to `jobs` at once, in the tree at `root` that only this battery writes, each
+/// with its own temporary directory under `<state>/tmp/` ([`TEMP_VARS`]). `take` is called
+/// once per item, in item order, with the item's index and its result, as soon as it and
+/// every item before it have finished. The first error (a run's, the judge's, a listing's,
+/// an interruption) stops new runs from starting; the runs going on end (an interruption
+/// stops them at once, anything else lets them run to their end or timeout), the files they
+/// created are removed, and the error is returned after the items before the failing one
+/// have been taken.
+pub(crate) fn run_block(
+    root: &Path,
+    state: &Path,
+    jobs: usize,
+    tests: &[String],
+    items: Vec<Option<Job>>,
+    take: &mut dyn FnMut(usize, Option<Done>) -> Result<(), Stop>,
+) -> Result<BlockStats, Stop> {
+    let n = items.len();
+    let jobs = jobs.max(1);
+    let mut temps = Temps::new(state);
+    let mut slots: Vec<Slot> = items
+        .iter()
+        .map(|j| match j {
+            Some(_) => Slot::Waiting,
+            None => Slot::Finished(None),
+        })
+        .collect();
+    let mut queue: VecDeque<usize> = (0..n).filter(|&i| items[i].is_some()).collect();
+    let mut alone: VecDeque<usize> = VecDeque::new();
+    let mut stats = BlockStats::default();
+    let mut base = list_tree(root)?;
+    // Each running item's temporary directory and the seconds spent starting it.
+    let mut running: BTreeMap<usize, (PathBuf, f64)> = BTreeMap::new();
+    // Set when a file appeared while other runs went on: no run starts until the last one
+    // has ended; every run that ends meanwhile is suspect.
+    let mut draining = false;
+    let mut suspect: BTreeSet<usize> = BTreeSet::new();
+    let mut stop: Option<(usize, Stop)> = None;
+    let mut next_take = 0;
+    std::thread::scope(|scope| {
+        let (tx, rx) = mpsc::channel::<(usize, Result<TestRun, Stop>)>();
+        loop {
+            // Give the judge every finished item in order.
+            while stop.is_none() && next_take < n {
+                if !matches!(slots[next_take], Slot::Finished(_)) {
+                    break;
+                }
+                let Slot::Finished(done) = std::mem::replace(&mut slots[next_take], Slot::Taken)
+                else {
+                    unreachable!("checked above");
+                };
+                match take(next_take, done) {
+                    Ok(()) => next_take += 1,
+                    Err(e) => note(&mut stop, next_take, e),
+                }
+            }
+            if crate::interrupt::requested() {
+                note(&mut stop, next_take, Stop::Interrupted);
+            }
+            // Start runs.
+            if stop.is_none() && !draining {
+                loop {
+                    let limit = if alone.is_empty() { jobs } else { 1 };
+                    if running.len() >= limit {
+                        break;
+                    }
+                    let Some(i) = alone.pop_front().or_else(|| queue.pop_front()) else {
+                        break;
+                    };
+                    let t0 = Instant::now();
+                    let tmp = match temps.make() {
+                        Ok(d) => d,
+                        Err(e) => {
+                            note(&mut stop, i, e);
+                            break;
+                        }
+                    };
+                    let job = items[i].as_ref().expect("queued items have a job");
+                    let mut cmd = job.cmd.clone();
+                    for v in TEMP_VARS {
+                        cmd = cmd.with_env(v, &tmp.to_string_lossy());
+                    }
+                    let timeout = job.timeout;
+                    let tx = tx.clone();
+                    let prep = t0.elapsed().as_secs_f64();
+                    // The runner waits for its child in this thread, which ends only after
+                    // the child (its parent-death signal is tied to this thread) has exited.
+                    scope.spawn(move || {
+                        // A panic in the thread must still send a result: the loop waits
+                        // for one per running item.
+                        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            cmd.run(tests, Some(timeout)).map_err(Stop::from)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(refuse(
+                                RefusalKind::HarnessFault,
+                                "a test run's thread panicked".to_string(),
+                            ))
+                        });
+                        let _ = tx.send((i, res));
+                    });
+                    slots[i] = Slot::Running;
+                    running.insert(i, (tmp, prep));
+                }
+            }
+            if running.is_empty() {
+                break;
+            }
+            // Wait for one run to end.
+            let (i, res) = rx.recv().expect("a running item's thread sends its result");
+            let (tmp, prep) = running.remove(&i).expect("it was running");
+            let t1 = Instant::now();
+            let removed = temps.remove(&tmp);
+            let res = res.and_then(|run| removed.map(|()| run));
+            let after = res.and_then(|run| Ok((run, list_tree(root)?)));
+            'judged: {
+                let (run, after) = match after {
+                    Ok(x) => x,
+                    Err(e) => {
+                        note(&mut stop, i, e);
+                        slots[i] = Slot::Taken;
+                        break 'judged;
+                    }
+                };
+                if draining || (!new_files(&base, &after).is_empty() && !running.is_empty()) {
+                    // Suspect: another run may have read what this one left, or this one what
+                    // another left.
+                    draining = true;
+                    suspect.insert(i);
+                    slots[i] = Slot::Waiting;
+                } else {
+                    let mut created = Vec::new();
+                    if running.is_empty() {
+                        // Alone: whatever is new is this run's own.
+                        let removed = workspace::remove_created(root, &base, &after)
+                            .map_err(Stop::from)
+                            .and_then(|files| {
+                                if !files.is_empty() {
+                                    base = list_tree(root)?;
+                                }
+                                Ok(files)
+                            });
+                        match removed {
+                            Ok(files) => created = files,
+                            Err(e) => {
+                                note(&mut stop, i, e);
+                                slots[i] = Slot::Taken;
+                                break 'judged;
+                            }
+                        }
+                    }
+                    slots[i] = Slot::Finished(Some(Done {
+                        run,
+                        created,
+                        overhead: prep + t1.elapsed().as_secs_f64(),
+                    }));
+                }
+            }
+            if running.is_empty() && (draining || stop.is_some()) {
+                // Quiet: nothing runs. Remove what the runs left and run the suspects
+                // again, one at a time.
+                let settled = list_tree(root)
+                    .map_err(Stop::from)
+                    .and_then(|after| Ok(workspace::remove_created(root, &base, &after)?))
+                    .and_then(|_| Ok(list_tree(root)?));
+                match settled {
+                    Ok(b) => base = b,
+                    Err(e) => note(&mut stop, n, e),
+                }
+                draining = false;
+                for s in std::mem::take(&mut suspect) {
+                    stats.ran_again_alone.push(s);
+                    alone.push_back(s);
+                }
+            }
+        }
+    });
+    // Items before the failing one that finished are the judge's, in order.
+    if let Some((at, e)) = stop {
+        while next_take < at.min(n) {
+            match std::mem::replace(&mut slots[next_take], Slot::Taken) {
+                Slot::Finished(done) => take(next_take, done)?,
+                _ => break,
+            }
+            next_take += 1;
+        }
+        return Err(e);
+    }
+    stats.ran_again_alone.sort_unstable();
+    stats.ran_again_alone.dedup();
+    Ok(stats)
+}
+
+/// Keeps the first error in item order: the one `-j 1` would have met first.
+fn note(stop: &mut Option<(usize, Stop)>, at: usize, e: Stop) {
+    if stop.as_ref().is_none_or(|(first, _)| at < *first) {
+        *stop = Some((at, e));
+    }
+}
+
+/// The files of `after` that `before` does not hold.
+fn new_files(before: &TreeScan, after: &TreeScan) -> Vec<PathBuf> {
+    after
+        .files
+        .keys()
+        .filter(|p| !before.files.contains_key(*p))
+        .cloned()
+        .collect()
+}
