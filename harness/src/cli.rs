@@ -200,6 +200,16 @@ pub struct BatteryRunArgs {
     /// (unknown, no merge base, no git work tree) is refused (exit 2).
     #[arg(long, value_name = "REV")]
     pub since: Option<String>,
+    /// With `--since`: exit 1 (weak) when a function of the members' `src/` that the diff
+    /// changes is touched by no mutation of the given catalogs (UNGUARDED-IN-DIFF, always
+    /// listed in the reports).
+    #[arg(long, requires = "since")]
+    pub require_guarded: bool,
+    /// With `--since`: also run cargo-mutants' generated mutants inside the same diff
+    /// through the switch runner (reports in `<reports>/<catalog>-generated/`); a missed one
+    /// makes the exit 1 (weak).
+    #[arg(long, requires = "since")]
+    pub mutants: bool,
     /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
     /// compile every mutation that lies in one function body once, in a scratch copy,
     /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
@@ -233,6 +243,11 @@ impl BatteryRunArgs {
             since: self.since.clone(),
             incremental: self.incremental,
             recheck: self.recheck,
+            diff_scope: battery::DiffScope {
+                guards: Vec::new(),
+                require_guarded: self.require_guarded,
+                mutants: self.mutants,
+            },
         })
     }
 }
@@ -603,7 +618,10 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
         .run
         .options(state, args.reports.reports.clone(), String::new())
     {
-        Ok(o) => o,
+        Ok(mut o) => {
+            o.diff_scope.guards = args.catalogs.clone();
+            o
+        }
         Err(e) => {
             eprintln!("harness: {e}");
             return EXIT_REFUSED;
@@ -989,6 +1007,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         since: None,
         incremental: false,
         recheck: 0,
+        diff_scope: battery::DiffScope::default(),
     };
     let progress = Progress::auto();
     progress.line(&format!("battery {}", path.display()));
