@@ -16,7 +16,9 @@ use crate::{EXIT_ALL_MET, EXIT_REFUSED, interrupt, report, workspace};
 const EXIT_CODES: &str = "\
 Exit codes:
   0    every expectation MET (and, on a full run, no test UNFALSIFIED)
-  1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED
+  1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED;
+       with --since: a changed function UNGUARDED-IN-DIFF (--require-guarded) or a
+       generated mutant inside the diff missed (--mutants)
   2    the instrument could not be trusted: a refusal (below) or a bad catalog
   130  interrupted by a signal (the tree was restored first)
 `lock run` exits with its command's exit code.
