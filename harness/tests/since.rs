@@ -208,6 +208,8 @@ fn changed_functions_no_mutation_touches_are_unguarded_in_diff() {
         md.contains("| `src/lib.rs` | `countdown` | 23-32 | 23,25-26 |"),
         "{md}"
     );
+    let section = &md[md.find("### Unguarded").unwrap()..md.find("<details>").unwrap()];
+    insta::assert_snapshot!("since_unguarded_markdown", section);
 
     // The same with --require-guarded: weak.
     let (required, d2) = run("required", &["--require-guarded"]);
