@@ -16,7 +16,9 @@ use crate::{EXIT_ALL_MET, EXIT_REFUSED, interrupt, report, workspace};
 const EXIT_CODES: &str = "\
 Exit codes:
   0    every expectation MET (and, on a full run, no test UNFALSIFIED)
-  1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED
+  1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED;
+       with --since: a changed function UNGUARDED-IN-DIFF (--require-guarded) or a
+       generated mutant inside the diff missed (--mutants)
   2    the instrument could not be trusted: a refusal (below) or a bad catalog
   130  interrupted by a signal (the tree was restored first)
 `lock run` exits with its command's exit code.
@@ -205,6 +207,16 @@ pub struct BatteryRunArgs {
     /// (unknown, no merge base, no git work tree) is refused (exit 2).
     #[arg(long, value_name = "REV")]
     pub since: Option<String>,
+    /// With `--since`: exit 1 (weak) when a function of the members' `src/` that the diff
+    /// changes is touched by no mutation of the given catalogs (UNGUARDED-IN-DIFF, always
+    /// listed in the reports).
+    #[arg(long, requires = "since")]
+    pub require_guarded: bool,
+    /// With `--since`: also run cargo-mutants' generated mutants inside the same diff
+    /// through the switch runner (reports in `<reports>/<catalog>-generated/`); a missed one
+    /// makes the exit 1 (weak).
+    #[arg(long, requires = "since")]
+    pub mutants: bool,
     /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
     /// compile every mutation that lies in one function body once, in a scratch copy,
     /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
@@ -239,6 +251,11 @@ impl BatteryRunArgs {
             incremental: self.incremental,
             recheck: self.recheck,
             jobs: self.jobs,
+            diff_scope: battery::DiffScope {
+                guards: Vec::new(),
+                require_guarded: self.require_guarded,
+                mutants: self.mutants,
+            },
         })
     }
 }
@@ -634,7 +651,10 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
         .run
         .options(state, args.reports.reports.clone(), String::new())
     {
-        Ok(o) => o,
+        Ok(mut o) => {
+            o.diff_scope.guards = args.catalogs.clone();
+            o
+        }
         Err(e) => {
             eprintln!("harness: {e}");
             return EXIT_REFUSED;
@@ -1025,6 +1045,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         incremental: false,
         recheck: 0,
         jobs: 1,
+        diff_scope: battery::DiffScope::default(),
     };
     let progress = Progress::auto();
     progress.line(&format!("battery {}", path.display()));

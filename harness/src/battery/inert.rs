@@ -97,6 +97,12 @@ fn tokens(text: &str) -> Option<Vec<Tok>> {
     Some(out)
 }
 
+/// The tokens of `text` as the compiler reads them (comments, doc comments and whitespace
+/// left out), or `None` when it does not lex.
+pub(crate) fn code_tokens(text: &str) -> Option<Vec<String>> {
+    tokens(text).map(|t| t.into_iter().map(|t| t.text).collect())
+}
+
 /// Byte ranges of the string literals whose value is discarded: a literal that is a whole
 /// expression statement (`"text";`) or the initializer of `let _ = ...;`.
 fn discarded_literals(text: &str) -> BTreeSet<(usize, usize)> {

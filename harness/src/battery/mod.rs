@@ -23,6 +23,7 @@ pub mod run;
 pub mod scratch;
 pub mod shard;
 pub mod switch;
+pub mod unguarded;
 pub mod verdict;
 pub mod workspace;
 
@@ -74,6 +75,22 @@ pub struct Options {
     /// Switch mode: how many mutants' test runs may go on at once (`-j N`, at least 1; see
     /// [`parallel`]). Rebuild mode takes only 1 ([`BatteryError::JobsNeedSwitchMode`]).
     pub jobs: usize,
+    /// What `--since` adds besides selecting mutations (see [`DiffScope`]).
+    pub diff_scope: DiffScope,
+}
+
+/// With `--since`: UNGUARDED-IN-DIFF and cargo-mutants' generated mutants inside the diff.
+#[derive(Debug, Clone, Default)]
+pub struct DiffScope {
+    /// The catalogs whose mutations guard changed functions (every catalog of the command);
+    /// empty: the battery's own catalog alone. The battery's own catalog always counts.
+    pub guards: Vec<PathBuf>,
+    /// `--require-guarded`: a changed function no mutation touches makes the battery weak
+    /// (exit 1).
+    pub require_guarded: bool,
+    /// `--mutants`: also run cargo-mutants' generated mutants inside the diff through the
+    /// switch runner; a missed one makes the battery weak (exit 1).
+    pub mutants: bool,
 }
 
 /// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
@@ -94,6 +111,14 @@ pub enum BatteryError {
     /// `--since REV`: the diff does not fit the tree.
     #[error(transparent)]
     Since(#[from] diffscope::SinceError),
+    /// `--since REV`: the workspace members (whose `src/` is guarded code) could not be
+    /// listed.
+    #[error("--since: cannot list the workspace members (cargo metadata): {0}")]
+    Members(#[source] crate::cargo::CargoError),
+    /// `--mutants`: cargo-mutants could not list the generated mutants inside the diff, or
+    /// their catalog could not be written.
+    #[error("--mutants: {0}")]
+    Generated(String),
     /// `--only` named an id the catalog does not have.
     #[error("{catalog}: --only names unknown mutation id(s): {ids}")]
     UnknownOnly {
@@ -164,6 +189,10 @@ pub fn run_mode(
         }
         None => None,
     };
+    let unguarded = match &diff {
+        Some(d) => Some(unguarded_list(&catalog, d, opts)?),
+        None => None,
+    };
     let place = catalog.check_target_dir()?;
     progress.line(&format!("target directory {place}"));
     let reports_root = opts
@@ -211,14 +240,35 @@ pub fn run_mode(
     if let Some(s) = &opts.shard {
         report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
     }
+    let dir = report::report_dir(&reports_root, &catalog.name);
+    let mut extra = Vec::new();
+    if let Some(list) = unguarded {
+        report.require_guarded = opts.diff_scope.require_guarded;
+        if report.status == Status::Complete && report.require_guarded && !list.is_empty() {
+            report.exit_code = ExitCode::of(report.exit_code).worst(ExitCode::Weak).code();
+        }
+        report.unguarded_in_diff = Some(list);
+    }
+    if let Some(d) = &diff
+        && opts.diff_scope.mutants
+        && report.status == Status::Complete
+    {
+        let (generated, files) =
+            crate::mutants::in_diff::run(&catalog, d, opts, &reports_root, &dir, progress)?;
+        report.exit_code = ExitCode::of(report.exit_code)
+            .worst(ExitCode::of(generated.exit_code))
+            .code();
+        report.generated_in_diff = Some(generated);
+        extra = files;
+    }
     report.started_unix = started_unix;
     report.wall_seconds = started.elapsed().as_secs_f64();
-    let dir = report::report_dir(&reports_root, &catalog.name);
     let mut written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
         path: dir.clone(),
         source,
     })?;
     written.extend(mode.write_reports(&dir, &run.overheads)?);
+    written.extend(extra);
     Ok(RunResult { report, written })
 }
 
@@ -229,6 +279,32 @@ pub fn check_jobs(jobs: usize, mode: Mode) -> Result<(), BatteryError> {
         return Err(BatteryError::JobsNeedSwitchMode { jobs });
     }
     Ok(())
+}
+
+/// UNGUARDED-IN-DIFF for `catalog`'s workspace: the changed functions of its members'
+/// `src/` that no mutation of `opts.diff_scope.guards` (and of `catalog`) touches.
+fn unguarded_list(
+    catalog: &Catalog,
+    diff: &diffscope::DiffLines,
+    opts: &Options,
+) -> Result<Vec<unguarded::UnguardedFn>, BatteryError> {
+    let members = crate::cargo::CargoCmd::new(catalog)
+        .metadata()
+        .map_err(BatteryError::Members)?;
+    let root = &catalog.root;
+    let src_dirs: Vec<PathBuf> = members
+        .iter()
+        .filter_map(|p| {
+            let dir = p.dir.canonicalize().unwrap_or_else(|_| p.dir.clone());
+            dir.strip_prefix(root).ok().map(|d| d.join("src"))
+        })
+        .collect();
+    let mut paths = vec![catalog.path.clone()];
+    paths.extend(opts.diff_scope.guards.iter().cloned());
+    let guards = unguarded::guards(root, &paths)?;
+    Ok(unguarded::unguarded_in_diff(
+        root, diff, &src_dirs, &guards,
+    )?)
 }
 
 /// The manifest of a shard's report: the catalog's bytes, the tree, the partition.
@@ -366,6 +442,9 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         refusal,
         only: opts.only.clone(),
         since: opts.since.clone(),
+        unguarded_in_diff: None,
+        require_guarded: false,
+        generated_in_diff: None,
         shard: None,
         incremental: run.reuse.as_ref().map(|r| report::IncrementalInfo {
             cache: r.path.clone(),

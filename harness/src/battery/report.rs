@@ -39,6 +39,17 @@ pub struct BatteryReport {
     /// (UNFALSIFIED is then not computed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub since: Option<String>,
+    /// With `--since`: UNGUARDED-IN-DIFF, the functions of the members' `src/` the diff
+    /// changes that no mutation of the command's catalogs touches (file and line order).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unguarded_in_diff: Option<Vec<super::unguarded::UnguardedFn>>,
+    /// `--require-guarded`: a function UNGUARDED-IN-DIFF makes the exit code 1.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub require_guarded: bool,
+    /// With `--since --mutants`: cargo-mutants' generated mutants inside the diff, run
+    /// through the switch runner and reported in their own terms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generated_in_diff: Option<crate::mutants::in_diff::GeneratedInDiff>,
     /// Set on a shard's report (`--shard K/N`): what `harness merge` checks. Absent from
     /// unsharded and merged reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,9 +357,54 @@ fn headline(r: &BatteryReport) -> String {
                     }
                     (None, None) => "unfalsified not computed (--only)".to_string(),
                 }
-            )
+            ) + &diff_scope_headline(r)
         }
     }
+}
+
+/// What `--since` adds to the headline: the UNGUARDED-IN-DIFF count and the generated
+/// mutants' counts (empty without `--since`).
+fn diff_scope_headline(r: &BatteryReport) -> String {
+    let mut s = String::new();
+    if let Some(u) = &r.unguarded_in_diff {
+        s.push_str(&format!(
+            "; {} changed function(s) unguarded in diff{}",
+            u.len(),
+            if r.require_guarded {
+                " (--require-guarded)"
+            } else {
+                ""
+            }
+        ));
+    }
+    if let Some(g) = &r.generated_in_diff {
+        match &g.refusal {
+            Some(f) => s.push_str(&format!(
+                "; generated mutants in diff: battery refused {}",
+                f.kind
+            )),
+            None => s.push_str(&format!(
+                "; {} generated mutant(s) in diff: {} caught, {} missed, {} unviable, {} timeout",
+                g.listed, g.caught, g.missed, g.unviable, g.timeout
+            )),
+        }
+    }
+    s
+}
+
+/// `file:a-b,c` for a function's changed lines.
+fn lines_text(ranges: &[(usize, usize)]) -> String {
+    ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 fn md_escape(s: &str) -> String {
@@ -418,6 +474,80 @@ pub fn markdown(r: &BatteryReport) -> String {
             s.push_str(&format!("- `{t}`\n"));
         }
         s.push('\n');
+    }
+    if let Some(u) = &r.unguarded_in_diff
+        && !u.is_empty()
+    {
+        s.push_str("### Unguarded in diff (changed functions no mutation touches)\n\n");
+        s.push_str("| file | function | lines | changed lines |\n|---|---|---|---|\n");
+        for f in u {
+            s.push_str(&format!(
+                "| `{}` | `{}` | {}-{} | {} |\n",
+                f.file.display(),
+                md_escape(&f.function),
+                f.line,
+                f.end_line,
+                lines_text(&f.changed_lines)
+            ));
+        }
+        s.push('\n');
+    }
+    if let Some(g) = &r.generated_in_diff {
+        s.push_str(&format!(
+            "### Generated mutants inside the diff (cargo-mutants {}, switch runner)\n\n",
+            g.cargo_mutants_version
+        ));
+        match &g.refusal {
+            Some(f) => s.push_str(&format!(
+                "Their battery `{}` refused {}: {}\n\n",
+                g.battery.as_deref().unwrap_or("-"),
+                f.kind,
+                md_escape(&f.detail)
+            )),
+            None => s.push_str(&format!(
+                "{} listed, {} caught, {} missed, {} unviable, {} timeout{}{}\n\n",
+                g.listed,
+                g.caught,
+                g.missed,
+                g.unviable,
+                g.timeout,
+                if g.crashed + g.tests_missing > 0 {
+                    format!(", {} crashed, {} tests missing", g.crashed, g.tests_missing)
+                } else {
+                    String::new()
+                },
+                if g.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} left out: not expressible as a mutation)",
+                        g.skipped.len()
+                    )
+                }
+            )),
+        }
+        if !g.mutants.is_empty() {
+            s.push_str("| mutant | file:line | status | killed by |\n|---|---|---|---|\n");
+            for m in &g.mutants {
+                s.push_str(&format!(
+                    "| {} | `{}:{}` | {} | {} |\n",
+                    md_escape(&m.name),
+                    m.file,
+                    m.line,
+                    m.status.word(),
+                    if m.killed_by.is_empty() {
+                        "-".to_string()
+                    } else {
+                        m.killed_by
+                            .iter()
+                            .map(|k| format!("`{k}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    }
+                ));
+            }
+            s.push('\n');
+        }
     }
     if !r.kill_matrix.mutations.is_empty() {
         s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result: its binary died, x missing under the mutation)</summary>\n\n");
@@ -566,6 +696,26 @@ pub fn table(r: &BatteryReport) -> String {
         for t in u {
             s.push_str(&format!("UNFALSIFIED  {t}\n"));
         }
+    }
+    for f in r.unguarded_in_diff.iter().flatten() {
+        s.push_str(&format!(
+            "UNGUARDED-IN-DIFF  {}: {} (changed lines {})\n",
+            f.file.display(),
+            f.function,
+            lines_text(&f.changed_lines)
+        ));
+    }
+    for m in r.generated_in_diff.iter().flat_map(|g| &g.mutants) {
+        s.push_str(&format!(
+            "GENERATED  {:<8}  {}{}\n",
+            m.status.word().to_uppercase(),
+            m.name,
+            if m.killed_by.is_empty() {
+                String::new()
+            } else {
+                format!(" (killed by {})", m.killed_by.join(", "))
+            }
+        ));
     }
     s.push_str(&headline(r));
     s.push('\n');

@@ -655,9 +655,10 @@ pub fn run(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let s = Setup::new(args)?;
-    let opts = args
+    let mut opts = args
         .run
         .options(state, Some(s.reports_root.clone()), lock.to_string())?;
+    opts.diff_scope.guards = args.catalogs.clone();
     let log = s.dir.join("test.log");
     let (command, source) = test_command(args.test_command.as_deref(), &s.root);
     // The first battery's build directory (see `run_test_command`).
@@ -723,8 +724,30 @@ fn battery_reason(r: &BatteryReport) -> String {
         ),
         None => {
             let s = &r.summary;
+            let mut extra = String::new();
+            if r.require_guarded
+                && let Some(u) = r.unguarded_in_diff.as_ref().filter(|u| !u.is_empty())
+            {
+                extra.push_str(&format!(
+                    ", {} changed functions UNGUARDED-IN-DIFF (--require-guarded)",
+                    u.len()
+                ));
+            }
+            if let Some(g) = &r.generated_in_diff {
+                match &g.refusal {
+                    Some(f) => extra.push_str(&format!(
+                        ", its generated mutants' battery refused: {}: {}",
+                        f.kind, f.detail
+                    )),
+                    None if g.missed > 0 => extra.push_str(&format!(
+                        ", {} generated mutants inside the diff missed",
+                        g.missed
+                    )),
+                    None => {}
+                }
+            }
             format!(
-                "battery `{}`: {} unmet expectations, {} unfalsified tests (exit {})",
+                "battery `{}`: {} unmet expectations, {} unfalsified tests{extra} (exit {})",
                 r.catalog.name,
                 s.unmet,
                 r.unfalsified.as_ref().map_or(0, Vec::len),

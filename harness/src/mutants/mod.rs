@@ -22,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use crate::catalog::Catalog;
 use crate::system::runner::{Finished, Output, RunError, Runner};
 
+pub mod in_diff;
+
 /// The cargo-mutants version `harness mutants` drives (installed by
 /// `scripts/install-cargo-mutants`).
 pub const CARGO_MUTANTS_VERSION: &str = "27.1.0";
