@@ -234,10 +234,23 @@ pub(crate) fn quantize_q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut sum = 0i32;
     for (qi, &xi) in q.iter_mut().zip(x) {
-        *qi = (xi * id).round() as i8;
+        *qi = round_to_i8(xi * id);
         sum += *qi as i32;
     }
     (d, sum)
+}
+
+/// `v.round() as i8` (half away from zero, saturating, NaN to 0), bit for bit, without a
+/// call to the C library's `roundf` (the baseline x86-64 target has no rounding
+/// instruction): the value is clamped to the `i8` range, truncated, and its exact
+/// fraction `v - trunc(v)` moves the result one step away from zero when it is at least
+/// one half; the loop of [`quantize_q8_block`] then vectorises.
+#[inline(always)]
+fn round_to_i8(v: f32) -> i8 {
+    let v = v.clamp(-128.0, 127.0);
+    let t = v as i32;
+    let f = v - t as f32;
+    (t + (f >= 0.5) as i32 - (f <= -0.5) as i32) as i8
 }
 
 /// Read the little-endian f16 at `b[0..2]` as f32.
