@@ -802,16 +802,15 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
     with_scratch(|s| {
         let Scratch { act, out_t } = s;
         if let (RowKernels::Quant { act: ty, .. }, Some((p, pk))) = (kern, packed_path(w, cpu.isa))
+            && let Some(tile) = packed_tile_kernel(cpu.isa, p.ty())
         {
-            if let Some(tile) = packed_tile_kernel(cpu.isa, p.ty()) {
-                act.quantize(ty, x, n, cols);
-                let rows: Vec<Q8Row<'_>> = (0..n).map(|i| act.row(i)).collect();
-                packed_matmul(cpu, p, pk, tile, &rows, y);
-                if n * cols > RETAIN_OUT_T {
-                    *act = Q8Activation::new();
-                }
-                return;
+            act.quantize(ty, x, n, cols);
+            let rows: Vec<Q8Row<'_>> = (0..n).map(|i| act.row(i)).collect();
+            packed_matmul(cpu, p, pk, tile, &rows, y);
+            if n * cols > RETAIN_OUT_T {
+                *act = Q8Activation::new();
             }
+            return;
         }
         out_t.clear();
         out_t.resize(n * w.rows, 0.0);
