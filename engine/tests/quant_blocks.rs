@@ -146,7 +146,7 @@ proptest! {
     /// The quantizers' rounding equals `roundf` (Rust's `f32::round`) bit for bit on every
     /// f32: any bit pattern, exact halves `k + 0.5` and their two float neighbours.
     #[test]
-    fn round_half_away_equals_roundf(bits in any::<u32>(), k in -(1i32 << 24)..(1i32 << 24), side in 0usize..3) {
+    fn round_half_away_equals_reference_roundf(bits in any::<u32>(), k in -(1i32 << 24)..(1i32 << 24), side in 0usize..3) {
         let v = f32::from_bits(bits);
         let (got, want) = (quant::round_half_away(v), v.round());
         prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{v:e}: {got:e} vs {want:e}");

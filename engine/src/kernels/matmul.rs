@@ -30,6 +30,13 @@ const TASKS_PER_THREAD: usize = 2;
 const RETAIN_OUT_T: usize = 1 << 18;
 /// Activation rows sharing one pass over a weight row in [`matmul`].
 const GROUP: usize = 4;
+/// Activation rows (tokens) of one register tile of the packed prefill product: each
+/// packed weight block loaded into registers serves this many tokens × 16 output rows.
+const TILE: usize = 8;
+/// Tokens of one cache block of the packed prefill product: a task runs its weight groups
+/// over this many tokens' quantized activations (at most 64 × 1536 bytes of quants, in
+/// the L2 cache) before moving to the next block of tokens.
+const TOKEN_BLOCK: usize = 64;
 
 /// Execution context for the matrix products: a rayon pool of a fixed thread count and
 /// the SIMD path its kernels take.
@@ -385,6 +392,21 @@ type PackedFn<const N: usize> = unsafe fn(&[u8], &[Q8Row<'_>; N]) -> [[f32; X16_
 /// The packed-group kernels for one and [`GROUP`] activation rows.
 type PackedKernels = (PackedFn<1>, PackedFn<GROUP>);
 
+/// The packed-group kernel for a register tile of [`TILE`] activation rows, beside
+/// [`PackedKernels`]: every lane does the same operations whatever the row count, so a
+/// row's result is the same from any of the three.
+fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
+    #[cfg(target_arch = "x86_64")]
+    match (isa, ty) {
+        (Isa::Avx512, GgmlType::Q4_1) => return Some(avx512::bw::q4_1x16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q4_1) => return Some(avx512::vnni::q4_1x16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q8_0) => return Some(avx512::vnni::q8_0x16::<TILE>),
+        _ => {}
+    }
+    let _ = (isa, ty);
+    None
+}
+
 /// The packed kernels of `isa` for packed matrices of `ty`, if it has them.
 fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
     #[cfg(target_arch = "x86_64")]
@@ -429,28 +451,12 @@ fn packed_rows(
     mut put: impl FnMut(usize, usize, f32),
 ) {
     debug_assert!(r0.is_multiple_of(X16_ROWS) && len.is_multiple_of(X16_ROWS));
-    // The packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s` (its
-    // weights are offset by 128); Q8_0 activations carry no sums of their own.
-    let sums: Vec<Vec<f32>> = if p.ty() == GgmlType::Q8_0 {
-        a.iter()
-            .map(|r| {
-                r.qs.chunks_exact(quant::QK)
-                    .map(|c| (128 * c.iter().map(|&q| q as i32).sum::<i32>()) as f32)
-                    .collect()
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
+    let sums = offset_sums(p, a);
     let with_sums: Vec<Q8Row<'_>>;
     let a = if sums.is_empty() {
         a
     } else {
-        with_sums = a
-            .iter()
-            .zip(&sums)
-            .map(|(r, s)| Q8Row { s, ..*r })
-            .collect();
+        with_sums = with_offset_sums(a, &sums);
         &with_sums[..]
     };
     for g in r0 / X16_ROWS..(r0 + len) / X16_ROWS {
@@ -474,6 +480,113 @@ fn packed_rows(
                 put(g * X16_ROWS + j, k, *v);
             }
         }
+    }
+}
+
+/// The packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s` (its
+/// weights are offset by 128; Q8_0 activations carry no sums of their own): those sums
+/// per row of `a` for a Q8_0 packing, nothing for another.
+fn offset_sums(p: &PackedWeights, a: &[Q8Row<'_>]) -> Vec<Vec<f32>> {
+    if p.ty() != GgmlType::Q8_0 {
+        return Vec::new();
+    }
+    a.iter()
+        .map(|r| {
+            r.qs.chunks_exact(quant::QK)
+                .map(|c| (128 * c.iter().map(|&q| q as i32).sum::<i32>()) as f32)
+                .collect()
+        })
+        .collect()
+}
+
+/// The rows of `a` with the sums of [`offset_sums`] in place of theirs.
+fn with_offset_sums<'a>(a: &[Q8Row<'a>], sums: &'a [Vec<f32>]) -> Vec<Q8Row<'a>> {
+    a.iter().zip(sums).map(|(r, s)| Q8Row { s, ..*r }).collect()
+}
+
+/// The tiled prefill product of a packed matrix: `y[i · rows + r]` for every activation
+/// row `i` of `a` and weight row `r` (`y` is `[a.len(), rows]`), written straight into
+/// `y` sixteen outputs at a time.
+///
+/// Blocking: tasks take whole 16-row groups of the output (both threads busy, work
+/// stolen dynamically); inside a task the tokens go in cache blocks of [`TOKEN_BLOCK`]
+/// (their quants stay in L2 while every group of the task passes over them), and for one
+/// group (its blocks over the whole of K, at most 15 KiB for K = 1536, in L1) the tokens
+/// go in register tiles of [`TILE`], then of [`GROUP`], then one by one: each weight
+/// block loaded into registers serves a tile's tokens × 16 rows. A row's result is bit
+/// for bit what [`packed_rows`] gives it alone (the kernels' lanes do not depend on the
+/// tile size). The K dimension is not split: a group's accumulators stay in registers
+/// for the whole row and the group fits the L1 cache at this model's widths.
+fn packed_matmul(
+    cpu: &Cpu,
+    p: &PackedWeights,
+    (one, four): PackedKernels,
+    tile: PackedFn<TILE>,
+    a: &[Q8Row<'_>],
+    y: &mut [f32],
+) {
+    let (n, rows) = (a.len(), p.rows());
+    debug_assert_eq!(y.len(), n * rows);
+    let sums = offset_sums(p, a);
+    let with_sums: Vec<Q8Row<'_>>;
+    let a = if sums.is_empty() {
+        a
+    } else {
+        with_sums = with_offset_sums(a, &sums);
+        &with_sums[..]
+    };
+    let groups = rows / X16_ROWS;
+    let per_task = task_rows(rows, cpu.threads) / X16_ROWS;
+    let tasks = groups.div_ceil(per_task);
+    let base = SendPtr(y.as_mut_ptr());
+    let put = |i: usize, g: usize, out: &[f32; X16_ROWS]| {
+        // SAFETY: `i < n` and `g < groups`, so `i · rows + 16g .. + 16` lies inside `y`;
+        // the tasks own disjoint sets of groups, so no two write the same element, and
+        // `y` stays mutably borrowed until `run_tasks` returns.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                out.as_ptr(),
+                base.get().add(i * rows + g * X16_ROWS),
+                X16_ROWS,
+            )
+        };
+    };
+    let body = |t: usize| {
+        let gs = t * per_task..((t + 1) * per_task).min(groups);
+        for t0 in (0..n).step_by(TOKEN_BLOCK) {
+            let t1 = (t0 + TOKEN_BLOCK).min(n);
+            for g in gs.clone() {
+                let data = p.group(g);
+                let mut i = t0;
+                while i + TILE <= t1 {
+                    let r: [Q8Row<'_>; TILE] = core::array::from_fn(|k| a[i + k]);
+                    // SAFETY: `packed_tile_kernel` returned a path this CPU supports.
+                    let out = unsafe { tile(data, &r) };
+                    for (k, o) in out.iter().enumerate() {
+                        put(i + k, g, o);
+                    }
+                    i += TILE;
+                }
+                while i + GROUP <= t1 {
+                    let r: [Q8Row<'_>; GROUP] = core::array::from_fn(|k| a[i + k]);
+                    // SAFETY: as above (`packed_kernels`).
+                    let out = unsafe { four(data, &r) };
+                    for (k, o) in out.iter().enumerate() {
+                        put(i + k, g, o);
+                    }
+                    i += GROUP;
+                }
+                for (k, r) in a.iter().enumerate().take(t1).skip(i) {
+                    // SAFETY: as above.
+                    put(k, g, &unsafe { one(data, &[*r]) }[0]);
+                }
+            }
+        }
+    };
+    if cpu.threads == 1 || tasks <= 1 {
+        (0..tasks).for_each(body);
+    } else {
+        cpu.run_tasks(tasks, &body);
     }
 }
 
@@ -688,6 +801,17 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
     let kern = kernels(w.ty, cpu.isa);
     with_scratch(|s| {
         let Scratch { act, out_t } = s;
+        if let (RowKernels::Quant { act: ty, .. }, Some((p, pk))) = (kern, packed_path(w, cpu.isa))
+            && let Some(tile) = packed_tile_kernel(cpu.isa, p.ty())
+        {
+            act.quantize(ty, x, n, cols);
+            let rows: Vec<Q8Row<'_>> = (0..n).map(|i| act.row(i)).collect();
+            packed_matmul(cpu, p, pk, tile, &rows, y);
+            if n * cols > RETAIN_OUT_T {
+                *act = Q8Activation::new();
+            }
+            return;
+        }
         out_t.clear();
         out_t.resize(n * w.rows, 0.0);
         match kern {

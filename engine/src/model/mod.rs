@@ -17,7 +17,7 @@ pub use weights::{LayerWeights, MatrixRef, Weights};
 use crate::gguf::{GgmlType, GgufError, GgufFile};
 use crate::kernels::activation::swiglu;
 use crate::kernels::attention::KvSource;
-use crate::kernels::attention::gqa_attention;
+use crate::kernels::attention::{causal_attention, gqa_attention};
 use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{Rope, RopeStyle};
@@ -290,7 +290,10 @@ impl Model {
                     &v[i * kvw..(i + 1) * kvw],
                 )?;
             }
-            self.attention(&q, kv, rows, l, &mut att);
+            match prefill_chunk(rows) {
+                Some((seq, first)) => self.prefill_attention(&q, kv, seq, first, l, &mut att),
+                None => self.attention(&q, kv, rows, l, &mut att),
+            }
             self.project(&lw.wo, &att, n, &mut o);
             add_in_place(x, &o);
 
@@ -353,6 +356,62 @@ impl Model {
                 )
             });
         });
+    }
+
+    /// Causal attention of a prefill chunk: `q` and `att` are `[rows, n_heads · head_dim]`
+    /// for the consecutive positions `first ..` of `seq` in layer `l`.
+    ///
+    /// One task per (KV head, block of [`PREFILL_ROWS`] rows), the blocks with the longest
+    /// windows first, runs the tiled online-softmax [`causal_attention`] for the query heads
+    /// of that GQA group: each tile of keys and values is read once for the block's rows
+    /// and heads, and no score outlives its tile, so the cost per row stays a pass over
+    /// the window at any context length. A row's result depends only on its sequence and
+    /// position (tiles are aligned to absolute positions), not on the chunk.
+    fn prefill_attention(
+        &self,
+        q: &[f32],
+        kv: &KvCache,
+        seq: SeqId,
+        first: usize,
+        l: usize,
+        att: &mut [f32],
+    ) {
+        let cfg = &self.cfg;
+        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+        let (n_heads, d, n_kv) = (cfg.n_heads, cfg.head_dim, cfg.n_kv_heads);
+        let group = n_heads / n_kv;
+        let rows = q.len() / (n_heads * d);
+        let view = kv.layer(seq, l);
+        let blocks = rows.div_ceil(PREFILL_ROWS);
+        let results: Vec<std::sync::Mutex<Vec<f32>>> = (0..blocks * n_kv)
+            .map(|_| std::sync::Mutex::new(Vec::new()))
+            .collect();
+        self.cpu.run_tasks(blocks * n_kv, &|t| {
+            let (b, kvh) = (blocks - 1 - t / n_kv, t % n_kv);
+            let (r0, r1) = (b * PREFILL_ROWS, ((b + 1) * PREFILL_ROWS).min(rows));
+            let mut qg = Vec::with_capacity((r1 - r0) * group * d);
+            for i in r0..r1 {
+                let at = (i * n_heads + kvh * group) * d;
+                qg.extend_from_slice(&q[at..at + group * d]);
+            }
+            let mut og = vec![0.0f32; qg.len()];
+            let one = OneKvHead {
+                inner: &view,
+                head: kvh,
+            };
+            SCRATCH.with_borrow_mut(|scratch| {
+                causal_attention(&qg, &one, first + r0, group, scale, None, &mut og, scratch)
+            });
+            *results[t].lock().unwrap_or_else(|e| e.into_inner()) = og;
+        });
+        for (t, r) in results.into_iter().enumerate() {
+            let (b, kvh) = (blocks - 1 - t / n_kv, t % n_kv);
+            let og = r.into_inner().unwrap_or_else(|e| e.into_inner());
+            for (k, o) in og.chunks_exact(group * d).enumerate() {
+                let at = ((b * PREFILL_ROWS + k) * n_heads + kvh * group) * d;
+                att[at..at + group * d].copy_from_slice(o);
+            }
+        }
     }
 
     /// `lm_head`: final RMSNorm and output projection.
@@ -472,6 +531,22 @@ impl Model {
             matmul(&self.cpu, &w, x, n, y);
         }
     }
+}
+
+/// Query rows per task of [`Model::prefill_attention`].
+const PREFILL_ROWS: usize = 16;
+
+/// The sequence and first position when `rows` are a prefill chunk (two or more
+/// consecutive positions of one sequence); `None` for a decode step's rows.
+fn prefill_chunk(rows: &[(SeqId, usize)]) -> Option<(SeqId, usize)> {
+    let &[(seq, first), ..] = rows else {
+        return None;
+    };
+    let consecutive = rows
+        .iter()
+        .enumerate()
+        .all(|(i, &(s, p))| s == seq && p == first + i);
+    (rows.len() > 1 && consecutive).then_some((seq, first))
 }
 
 thread_local! {
