@@ -6,11 +6,11 @@
 //! directory ([`package_copy`]): one without its decoder, one whose pixels are optional,
 //! one with a `tokenizer.json` written by the `tokenizers` library.
 
+use engine::gguf::{GgufFile, GgufWriter};
 use engine::runtime::{
     BadRequest, Engine, EngineError, EngineOptions, Finish, Flow, GenerateRequest, Prompt, Route,
 };
 use engine::scheduler::{AdmissionError, KvGeometry, Scheduler, SchedulerConfig};
-use engine::gguf::{GgufFile, GgufWriter};
 use engine::workflow::{Event, Tensor};
 use serde_json::{Value as Json, json};
 
@@ -361,13 +361,22 @@ fn a_session_refuses_a_turn_on_the_other_route() {
     assert!(e.has_decode_core());
     let plain = |s: &str| GenerateRequest::tokens(vec![72, 73], 2).with_session(s);
     let seen = |s: &str| plain(s).with_input("pixel_values", pixels(2));
-    let first = e.generate(&plain("core")).expect("turn 1 on the decode core");
+    let first = e
+        .generate(&plain("core"))
+        .expect("turn 1 on the decode core");
     assert_eq!(first.route, Route::DecodeCore);
-    let started = e.generate(&seen("interp")).expect("turn 1 on the interpreter");
+    let started = e
+        .generate(&seen("interp"))
+        .expect("turn 1 on the interpreter");
     assert_eq!(started.route, Route::Interpreter);
     for (req, session, was, now) in [
         (seen("core"), "core", Route::DecodeCore, Route::Interpreter),
-        (plain("interp"), "interp", Route::Interpreter, Route::DecodeCore),
+        (
+            plain("interp"),
+            "interp",
+            Route::Interpreter,
+            Route::DecodeCore,
+        ),
     ] {
         match e.generate(&req) {
             Err(EngineError::BadRequest(BadRequest::SessionRoute {
@@ -382,7 +391,9 @@ fn a_session_refuses_a_turn_on_the_other_route() {
         }
     }
     assert_eq!(e.scheduler().usage().used_bytes, 0, "nothing was admitted");
-    let again = e.generate(&plain("core")).expect("its own route still serves it");
+    let again = e
+        .generate(&plain("core"))
+        .expect("its own route still serves it");
     assert_eq!(again.carried_tokens, 2 + first.tokens().len());
 }
 
@@ -441,7 +452,10 @@ fn weights_without_a_vocabulary_serve_token_ids_and_refuse_text_first() {
     let from = std::path::Path::new(FIXTURES).join("tiny-decoder/model.gguf");
     without_vocabulary(&from, &weights);
     let e = Engine::load_package(dir.path(), opts(false)).expect("loads without a tokenizer");
-    assert!(e.tokenizer().is_none(), "neither tokenizer.json nor a GGUF vocabulary");
+    assert!(
+        e.tokenizer().is_none(),
+        "neither tokenizer.json nor a GGUF vocabulary"
+    );
     let r = e
         .generate(&GenerateRequest::tokens(vec![72, 73], 2))
         .expect("token ids run");
@@ -478,4 +492,18 @@ fn an_interpreter_row_ends_at_the_token_the_packages_stop_check_names() {
     let r = e.generate(&req).expect("runs");
     assert_eq!(r.tokens(), &[first]);
     assert_eq!(*r.finish(), Finish::EndOfGeneration { token: first });
+}
+
+#[test]
+fn zero_new_tokens_on_the_decode_core_prefill_the_whole_prompt() {
+    // 40 positions: more than the two KV pages of 16 a batch holds beyond its positions.
+    let prompt: Vec<u32> = (0..40).map(|i| 72 + i % 20).collect();
+    let r = bare()
+        .generate(&GenerateRequest::tokens(prompt, 0))
+        .expect("a prefill-only request runs");
+    assert_eq!(r.route, Route::DecodeCore);
+    assert_eq!(r.prompt_tokens, 40);
+    assert!(r.tokens().is_empty(), "{:?}", r.tokens());
+    assert_eq!(*r.finish(), Finish::MaxTokens);
+    assert_eq!(r.reserved_bytes, 40 * BPT, "the prompt's positions only");
 }
