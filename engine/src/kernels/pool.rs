@@ -1,11 +1,10 @@
-//! A fork-join pool whose workers spin, then yield, briefly between jobs, for the decode step's many short parallel loops.
+//! A fork-join pool whose workers spin briefly between jobs, for the decode step's many short parallel loops.
 //!
 //! One decode step of a 30-block model runs about 150 parallel loops of a few to a few
 //! hundred microseconds each. A pool whose idle workers sleep on a futex pays a wake-up
 //! (tens of microseconds on a virtual machine) on most of them. Here idle workers spin on
-//! an epoch counter for [`SPIN`] after each job before parking (busy for [`SPIN_BUSY`], then
-//! yielding the core between looks), so back-to-back loops start without a wake-up; the
-//! thread that dispatches runs tasks too. Tasks are
+//! an epoch counter for [`SPIN`] after each job before parking, so back-to-back loops
+//! start without a system call; the thread that dispatches runs tasks too. Tasks are
 //! claimed dynamically from an atomic counter. The same scheme as the spinning barrier of
 //! llama.cpp's CPU thread pool; the code is this project's own.
 
@@ -15,13 +14,8 @@ use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// How long an idle worker waits for the next job before parking.
+/// How long an idle worker spins for the next job before parking.
 pub const SPIN: Duration = Duration::from_micros(200);
-
-/// The first part of [`SPIN`], in which an idle worker busy-spins; for the rest it yields
-/// its core (`sched_yield`) between looks, so that other runnable threads of the process
-/// (an HTTP server's, the batch worker's serial part) are not starved by a waiting worker.
-pub const SPIN_BUSY: Duration = Duration::from_micros(20);
 
 /// One dispatched loop: the body, the task count and the claiming/completion counters.
 /// It lives on the dispatching thread's stack for the duration of [`SpinPool::run`].
@@ -206,26 +200,16 @@ impl Drop for SpinPool {
 fn worker(s: &Shared) {
     let mut seen = 0;
     loop {
-        // Spin, then yield, for the next epoch; then park until it comes.
+        // Spin for the next epoch, then park until it comes.
         let start = Instant::now();
         let mut spins = 0u32;
-        let mut yielding = false;
         loop {
             if s.epoch.load(Ordering::Acquire) != seen {
                 break;
             }
-            if yielding {
-                if start.elapsed() < SPIN {
-                    std::thread::yield_now();
-                    continue;
-                }
-            } else {
-                spins = spins.wrapping_add(1);
-                if !spins.is_multiple_of(64) || start.elapsed() < SPIN_BUSY {
-                    std::hint::spin_loop();
-                    continue;
-                }
-                yielding = true;
+            spins = spins.wrapping_add(1);
+            if !spins.is_multiple_of(64) || start.elapsed() < SPIN {
+                std::hint::spin_loop();
                 continue;
             }
             let mut slot = s.slot.lock().unwrap_or_else(|e| e.into_inner());
