@@ -26,7 +26,7 @@ struct Tok {
 
 /// Blanks a leading byte-order mark or shebang line (same length), so that byte offsets
 /// stay those of `text`.
-fn parsable(text: &str) -> String {
+pub(crate) fn parsable(text: &str) -> String {
     let mut src = text.to_string();
     if src.starts_with('\u{feff}') {
         src.replace_range(0..3, "   ");

@@ -191,14 +191,7 @@ fn quote_type(ty: &syn::Type) -> String {
 ///
 /// Errors: [`ParseError`] with `syn`'s message and position.
 pub fn function_bodies(file: &Path, text: &str) -> Result<Vec<FnBody>, ParseError> {
-    let mut src = text.to_string();
-    if src.starts_with('\u{feff}') {
-        src.replace_range(0..3, "   ");
-    }
-    if src.starts_with("#!") && !src.starts_with("#![") {
-        let end = src.find('\n').unwrap_or(src.len());
-        src.replace_range(0..end, &" ".repeat(end));
-    }
+    let src = super::inert::parsable(text);
     let parsed: syn::File = syn::parse_str(&src).map_err(|e| {
         let at = e.span().start();
         ParseError {

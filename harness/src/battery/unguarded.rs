@@ -173,14 +173,7 @@ pub type ParseFailure = (String, usize, usize);
 ///
 /// Errors: syn's message and position when `text` does not parse.
 pub fn fn_items(text: &str) -> Result<Vec<FnItem>, ParseFailure> {
-    let mut src = text.to_string();
-    if src.starts_with('\u{feff}') {
-        src.replace_range(0..3, "   ");
-    }
-    if src.starts_with("#!") && !src.starts_with("#![") {
-        let end = src.find('\n').unwrap_or(src.len());
-        src.replace_range(0..end, &" ".repeat(end));
-    }
+    let src = super::inert::parsable(text);
     let parsed: syn::File = syn::parse_str(&src).map_err(|e| {
         let at = e.span().start();
         (e.to_string(), at.line, at.column)
