@@ -318,9 +318,9 @@ impl Model {
     /// over its own sequence's layer `l` up to its own position, into `att` (same shape).
     ///
     /// One task per (row, KV head) runs [`gqa_attention`] for the query heads of that GQA
-    /// group, so they read each page of their KV head once. Prefill rows and decode rows
-    /// take the same path, so a row's result depends only on its sequence and position,
-    /// never on the batch or the prefill chunk it runs in.
+    /// group, so they read each page of their KV head once. Decode rows (and any rows that
+    /// are not one prefill chunk, see [`Model::prefill_attention`]) take this path, so a
+    /// decode row's result depends only on its sequence and position, never on the batch.
     fn attention(
         &self,
         q: &[f32],
