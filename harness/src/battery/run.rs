@@ -779,15 +779,7 @@ fn one_mutant(
     let created = created?;
     overhead += t1.elapsed().as_secs_f64();
     if !created.is_empty() {
-        sh.progress.line(&format!(
-            "{}: removed files the run created: {}",
-            mu.tag,
-            created
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
+        sh.progress.line(&removed_line(&mu.tag, &created));
     }
     let built = built.expect("the build phase ran");
     if matches!(built, Built::Switched) {
@@ -905,15 +897,7 @@ fn concurrent_block(
             None => (None, Vec::new()),
         };
         if !created.is_empty() {
-            p.line(&format!(
-                "{}: removed files the run created: {}",
-                mu.tag,
-                created
-                    .iter()
-                    .map(|f| f.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            p.line(&removed_line(&mu.tag, &created));
         }
         let ran = Ran {
             built: b,
@@ -1148,4 +1132,10 @@ pub(crate) fn stale_detail(
         why.push_str(&format!(" (no dep-info found for: {})", unread.join(", ")));
     }
     Some(why)
+}
+
+/// The progress line naming the files a mutant's test run created (removed by the harness).
+fn removed_line(tag: &str, created: &[std::path::PathBuf]) -> String {
+    let names: Vec<String> = created.iter().map(|f| f.display().to_string()).collect();
+    format!("{tag}: removed files the run created: {}", names.join(", "))
 }
