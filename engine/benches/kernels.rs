@@ -18,7 +18,8 @@
 //!    the Q4_1 matrices row-major and (on the paths that have the kernels) packed 16 rows
 //!    to a block: time per step, rows per second, and the ratio to one row.
 //! 5. quantize: activation rows of 576 and 1536 quantized to Q8_0 and Q8_1 blocks
-//!    ([`Q8Activation::quantize`], what every quantized product does first), 1 and 8 rows,
+//!    ([`Q8Activation::quantize_on`], what every quantized product does first) on the
+//!    portable and the best path, 1 and 8 rows,
 //!    beside a baseline in this file that rounds with `f32::round` (`roundf`, as ggml's
 //!    reference quantizer does): thread CPU time per row and the ratio.
 
@@ -358,17 +359,25 @@ fn quantize_sweep() {
                 },
                 Duration::from_millis(500),
             );
-            for ty in [GgmlType::Q8_0, GgmlType::Q8_1] {
+            let mut paths = vec![Isa::Portable];
+            if Isa::best() != Isa::Portable {
+                paths.push(Isa::best());
+            }
+            for (ty, isa) in [GgmlType::Q8_0, GgmlType::Q8_1]
+                .into_iter()
+                .flat_map(|t| paths.iter().map(move |&i| (t, i)))
+            {
                 let mut act = Q8Activation::new();
                 let (_, c) = median_wall_cpu(
                     || {
-                        act.quantize(ty, &x, rows, cols);
+                        act.quantize_on(isa, ty, &x, rows, cols);
                         black_box(&act);
                     },
                     Duration::from_millis(500),
                 );
                 println!(
-                    "quantize {ty:<5} cols={cols:<5} rows={rows}  {:>7.0} ns/row  (roundf baseline {:>7.0} ns/row, {:.2}x faster)",
+                    "quantize {ty:<5} {:<10} cols={cols:<5} rows={rows}  {:>7.0} ns/row  (roundf baseline {:>7.0} ns/row, {:.2}x faster)",
+                    isa.name(),
                     c / rows as f64 * 1e9,
                     base / rows as f64 * 1e9,
                     base / c

@@ -3,6 +3,7 @@
 mod quant_reference;
 
 use engine::gguf::GgmlType;
+use engine::kernels::Isa;
 use engine::quant::{self, Q8Activation, QuantError};
 use proptest::prelude::*;
 use quant_reference as r;
@@ -120,14 +121,15 @@ proptest! {
         prop_assert!((got - want).abs() <= 1e-5 * mag + 1e-7, "{ty:?}: {got} vs {want} (Σ|wx| {mag})");
     }
 
-    /// The activation quantizer equals ggml's `quantize_row_q8_1_ref` (f16-rounded d, s).
+    /// The activation quantizer equals ggml's `quantize_row_q8_1_ref` (f16-rounded d, s) on
+    /// every SIMD path.
     #[test]
     fn activation_quantizer_matches_reference(blocks in 1usize..9, rows in 1usize..4, scale in 0.001f32..50.0, seed in any::<u64>()) {
         let cols = blocks * 32;
         let x = r::Rng(seed).vec(rows * cols, scale);
-        for ty in [GgmlType::Q8_0, GgmlType::Q8_1] {
+        for (ty, isa) in [GgmlType::Q8_0, GgmlType::Q8_1].into_iter().flat_map(|t| Isa::available().into_iter().map(move |i| (t, i))) {
             let mut act = Q8Activation::new();
-            act.quantize(ty, &x, rows, cols);
+            act.quantize_on(isa, ty, &x, rows, cols);
             prop_assert_eq!(act.rows(), rows);
             for i in 0..rows {
                 let want = r::quantize_act(&x[i * cols..(i + 1) * cols]);
@@ -158,16 +160,16 @@ proptest! {
 
     /// Blocks whose scaled values fall exactly halfway between two quants (the block's
     /// largest magnitude is 127, so the scale is 1): the activation quantizer rounds them
-    /// away from zero, as ggml's reference does.
+    /// away from zero, as ggml's reference does, on every SIMD path.
     #[test]
     fn activation_quantizer_rounds_halves_as_reference(halves in prop::collection::vec(-126i32..126, 31), sign in any::<bool>()) {
         let mut x: Vec<f32> = halves.iter().map(|&k| k as f32 + 0.5).collect();
         x.push(if sign { 127.0 } else { -127.0 });
-        for ty in [GgmlType::Q8_0, GgmlType::Q8_1] {
+        for (ty, isa) in [GgmlType::Q8_0, GgmlType::Q8_1].into_iter().flat_map(|t| Isa::available().into_iter().map(move |i| (t, i))) {
             let mut act = Q8Activation::new();
-            act.quantize(ty, &x, 1, 32);
+            act.quantize_on(isa, ty, &x, 1, 32);
             let want = r::quantize_act(&x);
-            prop_assert_eq!(act.row(0).qs, &want.qs[..]);
+            prop_assert_eq!(act.row(0).qs, &want.qs[..], "{:?}", isa);
         }
     }
 

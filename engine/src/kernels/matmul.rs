@@ -633,7 +633,7 @@ pub fn matvec(cpu: &Cpu, w: &WeightMatrix, x: &[f32], y: &mut [f32]) {
     );
     match kernels(w.ty, cpu.isa) {
         RowKernels::Quant { act, one, .. } => with_scratch(|s| {
-            s.act.quantize(act, x, 1, w.cols);
+            s.act.quantize_on(cpu.isa, act, x, 1, w.cols);
             let a = [s.act.row(0)];
             if let Some((p, pk)) = packed_path(w, cpu.isa) {
                 cpu.for_row_chunks(y, 1, |r0, ys| {
@@ -745,7 +745,7 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
         let q8;
         let a: [Q8Row<'_>; 1] = match act_ty {
             Some(ty) => {
-                s.act.quantize(ty, x, 1, x.len());
+                s.act.quantize_on(cpu.isa, ty, x, 1, x.len());
                 q8 = &s.act;
                 [q8.row(0)]
             }
@@ -804,7 +804,7 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
         if let (RowKernels::Quant { act: ty, .. }, Some((p, pk))) = (kern, packed_path(w, cpu.isa))
             && let Some(tile) = packed_tile_kernel(cpu.isa, p.ty())
         {
-            act.quantize(ty, x, n, cols);
+            act.quantize_on(cpu.isa, ty, x, n, cols);
             let rows: Vec<Q8Row<'_>> = (0..n).map(|i| act.row(i)).collect();
             packed_matmul(cpu, p, pk, tile, &rows, y);
             if n * cols > RETAIN_OUT_T {
@@ -820,7 +820,7 @@ pub fn matmul(cpu: &Cpu, w: &WeightMatrix, x: &[f32], n: usize, y: &mut [f32]) {
                 one,
                 group,
             } => {
-                act.quantize(ty, x, n, cols);
+                act.quantize_on(cpu.isa, ty, x, n, cols);
                 let act = &*act;
                 if let Some((p, pk)) = packed_path(w, cpu.isa) {
                     let rows: Vec<Q8Row<'_>> = (0..n).map(|i| act.row(i)).collect();

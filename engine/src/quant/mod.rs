@@ -9,6 +9,8 @@
 //! into 8-bit blocks ([`Q8Activation`]), pairing the types as ggml's `vec_dot_type` does:
 //! Q4_0·Q8_0, Q4_1·Q8_1, Q8_0·Q8_0 (and Q8_1·Q8_0, ggml has no Q8_1 weight kernel).
 
+#[cfg(target_arch = "x86_64")]
+mod act_avx512;
 #[path = "bf16.rs"]
 mod bfloat16;
 #[path = "f16.rs"]
@@ -29,6 +31,7 @@ pub use q8_0::Q8_0;
 pub use q8_1::Q8_1;
 
 use crate::gguf::GgmlType;
+use crate::kernels::Isa;
 use half::f16;
 
 /// Elements per block of every 8-bit and 4-bit block type handled here (`QK4_0`, `QK8_0`, ...).
@@ -137,6 +140,8 @@ pub struct Q8Activation {
     qs: Vec<i8>,
     d: Vec<f32>,
     s: Vec<f32>,
+    /// Per-block quant sums of the SIMD path (scratch).
+    sums: Vec<i32>,
 }
 
 impl Default for Q8Activation {
@@ -155,6 +160,7 @@ impl Q8Activation {
             qs: Vec::new(),
             d: Vec::new(),
             s: Vec::new(),
+            sums: Vec::new(),
         }
     }
 
@@ -166,6 +172,13 @@ impl Q8Activation {
     /// Panics if `ty` is not Q8_0/Q8_1, `cols` is not a multiple of 32 or
     /// `x.len() != rows * cols` (caller shape bugs).
     pub fn quantize(&mut self, ty: GgmlType, x: &[f32], rows: usize, cols: usize) {
+        self.quantize_on(Isa::Portable, ty, x, rows, cols);
+    }
+
+    /// [`Q8Activation::quantize`] on the SIMD path `isa` (AVX-512 and up quantize sixteen
+    /// lanes at a time; the other paths run the portable loop). Every path gives the same
+    /// bits for every finite input. Panics as [`Q8Activation::quantize`].
+    pub fn quantize_on(&mut self, isa: Isa, ty: GgmlType, x: &[f32], rows: usize, cols: usize) {
         assert!(
             matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1),
             "activation type must be Q8_0 or Q8_1, got {ty}"
@@ -183,6 +196,22 @@ impl Q8Activation {
         self.d.resize(nb, 0.0);
         let with_sum = ty == GgmlType::Q8_1;
         self.s.resize(if with_sum { nb } else { 0 }, 0.0);
+        #[cfg(target_arch = "x86_64")]
+        if isa >= Isa::Avx512 && isa.supported() {
+            self.sums.resize(nb, 0);
+            // SAFETY: the CPU supports AVX-512 F/BW (checked); `qs` holds `x.len()` quants,
+            // `d` and `sums` one entry per block.
+            unsafe { act_avx512::quantize_blocks(x, &mut self.qs, &mut self.d, &mut self.sums) };
+            for b in 0..nb {
+                let d = self.d[b];
+                self.d[b] = f16::from_f32(d).to_f32();
+                if with_sum {
+                    self.s[b] = f16::from_f32(self.sums[b] as f32 * d).to_f32();
+                }
+            }
+            return;
+        }
+        let _ = isa;
         for (b, (xb, qb)) in x
             .chunks_exact(QK)
             .zip(self.qs.chunks_exact_mut(QK))
