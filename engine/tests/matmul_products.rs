@@ -5,7 +5,9 @@ mod quant_reference;
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
 use engine::kernels::matmul::packed::PackedWeights;
-use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi, uses_packed};
+use engine::kernels::matmul::{
+    Cpu, WeightMatrix, matmul, matmul_many, matvec, matvec_multi, uses_packed,
+};
 use engine::quant::{self, QuantError};
 use proptest::prelude::*;
 use quant_reference as r;
@@ -115,7 +117,8 @@ proptest! {
     /// Packed Q4_1 and Q8_0 matrices on every path that has the packed kernels: matmul and matvec
     /// equal the reference, and a row's result is bit for bit the same whether it runs
     /// alone (matvec), in a batch of `n` (matmul: groups of four and a remainder), on 1 or
-    /// 2 threads, or as part of a fused product with other matrices (matvec_multi).
+    /// 2 threads, or as part of a fused product with other matrices (matvec_multi, and
+    /// matmul_many for the batch, with a packed or an unpacked partner).
     #[test]
     fn packed_products_match_reference_and_do_not_depend_on_the_batch(
         ty in prop::sample::select(vec![Ty::Q4_1, Ty::Q8_0]),
@@ -138,6 +141,17 @@ proptest! {
             matmul(&one, &pm, &x, n, &mut y1);
             matmul(&two, &pm, &x, n, &mut y2);
             prop_assert_eq!(&y1, &y2, "{} 1 vs 2 threads", isa);
+            // The fused batch product of both matrices (one quantization, one dispatch)
+            // and the same with an unpacked matrix in the set (one product each).
+            let unpacked = WeightMatrix::new(ggml(ty), 16, cols, &other).unwrap();
+            for (cpu, second) in [(&one, &om), (&two, &om), (&two, &unpacked)] {
+                let mut yo = vec![f32::NAN; n * 16];
+                matmul(&two, second, &x, n, &mut yo);
+                let (mut ya, mut yb) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * 16]);
+                matmul_many(cpu, &[&pm, second], &x, n, &mut [&mut ya, &mut yb]);
+                prop_assert_eq!(&ya, &y1, "{} fused batch vs matmul, n = {}", isa, n);
+                prop_assert_eq!(&yb, &yo, "{} fused batch (second) vs matmul, n = {}", isa, n);
+            }
             for i in 0..n {
                 let xi = &x[i * cols..(i + 1) * cols];
                 let mut yv = vec![f32::NAN; rows];

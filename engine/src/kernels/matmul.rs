@@ -506,28 +506,50 @@ fn with_offset_sums<'a>(a: &[Q8Row<'a>], sums: &'a [Vec<f32>]) -> Vec<Q8Row<'a>>
 
 /// The tiled prefill product of a packed matrix: `y[i · rows + r]` for every activation
 /// row `i` of `a` and weight row `r` (`y` is `[a.len(), rows]`), written straight into
-/// `y` sixteen outputs at a time.
-///
-/// Blocking: tasks take whole 16-row groups of the output (both threads busy, work
-/// stolen dynamically); inside a task the tokens go in cache blocks of [`TOKEN_BLOCK`]
-/// (their quants stay in L2 while every group of the task passes over them), and for one
-/// group (its blocks over the whole of K, at most 15 KiB for K = 1536, in L1) the tokens
-/// go in register tiles of [`TILE`], then of [`GROUP`], then one by one: each weight
-/// block loaded into registers serves a tile's tokens × 16 rows. A row's result is bit
-/// for bit what [`packed_rows`] gives it alone (the kernels' lanes do not depend on the
-/// tile size). The K dimension is not split: a group's accumulators stay in registers
-/// for the whole row and the group fits the L1 cache at this model's widths.
+/// `y` sixteen outputs at a time. One matrix of [`packed_matmul_many`].
 fn packed_matmul(
     cpu: &Cpu,
     p: &PackedWeights,
-    (one, four): PackedKernels,
+    kernels: PackedKernels,
     tile: PackedFn<TILE>,
     a: &[Q8Row<'_>],
     y: &mut [f32],
 ) {
-    let (n, rows) = (a.len(), p.rows());
-    debug_assert_eq!(y.len(), n * rows);
-    let sums = offset_sums(p, a);
+    packed_matmul_many(cpu, &[p], kernels, tile, a, &mut [y]);
+}
+
+/// The tiled product of several packed matrices of one type with the same activation
+/// rows, in one parallel pass: `ys[m][i · rows_m + r]` for activation row `i` of `a` and
+/// row `r` of `ps[m]` (`ys[m]` is `[a.len(), ps[m].rows()]`).
+///
+/// Blocking: tasks take whole 16-row groups of one matrix's output (both threads busy,
+/// work claimed dynamically; the matrices' groups are cut into tasks together, so a
+/// small matrix does not get a dispatch of its own); inside a task the tokens go in
+/// cache blocks of [`TOKEN_BLOCK`] (their quants stay in L2 while every group of the task
+/// passes over them), and for one group (its blocks over the whole of K, at most 15 KiB
+/// for K = 1536, in L1) the tokens go in register tiles of [`TILE`], then of [`GROUP`],
+/// then one by one: each weight block loaded into registers serves a tile's tokens × 16
+/// rows. A row's result is bit for bit what [`packed_rows`] gives it alone (the kernels'
+/// lanes do not depend on the tile size or on the other matrices). The K dimension is not
+/// split: a group's accumulators stay in registers for the whole row and the group fits
+/// the L1 cache at this model's widths.
+fn packed_matmul_many(
+    cpu: &Cpu,
+    ps: &[&PackedWeights],
+    (one, four): PackedKernels,
+    tile: PackedFn<TILE>,
+    a: &[Q8Row<'_>],
+    ys: &mut [&mut [f32]],
+) {
+    let n = a.len();
+    debug_assert!(
+        ps.iter()
+            .zip(ys.iter())
+            .all(|(p, y)| y.len() == n * p.rows())
+    );
+    debug_assert!(ps.windows(2).all(|w| w[0].ty() == w[1].ty()));
+    let Some(first) = ps.first() else { return };
+    let sums = offset_sums(first, a);
     let with_sums: Vec<Q8Row<'_>>;
     let a = if sums.is_empty() {
         a
@@ -535,24 +557,32 @@ fn packed_matmul(
         with_sums = with_offset_sums(a, &sums);
         &with_sums[..]
     };
-    let groups = rows / X16_ROWS;
-    let per_task = task_rows(rows, cpu.threads) / X16_ROWS;
-    let tasks = groups.div_ceil(per_task);
-    let base = SendPtr(y.as_mut_ptr());
-    let put = |i: usize, g: usize, out: &[f32; X16_ROWS]| {
-        // SAFETY: `i < n` and `g < groups`, so `i · rows + 16g .. + 16` lies inside `y`;
-        // the tasks own disjoint sets of groups, so no two write the same element, and
-        // `y` stays mutably borrowed until `run_tasks` returns.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                out.as_ptr(),
-                base.get().add(i * rows + g * X16_ROWS),
-                X16_ROWS,
-            )
-        };
-    };
+    let total: usize = ps.iter().map(|p| p.rows()).sum();
+    let per_task = task_rows(total, cpu.threads) / X16_ROWS;
+    // (matrix, its groups) per task.
+    let mut tasks: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    for (m, p) in ps.iter().enumerate() {
+        let groups = p.rows() / X16_ROWS;
+        for g0 in (0..groups).step_by(per_task.max(1)) {
+            tasks.push((m, g0..(g0 + per_task).min(groups)));
+        }
+    }
+    let bases: Vec<SendPtr> = ys.iter_mut().map(|y| SendPtr(y.as_mut_ptr())).collect();
     let body = |t: usize| {
-        let gs = t * per_task..((t + 1) * per_task).min(groups);
+        let (m, ref gs) = tasks[t];
+        let (p, base, rows) = (ps[m], bases[m], ps[m].rows());
+        let put = |i: usize, g: usize, out: &[f32; X16_ROWS]| {
+            // SAFETY: `i < n` and `g < rows / 16`, so `i · rows + 16g .. + 16` lies inside
+            // `ys[m]`; the tasks own disjoint sets of groups, so no two write the same
+            // element, and `ys` stays mutably borrowed until `run_tasks` returns.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    out.as_ptr(),
+                    base.get().add(i * rows + g * X16_ROWS),
+                    X16_ROWS,
+                )
+            };
+        };
         for t0 in (0..n).step_by(TOKEN_BLOCK) {
             let t1 = (t0 + TOKEN_BLOCK).min(n);
             for g in gs.clone() {
@@ -583,10 +613,10 @@ fn packed_matmul(
             }
         }
     };
-    if cpu.threads == 1 || tasks <= 1 {
-        (0..tasks).for_each(body);
+    if cpu.threads == 1 || tasks.len() <= 1 {
+        (0..tasks.len()).for_each(body);
     } else {
-        cpu.run_tasks(tasks, &body);
+        cpu.run_tasks(tasks.len(), &body);
     }
 }
 
@@ -767,6 +797,78 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
                 let (m, r0, ref mut out) = *task;
                 run(&a, m, r0, out);
             });
+        }
+    });
+}
+
+/// Several matrix-matrix products sharing one input (a batch's Q, K and V projections,
+/// or its FFN gate and up): `ys[m] = X · ws[m]ᵀ`, i.e. `ys[m][i, r] = Σ_c X[i, c] · W_m[r, c]`.
+///
+/// Shapes: `x` is `[n, cols]` row-major, every `ws[m]` has `cols` columns and `ys[m]` is
+/// `[n, ws[m].rows()]`. When every matrix is packed with one type the activation is
+/// quantized once and all the matrices' output groups are cut into one set of tasks (one
+/// dispatch of the pool instead of one per matrix); otherwise each product is
+/// [`matmul`]. Either way each output equals [`matmul`]'s bit for bit (one row is
+/// [`matvec_multi`]). Panics on a shape disagreement or when `ws` and `ys` differ in
+/// length (caller shape bugs).
+pub fn matmul_many(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
+    assert_eq!(
+        ws.len(),
+        ys.len(),
+        "matmul_many: {} matrices but {} outputs",
+        ws.len(),
+        ys.len()
+    );
+    if n == 1 {
+        return matvec_multi(cpu, ws, x, ys);
+    }
+    for (m, (w, y)) in ws.iter().zip(ys.iter()).enumerate() {
+        assert_eq!(
+            x.len(),
+            n * w.cols,
+            "matmul_many: x has {} elements, expected n={n} x cols={} of W[{m}]",
+            x.len(),
+            w.cols
+        );
+        assert_eq!(
+            y.len(),
+            n * w.rows,
+            "matmul_many: y[{m}] has {} elements, expected n={n} x rows={}",
+            y.len(),
+            w.rows
+        );
+    }
+    let packed: Option<Vec<&PackedWeights>> = ws
+        .iter()
+        .map(|w| packed_path(w, cpu.isa).map(|(p, _)| p))
+        .collect();
+    let fused = packed
+        .filter(|ps| n > 0 && !ps.is_empty() && ps.windows(2).all(|w| w[0].ty() == w[1].ty()));
+    let path = fused.as_ref().and_then(|ps| {
+        let ty = ps[0].ty();
+        let act = match kernels(ty, cpu.isa) {
+            RowKernels::Quant { act, .. } => act,
+            RowKernels::Float { .. } => return None,
+        };
+        Some((
+            act,
+            packed_kernels(cpu.isa, ty)?,
+            packed_tile_kernel(cpu.isa, ty)?,
+        ))
+    });
+    let (Some(ps), Some((act_ty, pk, tile))) = (fused, path) else {
+        for (w, y) in ws.iter().zip(ys.iter_mut()) {
+            matmul(cpu, w, x, n, y);
+        }
+        return;
+    };
+    let cols = ws[0].cols;
+    with_scratch(|s| {
+        s.act.quantize_on(cpu.isa, act_ty, x, n, cols);
+        let rows: Vec<Q8Row<'_>> = (0..n).map(|i| s.act.row(i)).collect();
+        packed_matmul_many(cpu, &ps, pk, tile, &rows, ys);
+        if n * cols > RETAIN_OUT_T {
+            s.act = Q8Activation::new();
         }
     });
 }

@@ -18,7 +18,7 @@ use crate::gguf::{GgmlType, GgufError, GgufFile};
 use crate::kernels::activation::swiglu;
 use crate::kernels::attention::KvSource;
 use crate::kernels::attention::{causal_attention, gqa_attention};
-use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, matvec_multi};
+use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matmul_many, matvec};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{Rope, RopeStyle};
 use crate::kv::{KvCache, KvConfig, KvDtype, KvError, SeqId};
@@ -507,19 +507,12 @@ impl Model {
         self.blocks(x, kv, &rows)
     }
 
-    /// `ys[m] = x · W[m]ᵀ` for `n` rows and matrices sharing the input: one fused
-    /// matrix-vector pass for one row ([`matvec_multi`]), a matrix product per matrix
-    /// otherwise.
+    /// `ys[m] = x · W[m]ᵀ` for `n` rows and matrices sharing the input, in one fused pass
+    /// ([`matmul_many`]: the input quantized once, one dispatch of the pool).
     fn project_many(&self, ms: &[&MatrixRef], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
-        if n == 1 {
-            let ws: Vec<WeightMatrix<'_>> = ms.iter().map(|m| self.weights.matrix(m)).collect();
-            let ws: Vec<&WeightMatrix<'_>> = ws.iter().collect();
-            matvec_multi(&self.cpu, &ws, x, ys);
-        } else {
-            for (m, y) in ms.iter().zip(ys.iter_mut()) {
-                self.project(m, x, n, y);
-            }
-        }
+        let ws: Vec<WeightMatrix<'_>> = ms.iter().map(|m| self.weights.matrix(m)).collect();
+        let ws: Vec<&WeightMatrix<'_>> = ws.iter().collect();
+        matmul_many(&self.cpu, &ws, x, n, ys);
     }
 
     /// `y = x · Wᵀ` for `n` rows: matrix-vector for one row, matrix-matrix otherwise.
