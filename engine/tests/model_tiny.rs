@@ -167,7 +167,10 @@ fn prefill_logits_match_a_naive_reference_forward_pass() {
 #[test]
 fn prefill_equals_step_by_step_decode() {
     // Quantized weights: prefill runs matrix-matrix products, decode matrix-vector ones;
-    // both read the same paged KV cache, so the last logits agree closely.
+    // both read the same paged KV cache, so the last logits agree closely. Past one
+    // attention tile (32 positions) prefill's online softmax and decode's two-pass one
+    // may round differently by an ulp; a quantized output head can turn that into one
+    // step of its 8-bit activation, so the all-f32 model (f32 head) has the tight bound.
     for (wt, tol) in [
         (GgmlType::F32, 1e-4),
         (GgmlType::Q8_0, 2e-2),
@@ -175,7 +178,11 @@ fn prefill_equals_step_by_step_decode() {
     ] {
         let spec = TinyLlamaSpec {
             weight_type: wt,
-            embedding_type: GgmlType::Q8_0,
+            embedding_type: if wt == GgmlType::F32 {
+                GgmlType::F32
+            } else {
+                GgmlType::Q8_0
+            },
             ..TinyLlamaSpec::default()
         };
         let m = model(&spec, Isa::best()).unwrap();

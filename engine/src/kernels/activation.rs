@@ -3,16 +3,98 @@
 /// SwiGLU feed-forward gate: `out[i] = silu(gate[i]) * up[i]` with `silu(g) = g / (1 + e^-g)`.
 ///
 /// Shapes: `gate`, `up`, `out` all `[n_ff]` (the outputs of the `ffn_gate` and `ffn_up`
-/// projections). Shazeer 2020, "GLU Variants Improve Transformer". For very negative `g`,
-/// `e^-g` overflows to infinity and `silu(g)` is `-0.0`, never NaN.
+/// projections). Shazeer 2020, "GLU Variants Improve Transformer".
+///
+/// The sigmoid is taken from `t = e^-|g|` (never above 1, so nothing overflows):
+/// `1 / (1 + t)` for `g ≥ 0`, `t / (1 + t)` below, with `e^x` the polynomial of
+/// [`exp_nonpositive`]; `t` is 0 once `|g| > 87.3` (where `e^-|g|` leaves the normal
+/// floats), so a very negative `g` gives `-0.0` and a very large one `g · u`, never NaN.
+/// One plain-Rust body for every SIMD path (the compiler vectorises it sixteen or eight
+/// lanes wide), so every path gives the same bits.
 ///
 /// # Panics
 /// If the three lengths differ.
 pub fn swiglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
     assert_eq!(gate.len(), up.len(), "swiglu: gate and up lengths differ");
     assert_eq!(gate.len(), out.len(), "swiglu: gate and out lengths differ");
+    #[cfg(target_arch = "x86_64")]
+    {
+        if *x86::AVX512 {
+            // SAFETY: AVX-512F was detected.
+            return unsafe { x86::swiglu_avx512(gate, up, out) };
+        }
+        if *x86::AVX2 {
+            // SAFETY: AVX2 and FMA were detected.
+            return unsafe { x86::swiglu_avx2(gate, up, out) };
+        }
+    }
+    swiglu_body(gate, up, out)
+}
+
+#[inline(always)]
+fn swiglu_body(gate: &[f32], up: &[f32], out: &mut [f32]) {
     for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
-        *o = g / (1.0 + (-g).exp()) * u;
+        let a = g.abs();
+        let t = if a > 87.3 { 0.0 } else { exp_nonpositive(-a) };
+        let sigmoid = if g >= 0.0 {
+            1.0 / (1.0 + t)
+        } else {
+            t / (1.0 + t)
+        };
+        *o = g * sigmoid * u;
+    }
+}
+
+/// `e^v` for `v` clamped to `[-87.3, 0]` (relative error about 2e-7): Cody-Waite
+/// reduction `v = n·ln 2 + r` with `|r| ≤ ln 2 / 2` (two constants), `e^r = 1 + r + r²·P(r)`
+/// with the degree-7 polynomial of Cephes' `expf`, times `2^n` built in the exponent bits.
+/// Plain arithmetic without fused multiply-adds, so every SIMD path the compiler
+/// vectorises it for gives the same bits.
+#[inline(always)]
+pub(crate) fn exp_nonpositive(v: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const C1: f32 = 0.693_359_4;
+    const C2: f32 = -2.121_944_4e-4;
+    const P: [f32; 6] = [
+        1.987_569_1e-4,
+        1.398_2e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        0.166_666_65,
+        0.5,
+    ];
+    let v = v.clamp(-87.3, 0.0);
+    let n = (v * LOG2E + 0.5).floor();
+    let r = (v - n * C1) - n * C2;
+    let mut p = P[0];
+    for c in &P[1..] {
+        p = p * r + c;
+    }
+    let e = (p * r * r + r) + 1.0;
+    e * f32::from_bits((((n as i32) + 127) << 23) as u32)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::sync::LazyLock;
+
+    pub(super) static AVX512: LazyLock<bool> =
+        LazyLock::new(|| is_x86_feature_detected!("avx512f"));
+    pub(super) static AVX2: LazyLock<bool> =
+        LazyLock::new(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
+
+    /// # Safety
+    /// The CPU must support AVX-512F.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn swiglu_avx512(gate: &[f32], up: &[f32], out: &mut [f32]) {
+        super::swiglu_body(gate, up, out)
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn swiglu_avx2(gate: &[f32], up: &[f32], out: &mut [f32]) {
+        super::swiglu_body(gate, up, out)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Scaled dot-product attention for one query row over a KV window, with grouped-query heads.
 
+use super::activation::exp_nonpositive;
 use super::simd_vec::VecOps;
 
 /// One layer's keys and values, addressed by position and KV head.
@@ -163,30 +164,9 @@ pub fn exp_shifted_sum(x: &mut [f32], shift: f32) -> f32 {
 
 #[inline(always)]
 fn exp_shifted_body(x: &mut [f32], shift: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const C1: f32 = 0.693_359_4;
-    const C2: f32 = -2.121_944_4e-4;
-    const P: [f32; 6] = [
-        1.987_569_1e-4,
-        1.398_2e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        0.166_666_65,
-        0.5,
-    ];
     let mut sums = [0.0f32; 16];
     let mut chunks = x.chunks_exact_mut(16);
-    let one = |v: f32| -> f32 {
-        let v = (v - shift).clamp(-87.3, 0.0);
-        let n = (v * LOG2E + 0.5).floor();
-        let r = (v - n * C1) - n * C2;
-        let mut p = P[0];
-        for c in &P[1..] {
-            p = p * r + c;
-        }
-        let e = (p * r * r + r) + 1.0;
-        e * f32::from_bits((((n as i32) + 127) << 23) as u32)
-    };
+    let one = |v: f32| -> f32 { exp_nonpositive(v - shift) };
     for c in &mut chunks {
         for (v, s) in c.iter_mut().zip(sums.iter_mut()) {
             *v = one(*v);
