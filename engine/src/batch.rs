@@ -149,6 +149,8 @@ pub struct Batch<'s> {
     /// Tokens emitted and seconds spent by the decode passes (for the decode rate).
     decode_tokens: u64,
     decode_time: Duration,
+    /// The last decode pass's logits, `[rows, vocab]`; reused from step to step.
+    logits: Vec<f32>,
 }
 
 impl std::fmt::Debug for Batch<'_> {
@@ -191,6 +193,7 @@ impl<'s> Batch<'s> {
             chunk: DEFAULT_CHUNK,
             decode_tokens: 0,
             decode_time: Duration::ZERO,
+            logits: Vec::new(),
         })
     }
 
@@ -332,8 +335,12 @@ impl<'s> Batch<'s> {
                 })
                 .collect();
             let t0 = Instant::now();
-            match self.model.decode_batch(&mut self.kv, &rows) {
-                Ok(logits) => {
+            match self
+                .model
+                .decode_batch_into(&mut self.kv, &rows, &mut self.logits)
+            {
+                Ok(()) => {
+                    let logits = &self.logits;
                     self.decode_time += t0.elapsed();
                     self.decode_tokens += rows.len() as u64;
                     report.decoded = rows.len();
