@@ -585,30 +585,39 @@ fn packed_matmul_many(
         };
         for t0 in (0..n).step_by(TOKEN_BLOCK) {
             let t1 = (t0 + TOKEN_BLOCK).min(n);
+            // The block's register tiles of activation rows, built once for every group
+            // of the task (not copied again for each group).
+            let mut tiles: Vec<(usize, [Q8Row<'_>; TILE])> = Vec::new();
+            let mut fours: Vec<(usize, [Q8Row<'_>; GROUP])> = Vec::new();
+            let mut i = t0;
+            while i + TILE <= t1 {
+                tiles.push((i, core::array::from_fn(|k| a[i + k])));
+                i += TILE;
+            }
+            while i + GROUP <= t1 {
+                fours.push((i, core::array::from_fn(|k| a[i + k])));
+                i += GROUP;
+            }
+            let singles = i..t1;
             for g in gs.clone() {
                 let data = p.group(g);
-                let mut i = t0;
-                while i + TILE <= t1 {
-                    let r: [Q8Row<'_>; TILE] = core::array::from_fn(|k| a[i + k]);
+                for (i, r) in &tiles {
                     // SAFETY: `packed_tile_kernel` returned a path this CPU supports.
-                    let out = unsafe { tile(data, &r) };
+                    let out = unsafe { tile(data, r) };
                     for (k, o) in out.iter().enumerate() {
                         put(i + k, g, o);
                     }
-                    i += TILE;
                 }
-                while i + GROUP <= t1 {
-                    let r: [Q8Row<'_>; GROUP] = core::array::from_fn(|k| a[i + k]);
+                for (i, r) in &fours {
                     // SAFETY: as above (`packed_kernels`).
-                    let out = unsafe { four(data, &r) };
+                    let out = unsafe { four(data, r) };
                     for (k, o) in out.iter().enumerate() {
                         put(i + k, g, o);
                     }
-                    i += GROUP;
                 }
-                for (k, r) in a.iter().enumerate().take(t1).skip(i) {
+                for k in singles.clone() {
                     // SAFETY: as above.
-                    put(k, g, &unsafe { one(data, &[*r]) }[0]);
+                    put(k, g, &unsafe { one(data, &[a[k]]) }[0]);
                 }
             }
         }
