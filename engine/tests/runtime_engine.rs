@@ -6,6 +6,8 @@
 //! directory ([`package_copy`]): one without its decoder, one whose pixels are optional,
 //! one with a `tokenizer.json` written by the `tokenizers` library.
 
+use engine::kv::KvDtype;
+
 use engine::gguf::{GgufFile, GgufWriter};
 use engine::runtime::{
     BadRequest, Engine, EngineError, EngineOptions, Finish, Flow, GenerateRequest, Prompt, Route,
@@ -26,6 +28,7 @@ fn opts(decode_core: bool) -> EngineOptions {
         max_running: 4,
         decode_core,
         threads: 1,
+        kv_dtype: KvDtype::F32,
     }
 }
 
