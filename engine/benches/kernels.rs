@@ -392,69 +392,66 @@ fn attention_sweep() {
     let q = random_floats(n_heads * d, 11);
     let mut out = vec![0.0f32; n_heads * d];
     let mut scratch = Vec::new();
-    for page in [16usize, 256] {
-        for len in [2048usize] {
-            for dtype in [KvDtype::F32, KvDtype::F16] {
-                let mut cache = KvCache::new(KvConfig {
-                    n_layers: layers,
-                    n_kv_heads: n_kv,
-                    head_dim: d,
-                    page_tokens: page,
-                    max_pages: len.div_ceil(page),
-                    dtype,
-                })
-                .expect("valid config");
-                let seq = cache.create_sequence();
-                cache.grow(seq, len).expect("room");
-                for l in 0..layers {
-                    let k = random_floats(len * n_kv * d, 100 + l as u64);
-                    let v = random_floats(len * n_kv * d, 200 + l as u64);
-                    for p in 0..len {
-                        let r = p * n_kv * d..(p + 1) * n_kv * d;
-                        cache
-                            .write(seq, l, p, &k[r.clone()], &v[r])
-                            .expect("in range");
-                    }
+    for len in [512usize, 2048] {
+        for dtype in [KvDtype::F32, KvDtype::F16] {
+            let mut cache = KvCache::new(KvConfig {
+                n_layers: layers,
+                n_kv_heads: n_kv,
+                head_dim: d,
+                page_tokens: 16,
+                max_pages: len.div_ceil(16),
+                dtype,
+            })
+            .expect("valid config");
+            let seq = cache.create_sequence();
+            cache.grow(seq, len).expect("room");
+            for l in 0..layers {
+                let k = random_floats(len * n_kv * d, 100 + l as u64);
+                let v = random_floats(len * n_kv * d, 200 + l as u64);
+                for p in 0..len {
+                    let r = p * n_kv * d..(p + 1) * n_kv * d;
+                    cache
+                        .write(seq, l, p, &k[r.clone()], &v[r])
+                        .expect("in range");
                 }
-                let bytes = (cache.bytes_per_token() * len) as f64;
-                for ops in [VecOps::best()] {
-                    cache.set_ops(ops);
-                    println!("page {page}");
-                    for split in [false, true] {
-                        let (_, c) = median_wall_cpu(
-                            || {
-                                for l in 0..layers {
-                                    let view = cache.layer(seq, l);
-                                    let f = if split {
-                                        decode_attention
-                                    } else {
-                                        gqa_attention
-                                    };
-                                    f(
-                                        &q,
-                                        &view,
-                                        0,
-                                        len,
-                                        n_heads,
-                                        0.125,
-                                        None,
-                                        &mut out,
-                                        &mut scratch,
-                                    );
-                                }
-                                black_box(&out);
-                            },
-                            Duration::from_millis(800),
-                        );
-                        println!(
-                            "attention  {len:>5} positions  {:<4} {:<10} {:<8}  {:>6.3} ms CPU per token  {:>6.2} GB/s of KV per CPU-second",
-                            format!("{dtype:?}").to_lowercase(),
-                            ops.isa().name(),
-                            if split { "split" } else { "unsplit" },
-                            c * 1e3,
-                            bytes / c / 1e9
-                        );
-                    }
+            }
+            let bytes = (cache.bytes_per_token() * len) as f64;
+            for ops in VecOps::available() {
+                cache.set_ops(ops);
+                for split in [false, true] {
+                    let (_, c) = median_wall_cpu(
+                        || {
+                            for l in 0..layers {
+                                let view = cache.layer(seq, l);
+                                let f = if split {
+                                    decode_attention
+                                } else {
+                                    gqa_attention
+                                };
+                                f(
+                                    &q,
+                                    &view,
+                                    0,
+                                    len,
+                                    n_heads,
+                                    0.125,
+                                    None,
+                                    &mut out,
+                                    &mut scratch,
+                                );
+                            }
+                            black_box(&out);
+                        },
+                        Duration::from_millis(800),
+                    );
+                    println!(
+                        "attention  {len:>5} positions  {:<4} {:<10} {:<8}  {:>6.3} ms CPU per token  {:>6.2} GB/s of KV per CPU-second",
+                        format!("{dtype:?}").to_lowercase(),
+                        ops.isa().name(),
+                        if split { "split" } else { "unsplit" },
+                        c * 1e3,
+                        bytes / c / 1e9
+                    );
                 }
             }
         }
