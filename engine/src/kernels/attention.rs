@@ -539,6 +539,34 @@ pub fn decode_attention(
     merge_parts(&parts, n_heads, kv.head_dim(), out);
 }
 
+/// Scale (and soft-cap) a row of scores in place, `s = s * scale` then `c * tanh(s / c)`,
+/// and return their largest value (`-inf` for none). The maximum is kept in 16 lanes, so
+/// the loop vectorises instead of waiting on one running maximum per score.
+#[inline]
+fn scale_scores(scores: &mut [f32], scale: f32, softcap: Option<f32>) -> f32 {
+    let one = |s: &mut f32| -> f32 {
+        let mut x = *s * scale;
+        if let Some(c) = softcap {
+            x = c * (x / c).tanh();
+        }
+        *s = x;
+        x
+    };
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = scores.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (s, m) in c.iter_mut().zip(lanes.iter_mut()) {
+            let x = one(s);
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    let mut max = lanes.into_iter().fold(f32::NEG_INFINITY, f32::max);
+    for s in chunks.into_remainder() {
+        max = max.max(one(s));
+    }
+    max
+}
+
 /// The body of [`gqa_attention`] (`stats: None`: normalised output) and of
 /// [`gqa_attention_part`] (`stats: Some([max; n_heads] ++ [sum; n_heads])`: unnormalised
 /// accumulators and the softmax statistics).
@@ -593,15 +621,7 @@ fn grouped(
         }
         kv.prefetch(lo, (KV_TILE - lo % KV_TILE).min(n), kvh, true);
         for (g, scores) in scratch[..group * n].chunks_exact_mut(n).enumerate() {
-            let mut max = f32::NEG_INFINITY;
-            for s in scores.iter_mut() {
-                let mut x = *s * scale;
-                if let Some(c) = softcap {
-                    x = c * (x / c).tanh();
-                }
-                *s = x;
-                max = max.max(x);
-            }
+            let max = scale_scores(scores, scale, softcap);
             let sum = exp_shifted_sum(scores, max);
             match stats.as_deref_mut() {
                 None => {
