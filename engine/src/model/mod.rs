@@ -319,8 +319,9 @@ impl Model {
     /// Attention of every row of `q` (`[rows.len(), n_heads · head_dim]`, RoPE applied)
     /// over its own sequence's layer `l` up to its own position, into `att` (same shape).
     ///
-    /// A row's window is cut by [`split_segments`] (whole up to [`SEGMENT`](crate::kernels::attention::SEGMENT) positions,
-    /// otherwise in segments aligned to absolute positions). One task per (row, KV head,
+    /// A row's window is cut by [`split_segments`] (whole up to
+    /// [`SEGMENT`](crate::kernels::attention::SEGMENT) positions, otherwise in segments
+    /// aligned to absolute positions). One task per (row, KV head,
     /// segment) runs the query heads of that GQA group over the segment, so they read each
     /// page of their KV head once: [`gqa_attention`] for a whole window, otherwise
     /// [`gqa_attention_part`], whose parts are then merged in segment order
