@@ -22,11 +22,17 @@
 //!    portable and the best path, 1 and 8 rows,
 //!    beside a baseline in this file that rounds with `f32::round` (`roundf`, as ggml's
 //!    reference quantizer does): thread CPU time per row and the ratio.
+//! 6. attention: one decode row's attention over every layer of a SmolLM2-135M KV cache
+//!    (30 layers, 9 query heads over 3 KV heads of 64) at 512 and 2048 positions, f32 and
+//!    f16 storage, per available path, on one thread: unsplit ([`gqa_attention`]) and split
+//!    into segments ([`decode_attention`]): thread CPU time per token and KV GB/s.
 
 use engine::gguf::GgmlType;
-use engine::kernels::Isa;
+use engine::kernels::attention::{decode_attention, gqa_attention};
 use engine::kernels::matmul::packed::PackedWeights;
 use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec, uses_packed};
+use engine::kernels::{Isa, VecOps};
+use engine::kv::{KvCache, KvConfig, KvDtype};
 use engine::quant;
 use engine::quant::Q8Activation;
 use rayon::prelude::*;
@@ -387,6 +393,80 @@ fn quantize_sweep() {
     }
 }
 
+fn attention_sweep() {
+    println!(
+        "== decode attention: one row over 30 layers (9 heads / 3 KV heads of 64), 1 thread, median"
+    );
+    let (layers, n_kv, d, n_heads) = (30usize, 3usize, 64usize, 9usize);
+    let q = random_floats(n_heads * d, 11);
+    let mut out = vec![0.0f32; n_heads * d];
+    let mut scratch = Vec::new();
+    for len in [512usize, 2048] {
+        for dtype in [KvDtype::F32, KvDtype::F16] {
+            let mut cache = KvCache::new(KvConfig {
+                n_layers: layers,
+                n_kv_heads: n_kv,
+                head_dim: d,
+                page_tokens: 16,
+                max_pages: len.div_ceil(16),
+                dtype,
+            })
+            .expect("valid config");
+            let seq = cache.create_sequence();
+            cache.grow(seq, len).expect("room");
+            for l in 0..layers {
+                let k = random_floats(len * n_kv * d, 100 + l as u64);
+                let v = random_floats(len * n_kv * d, 200 + l as u64);
+                for p in 0..len {
+                    let r = p * n_kv * d..(p + 1) * n_kv * d;
+                    cache
+                        .write(seq, l, p, &k[r.clone()], &v[r])
+                        .expect("in range");
+                }
+            }
+            let bytes = (cache.bytes_per_token() * len) as f64;
+            for ops in VecOps::available() {
+                cache.set_ops(ops);
+                for split in [false, true] {
+                    let (_, c) = median_wall_cpu(
+                        || {
+                            for l in 0..layers {
+                                let view = cache.layer(seq, l);
+                                let f = if split {
+                                    decode_attention
+                                } else {
+                                    gqa_attention
+                                };
+                                f(
+                                    &q,
+                                    &view,
+                                    0,
+                                    len,
+                                    n_heads,
+                                    0.125,
+                                    None,
+                                    &mut out,
+                                    &mut scratch,
+                                );
+                            }
+                            black_box(&out);
+                        },
+                        Duration::from_millis(800),
+                    );
+                    println!(
+                        "attention  {len:>5} positions  {:<4} {:<10} {:<8}  {:>6.3} ms CPU per token  {:>6.2} GB/s of KV per CPU-second",
+                        format!("{dtype:?}").to_lowercase(),
+                        ops.isa().name(),
+                        if split { "split" } else { "unsplit" },
+                        c * 1e3,
+                        bytes / c / 1e9
+                    );
+                }
+            }
+        }
+    }
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; any other argument selects sections by name.
     let args: Vec<String> = std::env::args()
@@ -415,5 +495,8 @@ fn main() {
     }
     if want("quantize") {
         quantize_sweep();
+    }
+    if want("attention") {
+        attention_sweep();
     }
 }

@@ -29,8 +29,9 @@ use crate::model::{Logits, Model, ModelError};
 use crate::tokenizer::{StreamState, Tokenizer, TokenizerError};
 use crate::workflow::Flow;
 
-/// KV element type of the decode loop's cache.
-pub const KV_DTYPE: KvDtype = KvDtype::F32;
+/// Default KV element type of the decode loop's cache (half precision, as llama.cpp's
+/// default K and V type; `EngineOptions::kv_dtype` chooses per engine).
+pub const KV_DTYPE: KvDtype = KvDtype::F16;
 
 /// Default prefill chunk, in tokens.
 pub const DEFAULT_CHUNK: usize = 64;
@@ -182,7 +183,20 @@ impl<'s> Batch<'s> {
         max_tokens: usize,
         max_seqs: usize,
     ) -> Result<Batch<'s>, ModelError> {
-        let mut cfg = model.kv_config(max_tokens, KV_DTYPE);
+        Batch::with_kv_dtype(model, tokenizer, max_tokens, max_seqs, KV_DTYPE)
+    }
+
+    /// [`Batch::new`] with a KV cache of element type `dtype`.
+    ///
+    /// Errors: the KV cache's configuration errors.
+    pub fn with_kv_dtype(
+        model: Arc<Model>,
+        tokenizer: Option<Arc<Tokenizer>>,
+        max_tokens: usize,
+        max_seqs: usize,
+        dtype: KvDtype,
+    ) -> Result<Batch<'s>, ModelError> {
+        let mut cfg = model.kv_config(max_tokens, dtype);
         cfg.max_pages += max_seqs.max(1);
         let kv = KvCache::new(cfg)?;
         Ok(Batch {

@@ -26,6 +26,14 @@ pub enum KvDtype {
 }
 
 impl KvDtype {
+    /// The type's name: `f32` or `f16`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KvDtype::F32 => "f32",
+            KvDtype::F16 => "f16",
+        }
+    }
+
     /// Bytes per stored element.
     pub fn size(self) -> usize {
         match self {
@@ -475,7 +483,9 @@ fn offset(cfg: &KvConfig, row: usize, layer: usize, kind: usize, slot: usize) ->
 /// One layer of one sequence, read through its block table. Implements [`KvSource`], using
 /// the same [`VecOps`] calls as [`crate::kernels::attention::ContiguousKv`], so with f32
 /// storage attention over it is bit-identical to attention over the same rows laid out
-/// contiguously. With f16 storage each row is widened to f32 in chunks of 64 on the stack.
+/// contiguously. With f16 storage the same primitives' f16 forms ([`VecOps::dot_f16`] and
+/// the rest) widen each row as they load it, so attention over f16 pages equals attention
+/// over the widened rows bit for bit.
 #[derive(Debug, Clone, Copy)]
 pub struct PagedKv<'a> {
     cfg: &'a KvConfig,
@@ -486,9 +496,6 @@ pub struct PagedKv<'a> {
     layer: usize,
     ops: VecOps,
 }
-
-/// Widening chunk for f16 rows (stack buffer size).
-const F16_CHUNK: usize = 64;
 
 impl PagedKv<'_> {
     fn start(&self, pos: usize, kv_head: usize, kind: usize) -> (usize, usize) {
@@ -582,18 +589,7 @@ impl KvSource for PagedKv<'_> {
         let d = self.cfg.head_dim;
         match self.pages {
             Pages::F32(p) => self.ops.dot(q, &p[page][off..off + d]),
-            Pages::F16(p) => {
-                let k = &p[page][off..off + d];
-                assert_eq!(q.len(), d, "dot: row lengths differ");
-                let mut buf = [0.0f32; F16_CHUNK];
-                let mut sum = 0.0;
-                for (qc, kc) in q.chunks(F16_CHUNK).zip(k.chunks(F16_CHUNK)) {
-                    let b = &mut buf[..kc.len()];
-                    kc.convert_to_f32_slice(b);
-                    sum += self.ops.dot(qc, b);
-                }
-                sum
-            }
+            Pages::F16(p) => self.ops.dot_f16(q, &p[page][off..off + d]),
         }
     }
     fn add_value(&self, pos: usize, kv_head: usize, w: f32, out: &mut [f32]) {
@@ -601,17 +597,21 @@ impl KvSource for PagedKv<'_> {
         let d = self.cfg.head_dim;
         match self.pages {
             Pages::F32(p) => self.ops.axpy(w, &p[page][off..off + d], out),
-            Pages::F16(p) => {
-                let v = &p[page][off..off + d];
-                assert_eq!(out.len(), d, "axpy: row lengths differ");
-                let mut buf = [0.0f32; F16_CHUNK];
-                for (oc, vc) in out.chunks_mut(F16_CHUNK).zip(v.chunks(F16_CHUNK)) {
-                    let b = &mut buf[..vc.len()];
-                    vc.convert_to_f32_slice(b);
-                    self.ops.axpy(w, b, oc);
+            Pages::F16(p) => self.ops.axpy_f16(w, &p[page][off..off + d], out),
+        }
+    }
+    fn prefetch(&self, lo: usize, n: usize, kv_head: usize, values: bool) {
+        let (d, row) = (self.cfg.head_dim, self.row);
+        let kind = usize::from(values);
+        self.page_runs(lo, n, kv_head, kind, |_, page, off, run| {
+            for r in 0..run {
+                let at = off + r * row;
+                match self.pages {
+                    Pages::F32(p) => prefetch_bytes(p[page][at..at + d].as_ptr().cast(), 4 * d),
+                    Pages::F16(p) => prefetch_bytes(p[page][at..at + d].as_ptr().cast(), 2 * d),
                 }
             }
-        }
+        })
     }
     fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
         let (d, row) = (self.cfg.head_dim, self.row);
@@ -620,11 +620,10 @@ impl KvSource for PagedKv<'_> {
                 let rows = &p[page][off..off + (run - 1) * row + d];
                 self.ops.dot_rows(q, rows, row, &mut out[i..i + run]);
             }),
-            Pages::F16(_) => {
-                for (i, o) in out.iter_mut().enumerate() {
-                    *o = self.dot_key(lo + i, kv_head, q);
-                }
-            }
+            Pages::F16(p) => self.page_runs(lo, out.len(), kv_head, 0, |i, page, off, run| {
+                let rows = &p[page][off..off + (run - 1) * row + d];
+                self.ops.dot_rows_f16(q, rows, row, &mut out[i..i + run]);
+            }),
         }
     }
     fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
@@ -634,11 +633,27 @@ impl KvSource for PagedKv<'_> {
                 let rows = &p[page][off..off + (run - 1) * row + d];
                 self.ops.axpy_rows(&w[i..i + run], rows, row, out);
             }),
-            Pages::F16(_) => {
-                for (i, &wi) in w.iter().enumerate() {
-                    self.add_value(lo + i, kv_head, wi, out);
-                }
-            }
+            Pages::F16(p) => self.page_runs(lo, w.len(), kv_head, 1, |i, page, off, run| {
+                let rows = &p[page][off..off + (run - 1) * row + d];
+                self.ops.axpy_rows_f16(&w[i..i + run], rows, row, out);
+            }),
         }
     }
+}
+
+/// Ask the CPU to bring the cache lines of `bytes` bytes at `p` into the L1 cache (a
+/// prefetch hint: no fault, no effect on any value; nothing on other architectures).
+#[inline]
+fn prefetch_bytes(p: *const u8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        for line in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch never faults and reads nothing; the address stays inside
+            // the row the caller named.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line).cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
 }

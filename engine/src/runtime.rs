@@ -54,6 +54,7 @@ use crate::workflow::{
 
 /// KV element type of the decode core's caches (the interpreter's native blocks use the same).
 use crate::batch::KV_DTYPE;
+use crate::kv::KvDtype;
 
 pub use crate::batch::Finish;
 /// What a per-token callback tells the generation (one enum for both executors).
@@ -71,16 +72,21 @@ pub struct EngineOptions {
     pub decode_core: bool,
     /// Kernel threads (0: one per core).
     pub threads: usize,
+    /// Element type of the KV caches (decode core and interpreter); it sets the KV
+    /// geometry's bytes per element, so the byte budget holds twice as many f16 tokens.
+    pub kv_dtype: KvDtype,
 }
 
 impl Default for EngineOptions {
-    /// A 1 GiB budget, 8 running requests, the decode core on, one thread per core.
+    /// A 1 GiB budget, 8 running requests, the decode core on, one thread per core, an
+    /// f16 KV cache ([`KV_DTYPE`]).
     fn default() -> Self {
         EngineOptions {
             kv_budget_bytes: 1 << 30,
             max_running: 8,
             decode_core: true,
             threads: 0,
+            kv_dtype: KV_DTYPE,
         }
     }
 }
@@ -418,6 +424,7 @@ pub struct Engine {
     geometry: Option<KvGeometry>,
     scheduler: Scheduler,
     sessions: Mutex<HashMap<String, SessionState>>,
+    kv_dtype: KvDtype,
 }
 
 impl std::fmt::Debug for Engine {
@@ -431,13 +438,13 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-fn model_geometry(model: &Model) -> KvGeometry {
+fn model_geometry(model: &Model, dtype: KvDtype) -> KvGeometry {
     let c = model.config();
     KvGeometry {
         n_layers: c.n_layers,
         n_kv_heads: c.n_kv_heads,
         head_dim: c.head_dim,
-        elem_bytes: KV_DTYPE.size(),
+        elem_bytes: dtype.size(),
     }
 }
 
@@ -456,7 +463,7 @@ impl Engine {
         let tokenizer = Tokenizer::from_vocab(&GgufVocab::from_metadata(file.metadata())?)?;
         let model =
             Arc::new(Model::from_file(file, Cpu::new(opts.threads, Isa::best())).map_err(merr)?);
-        let geometry = model_geometry(&model);
+        let geometry = model_geometry(&model, opts.kv_dtype);
         let names = ["token_embedding", "llama_decoder", "lm_head"].map(String::from);
         Engine::assemble(
             Some(DecodeCore { model, names }),
@@ -539,9 +546,10 @@ impl Engine {
             })?)),
             None => None,
         };
-        let native: Option<Arc<dyn NativeBlocks>> = model
-            .as_ref()
-            .map(|m| Arc::new(ModelBlocks::from_model(m.clone())) as Arc<dyn NativeBlocks>);
+        let native: Option<Arc<dyn NativeBlocks>> = model.as_ref().map(|m| {
+            Arc::new(ModelBlocks::from_model(m.clone()).with_kv_dtype(opts.kv_dtype))
+                as Arc<dyn NativeBlocks>
+        });
         let package = Package::from_parts(manifest, weights, native)?;
         let geometry = package.kv_geometry().map(|g| KvGeometry {
             n_layers: g.n_layers,
@@ -574,6 +582,7 @@ impl Engine {
             geometry,
             scheduler,
             sessions: Mutex::new(HashMap::new()),
+            kv_dtype: opts.kv_dtype,
         })
     }
 
@@ -606,6 +615,11 @@ impl Engine {
     /// The scheduler (a handle on the shared budget).
     pub fn scheduler(&self) -> &Scheduler {
         &self.scheduler
+    }
+
+    /// Element type of the engine's KV caches ([`EngineOptions::kv_dtype`]).
+    pub fn kv_dtype(&self) -> KvDtype {
+        self.kv_dtype
     }
 
     /// KV geometry of the model's decoder; `None` without one.
@@ -643,11 +657,12 @@ impl Engine {
         max_seqs: usize,
     ) -> Option<Result<Batch<'static>, ModelError>> {
         let core = self.core.as_ref()?;
-        Some(Batch::new(
+        Some(Batch::with_kv_dtype(
             core.model.clone(),
             self.tokenizer.clone(),
             max_tokens,
             max_seqs,
+            self.kv_dtype,
         ))
     }
 
@@ -1065,11 +1080,12 @@ impl Engine {
             done: (0..specs.len()).map(|_| None).collect(),
             has_tokenizer: self.tokenizer.is_some(),
         });
-        let mut batch = Batch::new(
+        let mut batch = Batch::with_kv_dtype(
             core.model.clone(),
             self.tokenizer.clone(),
             positions,
             specs.len(),
+            self.kv_dtype,
         )?;
         for (row, spec) in specs.into_iter().enumerate() {
             let sink = RowSink {

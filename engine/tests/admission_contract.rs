@@ -8,6 +8,7 @@
 //! the tokens streamed, and the event log of component runs.
 
 mod admission {
+    use engine::kv::KvDtype;
     use engine::runtime::Flow;
     use engine::runtime::{
         Engine, EngineError, EngineOptions, Finish, GenerateRequest, GenerateResult, Prompt, Route,
@@ -39,6 +40,7 @@ mod admission {
             max_running: 4,
             decode_core: true,
             threads: 1,
+            kv_dtype: KvDtype::F32,
         }
     }
 

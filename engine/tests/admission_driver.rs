@@ -5,6 +5,7 @@ mod admission {
     use std::time::Duration;
 
     use engine::driver::{Driver, Resolution, TicketEvent};
+    use engine::kv::KvDtype;
     use engine::runtime::{Engine, EngineError, EngineOptions, GenerateRequest, Route};
     use engine::scheduler::{AdmissionError, Demand, Scheduler, SchedulerConfig};
 
@@ -25,6 +26,7 @@ mod admission {
                 max_running: 4,
                 decode_core: true,
                 threads: 1,
+                kv_dtype: KvDtype::F32,
             },
         )
         .expect("fixture model loads")

@@ -323,3 +323,124 @@ proptest! {
         prop_assert!((sum as f64 - want_sum).abs() <= 1e-6 * want_sum + 1e-37, "sum {sum} want {want_sum}");
     }
 }
+
+/// A decode window long enough to be split: `len` positions of `n_kv` heads of `d`, the
+/// window `[lo, hi)` inside them.
+#[derive(Debug, Clone)]
+struct SplitCase {
+    n_kv: usize,
+    group: usize,
+    d: usize,
+    lo: usize,
+    hi: usize,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+}
+
+fn split_case() -> impl Strategy<Value = SplitCase> {
+    use engine::kernels::attention::SEGMENT;
+    // Windows from one position to past three segments, starting anywhere in the first
+    // segment (a sliding-window start) or at 0.
+    (
+        1usize..=3,
+        1usize..=3,
+        1usize..=20,
+        1usize..=3 * SEGMENT + 40,
+    )
+        .prop_flat_map(|(n_kv, group, d, n)| {
+            let n_heads = n_kv * group;
+            (
+                Just((n_kv, group, d, n)),
+                prop_oneof![Just(0usize), 0usize..SEGMENT + 20],
+                prop::collection::vec(-1.0f32..1.0, n_heads * d),
+            )
+        })
+        .prop_flat_map(|((n_kv, group, d, n), lo, q)| {
+            let len = lo + n;
+            (
+                Just((n_kv, group, d, lo, lo + n, q)),
+                prop::collection::vec(-3.0f32..3.0, len * n_kv * d),
+                prop::collection::vec(-1.0f32..1.0, len * n_kv * d),
+            )
+        })
+        .prop_map(|((n_kv, group, d, lo, hi, q), k, v)| SplitCase {
+            n_kv,
+            group,
+            d,
+            lo,
+            hi,
+            q,
+            k,
+            v,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Split-K decode attention (`decode_attention`: `gqa_attention_part` per segment, then
+    /// `merge_parts`) against the f64 reference and within 2e-5 of the unsplit
+    /// `gqa_attention` over the same window, on every SIMD path; the segments tile the
+    /// window at absolute multiples of `SEGMENT`.
+    #[test]
+    fn split_decode_attention_matches_reference_and_unsplit(c in split_case()) {
+        use engine::kernels::attention::{SEGMENT, decode_attention, split_segments};
+        let n_heads = c.n_kv * c.group;
+        let segs = split_segments(c.lo, c.hi);
+        prop_assert_eq!(segs.first().map(|s| s.0), Some(c.lo));
+        prop_assert_eq!(segs.last().map(|s| s.1), Some(c.hi));
+        for w in segs.windows(2) {
+            prop_assert_eq!(w[0].1, w[1].0);
+            prop_assert!(w[0].1 % SEGMENT == 0, "inner boundary {} not aligned", w[0].1);
+        }
+        prop_assert_eq!(segs.len() == 1, c.hi - c.lo <= SEGMENT);
+        let scale = 1.0 / (c.d as f32).sqrt();
+        let want = reference(&c.q, &c.k, &c.v, n_heads, c.n_kv, c.d, c.lo, c.hi, scale, None);
+        let mut scratch = Vec::new();
+        for ops in VecOps::available() {
+            let kv = ContiguousKv::new(&c.k, &c.v, c.n_kv, c.d).with_ops(ops);
+            let mut split = vec![f32::NAN; n_heads * c.d];
+            decode_attention(&c.q, &kv, c.lo, c.hi, n_heads, scale, None, &mut split, &mut scratch);
+            let mut whole = vec![f32::NAN; n_heads * c.d];
+            gqa_attention(&c.q, &kv, c.lo, c.hi, n_heads, scale, None, &mut whole, &mut scratch);
+            for i in 0..split.len() {
+                prop_assert!((split[i] as f64 - want[i]).abs() <= 2e-5,
+                    "{}: i={i} split {} want {}", ops.isa(), split[i], want[i]);
+                prop_assert!((split[i] - whole[i]).abs() <= 2e-5,
+                    "{}: i={i} split {} unsplit {}", ops.isa(), split[i], whole[i]);
+            }
+        }
+    }
+}
+
+#[test]
+fn merging_one_part_is_its_normalised_accumulator() {
+    use engine::kernels::attention::{gqa_attention_part, merge_parts, part_len};
+    // Two heads of one KV head over three positions: the part's statistics are the
+    // softmax's max and sum, and merging the part alone divides by the sum.
+    let (k, v) = (
+        [1.0f32, 0.0, 0.0, 1.0, 1.0, 1.0],
+        [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0],
+    );
+    let kv = ContiguousKv::new(&k, &v, 1, 2);
+    let q = [1.0f32, 0.0, 0.0, 2.0];
+    let mut part = vec![f32::NAN; part_len(2, 2)];
+    gqa_attention_part(&q, &kv, 0, 3, 2, 1.0, None, &mut part, &mut Vec::new());
+    // Head 0 scores 1, 0, 1; head 1 scores 0, 2, 2.
+    let (max, sum) = (&part[4..6], &part[6..8]);
+    assert_eq!(max, [1.0, 2.0]);
+    let e = std::f32::consts::E;
+    assert!((sum[0] - (2.0 + 1.0 / e)).abs() < 1e-6, "{sum:?}");
+    assert!((sum[1] - (2.0 + 1.0 / (e * e))).abs() < 1e-6, "{sum:?}");
+    let mut out = vec![f32::NAN; 4];
+    merge_parts(&part, 2, 2, &mut out);
+    for (j, (o, a)) in out.iter().zip(&part[..4]).enumerate() {
+        assert!((o - a / sum[j / 2]).abs() < 1e-6, "{out:?} vs {part:?}");
+    }
+    let mut want = vec![f32::NAN; 4];
+    gqa_attention(&q, &kv, 0, 3, 2, 1.0, None, &mut want, &mut Vec::new());
+    for (o, w) in out.iter().zip(&want) {
+        assert!((o - w).abs() < 1e-6, "{out:?} vs {want:?}");
+    }
+}

@@ -144,6 +144,65 @@ proptest! {
         }
     }
 
+    /// The f16 row primitives (the f16 KV cache's reads) on every path: each equals that
+    /// path's f32 primitive on the widened rows bit for bit (`dot_f16`, `axpy_f16`,
+    /// `dot_rows_f16`, `axpy_rows_f16`), and the f16 dot and axpy agree with the f64
+    /// reference over the widened values. Lengths and strides as above.
+    #[test]
+    fn f16_row_runs_match_widened_f32_bit_for_bit_and_the_reference(
+        (d, n, gap) in (0usize..150, 0usize..20, 0usize..40),
+        seed in any::<u64>(),
+        w0 in -2.0f32..2.0,
+    ) {
+        use half::f16;
+        let stride = d + gap;
+        let len = if n == 0 { 0 } else { (n - 1) * stride + d };
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
+        };
+        let rows: Vec<f16> = (0..len).map(|_| f16::from_f32(next())).collect();
+        let wide: Vec<f32> = rows.iter().map(|h| h.to_f32()).collect();
+        let q: Vec<f32> = (0..d).map(|_| next()).collect();
+        let w: Vec<f32> = (0..n).map(|i| w0 + i as f32 * 0.125).collect();
+        let out0: Vec<f32> = (0..d).map(|_| next()).collect();
+        for ops in VecOps::available() {
+            for i in 0..n {
+                let (r, rw) = (&rows[i * stride..i * stride + d], &wide[i * stride..i * stride + d]);
+                let got = ops.dot_f16(&q, r);
+                prop_assert_eq!(got.to_bits(), ops.dot(&q, rw).to_bits(), "{} dot_f16 row {}", ops.isa(), i);
+                let exact: f64 = q.iter().zip(rw).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let mag: f64 = q.iter().zip(rw).map(|(a, b)| (*a as f64 * *b as f64).abs()).sum();
+                prop_assert!((got as f64 - exact).abs() <= 2.0 * d as f64 * U * mag + 1e-30,
+                    "{} dot_f16 row {}: {} vs {}", ops.isa(), i, got, exact);
+                let (mut a, mut b) = (out0.clone(), out0.clone());
+                ops.axpy_f16(w0, r, &mut a);
+                ops.axpy(w0, rw, &mut b);
+                prop_assert_eq!(a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    b.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{} axpy_f16 row {}", ops.isa(), i);
+                for j in 0..d {
+                    let r = out0[j] as f64 + w0 as f64 * rw[j] as f64;
+                    let tol = 2.0 * U * (out0[j].abs() as f64 + (w0 * rw[j]).abs() as f64) + 1e-30;
+                    prop_assert!((a[j] as f64 - r).abs() <= tol, "{} axpy_f16 j={}", ops.isa(), j);
+                }
+            }
+            let mut scores = vec![f32::NAN; n];
+            ops.dot_rows_f16(&q, &rows, stride, &mut scores);
+            let mut want = vec![f32::NAN; n];
+            ops.dot_rows(&q, &wide, stride, &mut want);
+            prop_assert_eq!(scores.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{} dot_rows_f16", ops.isa());
+            let (mut got, mut want) = (out0.clone(), out0.clone());
+            ops.axpy_rows_f16(&w, &rows, stride, &mut got);
+            ops.axpy_rows(&w, &wide, stride, &mut want);
+            prop_assert_eq!(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), "{} axpy_rows_f16 d={} n={}", ops.isa(), d, n);
+        }
+    }
+
     /// Tolerance: relative 1e-5 of each output's magnitude (plus 1e-6 absolute for outputs
     /// near zero); the f32 kernel has a sum of `n ≤ 300` squares, a sqrt and two products.
     #[test]

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use engine::batch::KV_DTYPE;
 use engine::gguf::GgufFile;
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
@@ -12,12 +13,12 @@ use engine::runtime::{Engine, EngineOptions, Finish, Flow, GenerateRequest, Prom
 use engine::tokenizer::{GgufVocab, Tokenizer};
 use serde::Deserialize;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Reference {
     generate: Vec<GenerateCase>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct GenerateCase {
     prompt: String,
     prompt_ids: Vec<u32>,
@@ -26,7 +27,7 @@ struct GenerateCase {
     steps: Vec<Step>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Step {
     pos: usize,
     top: Vec<(u32, f32)>,
@@ -117,15 +118,22 @@ fn config_is_read_from_metadata() {
     assert!(model.weights().tied_embeddings, "SmolLM2 ties its LM head");
 }
 
+/// Both KV element types: f16 (the engine's default, `KV_DTYPE`) and f32.
+const DTYPES: [KvDtype; 2] = [KvDtype::F16, KvDtype::F32];
+
 #[test]
 fn teacher_forced_prefill_agrees_with_llamacpp() {
     let (model, _) = load(2, Isa::best());
     let mut failures = Vec::new();
     let mut checked = 0;
-    for case in reference().generate {
+    for (case, dtype) in reference()
+        .generate
+        .into_iter()
+        .flat_map(|c| DTYPES.map(|d| (c.clone(), d)))
+    {
         let mut seq_ids = case.prompt_ids.clone();
         seq_ids.extend_from_slice(&case.greedy_ids[..case.greedy_ids.len() - 1]);
-        let mut kv = KvCache::new(model.kv_config(seq_ids.len(), KvDtype::F32)).unwrap();
+        let mut kv = KvCache::new(model.kv_config(seq_ids.len(), dtype)).unwrap();
         let seq = kv.create_sequence();
         let logits = model.forward(&mut kv, seq, &seq_ids, Logits::All).unwrap();
         let vocab = model.config().vocab;
@@ -133,7 +141,7 @@ fn teacher_forced_prefill_agrees_with_llamacpp() {
             let row = &logits[step.pos * vocab..(step.pos + 1) * vocab];
             checked += 1;
             if let Err(e) = check_step(&case.prompt, step, row) {
-                failures.push(e);
+                failures.push(format!("[{}] {e}", dtype.name()));
             }
         }
     }
@@ -150,12 +158,15 @@ fn teacher_forced_prefill_agrees_with_llamacpp() {
 fn teacher_forced_decode_steps_agree_with_llamacpp() {
     // Prefill the prompt, then feed the reference continuation one token at a time
     // (matrix-vector path), on the portable kernels as well as the best SIMD path.
-    for isa in [Isa::Portable, Isa::best()] {
+    for (isa, dtype) in [Isa::Portable, Isa::best()]
+        .into_iter()
+        .flat_map(|i| DTYPES.map(|d| (i, d)))
+    {
         let (model, _) = load(2, isa);
         let mut failures = Vec::new();
         for case in reference().generate.iter().take(3) {
             let total = case.prompt_ids.len() + case.greedy_ids.len();
-            let mut kv = KvCache::new(model.kv_config(total, KvDtype::F32)).unwrap();
+            let mut kv = KvCache::new(model.kv_config(total, dtype)).unwrap();
             let seq = kv.create_sequence();
             let mut row = model
                 .forward(&mut kv, seq, &case.prompt_ids, Logits::Last)
@@ -163,7 +174,7 @@ fn teacher_forced_decode_steps_agree_with_llamacpp() {
             for (i, step) in case.steps.iter().enumerate() {
                 assert_eq!(step.pos, case.prompt_ids.len() - 1 + i);
                 if let Err(e) = check_step(&case.prompt, step, &row) {
-                    failures.push(format!("[{isa}] {e}"));
+                    failures.push(format!("[{isa}, {}] {e}", dtype.name()));
                 }
                 if i + 1 < case.steps.len() {
                     row = model
@@ -267,7 +278,8 @@ fn prompt_longer_than_context_is_refused_with_both_numbers() {
 
 /// A batched decode step (`Model::decode_batch`, one product over the batch's rows, on the
 /// packed kernels where the path has them) gives every sequence the logits it gets alone,
-/// bit for bit: four prompts of different lengths, eight greedy steps.
+/// bit for bit: five prompts of different lengths (one past an attention segment, so its
+/// decode attention runs split), eight greedy steps.
 #[test]
 fn batched_decode_logits_equal_each_sequence_alone() {
     let (model, tok) = load(2, Isa::best());
@@ -277,13 +289,16 @@ fn batched_decode_logits_equal_each_sequence_alone() {
         "1, 2, 3, 4,",
         "Once upon a time, in a small village by the mountains, there lived",
     ];
-    let ids: Vec<Vec<u32>> = prompts.iter().map(|p| tok.encode(p).unwrap()).collect();
+    let mut ids: Vec<Vec<u32>> = prompts.iter().map(|p| tok.encode(p).unwrap()).collect();
+    // And one prompt longer than an attention segment, whose decode rows run split.
+    ids.push(tok.encode(&prompts[3].repeat(20)).unwrap());
+    assert!(ids[4].len() > engine::kernels::attention::SEGMENT);
     let steps = 8;
     let vocab = model.config().vocab;
     // Alone: one sequence per cache, one token per forward pass.
     let mut alone = Vec::new();
     for p in &ids {
-        let mut kv = KvCache::new(model.kv_config(p.len() + steps, KvDtype::F32)).unwrap();
+        let mut kv = KvCache::new(model.kv_config(p.len() + steps, KV_DTYPE)).unwrap();
         let seq = kv.create_sequence();
         let mut row = model.forward(&mut kv, seq, p, Logits::Last).unwrap();
         let mut rows = Vec::new();
@@ -296,7 +311,7 @@ fn batched_decode_logits_equal_each_sequence_alone() {
     }
     // Together: one cache, every step one batched pass over the four sequences.
     let total: usize = ids.iter().map(|p| p.len() + steps).sum();
-    let mut cfg = model.kv_config(total, KvDtype::F32);
+    let mut cfg = model.kv_config(total, KV_DTYPE);
     cfg.max_pages += ids.len(); // a partly filled last page per sequence
     let mut kv = KvCache::new(cfg).unwrap();
     let seqs: Vec<_> = ids.iter().map(|_| kv.create_sequence()).collect();

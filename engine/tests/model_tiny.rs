@@ -284,3 +284,85 @@ fn token_outside_vocabulary_is_refused() {
     let msg = err.to_string();
     assert!(msg.contains("100000") && msg.contains("259"), "{msg}");
 }
+
+/// Decode rows whose windows are longer than one attention segment (`SEGMENT`, run as
+/// split-K tasks and merged) give the same logits bit for bit alone, in a batch with other
+/// rows (longer, shorter, unsplit), and on 1 or 2 threads; and they agree with the naive
+/// reference forward pass.
+#[test]
+fn split_decode_is_the_same_alone_in_a_batch_and_on_any_thread_count() {
+    use engine::kernels::attention::SEGMENT;
+    let spec = TinyLlamaSpec {
+        context_len: 4 * SEGMENT,
+        ..TinyLlamaSpec::default()
+    };
+    let bytes = tiny_llama(&spec).unwrap().to_bytes();
+    let steps = 3;
+    // Prompts ending just past one and two segments, and a short one; each row then
+    // decodes `steps` tokens of its own (fixed, so every run feeds the same ones).
+    let tokens = |n: usize, salt: usize| -> Vec<u32> {
+        (0..n + steps)
+            .map(|i| 3 + ((i * 37 + salt * 11) % 250) as u32)
+            .collect()
+    };
+    let seqs = [
+        tokens(SEGMENT + 1, 1),
+        tokens(2 * SEGMENT + 7, 2),
+        tokens(20, 3),
+    ];
+    let prompt = |t: &[u32]| t.len() - steps;
+    let mut runs = Vec::new();
+    for threads in [1, 2] {
+        let file = Arc::new(GgufFile::from_bytes(bytes.clone()).unwrap());
+        let m = Model::from_file(file, Cpu::new(threads, Isa::best())).unwrap();
+        let vocab = m.config().vocab;
+        let mut alone = Vec::new();
+        for t in &seqs {
+            let mut kv = KvCache::new(m.kv_config(t.len(), KvDtype::F32)).unwrap();
+            let s = kv.create_sequence();
+            m.forward(&mut kv, s, &t[..prompt(t)], Logits::Last)
+                .unwrap();
+            let rows: Vec<Vec<f32>> = (prompt(t)..t.len())
+                .map(|p| m.forward(&mut kv, s, &[t[p]], Logits::Last).unwrap())
+                .collect();
+            alone.push(rows);
+        }
+        let total: usize = seqs.iter().map(|t| t.len() + 16).sum();
+        let mut kv = KvCache::new(m.kv_config(total, KvDtype::F32)).unwrap();
+        let ids: Vec<_> = seqs.iter().map(|_| kv.create_sequence()).collect();
+        for (t, &s) in seqs.iter().zip(&ids) {
+            m.forward(&mut kv, s, &t[..prompt(t)], Logits::Last)
+                .unwrap();
+        }
+        for step in 0..steps {
+            let rows: Vec<_> = seqs
+                .iter()
+                .zip(&ids)
+                .map(|(t, &s)| (s, t[prompt(t) + step]))
+                .collect();
+            let logits = m.decode_batch(&mut kv, &rows).unwrap();
+            for (i, a) in alone.iter().enumerate() {
+                assert!(
+                    logits[i * vocab..(i + 1) * vocab] == a[step][..],
+                    "{threads} threads, row {i} step {step}: batched logits differ from alone"
+                );
+            }
+        }
+        runs.push(alone);
+    }
+    assert!(
+        runs[0] == runs[1],
+        "decode logits differ between 1 and 2 threads"
+    );
+    // The longest row's last decode step against the reference over its whole sequence.
+    let file = GgufFile::from_bytes(bytes).unwrap();
+    let want = reference_logits(&file, &spec, &seqs[1]);
+    let got = runs[1][1].last().unwrap();
+    for (i, w) in want.last().unwrap().iter().enumerate() {
+        let g = got[i] as f64;
+        assert!(
+            (g - w).abs() <= 1e-4 + 1e-4 * w.abs(),
+            "token {i}: got {g}, reference {w}"
+        );
+    }
+}

@@ -6,6 +6,8 @@
 //! directory ([`package_copy`]): one without its decoder, one whose pixels are optional,
 //! one with a `tokenizer.json` written by the `tokenizers` library.
 
+use engine::kv::KvDtype;
+
 use engine::gguf::{GgufFile, GgufWriter};
 use engine::runtime::{
     BadRequest, Engine, EngineError, EngineOptions, Finish, Flow, GenerateRequest, Prompt, Route,
@@ -26,6 +28,7 @@ fn opts(decode_core: bool) -> EngineOptions {
         max_running: 4,
         decode_core,
         threads: 1,
+        kv_dtype: KvDtype::F32,
     }
 }
 
@@ -506,4 +509,40 @@ fn zero_new_tokens_on_the_decode_core_prefill_the_whole_prompt() {
     assert!(r.tokens().is_empty(), "{:?}", r.tokens());
     assert_eq!(*r.finish(), Finish::MaxTokens);
     assert_eq!(r.reserved_bytes, 40 * BPT, "the prompt's positions only");
+}
+
+/// `EngineOptions::kv_dtype` sets the KV element size the engine prices and runs with, on
+/// the decode core and on the interpreter: f16 (the default) costs half the bytes per
+/// token of f32, and a request reserves `(prompt + new tokens) × bytes per token`.
+#[test]
+fn kv_dtype_sets_the_bytes_per_token_on_every_route() {
+    assert_eq!(EngineOptions::default().kv_dtype, KvDtype::F16);
+    for (dtype, bpt) in [(KvDtype::F32, BPT), (KvDtype::F16, BPT / 2)] {
+        let o = |core| EngineOptions {
+            kv_dtype: dtype,
+            ..opts(core)
+        };
+        let engines = [
+            Engine::load_gguf(format!("{FIXTURES}/tiny-decoder/model.gguf"), o(true)),
+            Engine::load_package(format!("{FIXTURES}/tiny-decoder"), o(true)),
+            Engine::load_package(format!("{FIXTURES}/tiny-decoder"), o(false)),
+        ];
+        for (i, e) in engines.into_iter().enumerate() {
+            let e = e.expect("fixture loads");
+            assert_eq!(e.kv_dtype(), dtype, "engine {i}");
+            assert_eq!(
+                e.kv_geometry().unwrap().bytes_per_token().unwrap(),
+                bpt,
+                "engine {i} {dtype:?}"
+            );
+            let r = e
+                .generate(&GenerateRequest::new(
+                    Prompt::Tokens(vec![104, 101, 108]),
+                    4,
+                ))
+                .unwrap();
+            assert_eq!(r.reserved_bytes, (3 + 4) * bpt, "engine {i} {dtype:?}");
+            assert!(!r.rows[0].tokens.is_empty(), "engine {i} {dtype:?}");
+        }
+    }
 }

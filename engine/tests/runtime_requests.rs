@@ -8,6 +8,8 @@
 //! token per byte except where those merges apply, and each special token written in the
 //! text to one token.
 
+use engine::kv::KvDtype;
+
 use engine::runtime::Flow;
 use engine::runtime::{
     BadRequest, Engine, EngineError, EngineOptions, GenerateRequest, GenerateResult, Prompt,
@@ -26,6 +28,7 @@ fn opts(budget: u64) -> EngineOptions {
         max_running: 4,
         decode_core: true,
         threads: 1,
+        kv_dtype: KvDtype::F32,
     }
 }
 

@@ -24,8 +24,9 @@ mod admission {
         "/../fixtures/packages/tiny-decoder/model.gguf"
     );
 
-    /// KV bytes per token of the tiny decoder: 2 x 2 layers x 2 KV heads x 8 x 4 bytes.
-    const BPT: u64 = 2 * 2 * 2 * 8 * 4;
+    /// KV bytes per token of the tiny decoder: 2 x 2 layers x 2 KV heads x 8 x 2 bytes
+    /// (the default f16 cache).
+    const BPT: u64 = 2 * 2 * 2 * 8 * 2;
 
     struct Server {
         addr: SocketAddr,

@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use engine::batch::KV_DTYPE;
 use engine::gguf::{GgmlType, GgufFile};
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
-use engine::kv::{KvCache, KvDtype};
+use engine::kv::KvCache;
 use engine::model::{Logits, Model};
 use engine::workflow::fixtures::{ManifestSpec, standard_manifest_json};
 use engine::workflow::{
@@ -138,7 +139,7 @@ fn tiny_decoder_interpreter_logits_match_decode_core() {
     assert!(!out.tokens.is_empty());
 
     // The fused decode core over the same tokens: prefill, then one token at a time.
-    let mut kv = KvCache::new(model.kv_config(64, KvDtype::F32)).unwrap();
+    let mut kv = KvCache::new(model.kv_config(64, KV_DTYPE)).unwrap();
     let seq = kv.create_sequence();
     let mut logits = model.forward(&mut kv, seq, &prompt, Logits::Last).unwrap();
     for (i, row) in got.iter().enumerate() {
@@ -176,8 +177,8 @@ fn tiny_decoder_interpreter_logits_match_decode_core() {
 #[test]
 fn tiny_decoder_package_loads_with_kv_geometry_and_sessions() {
     let p = Package::load_with_cpu(packages().join("tiny-decoder"), cpu()).unwrap();
-    // 2 (K and V) × 2 layers × 2 KV heads × 8 head_dim × 4 bytes.
-    assert_eq!(p.bytes_per_token(), Some(256));
+    // 2 (K and V) × 2 layers × 2 KV heads × 8 head_dim × 2 bytes (f16 cache).
+    assert_eq!(p.bytes_per_token(), Some(128));
     assert_eq!(p.model().unwrap().config().n_layers, 2);
     assert!(p.weights_file().unwrap().tensor("output.weight").is_some());
 
@@ -250,7 +251,7 @@ fn tiny_vlm_places_projected_image_before_the_prompt() {
             emb[r * hidden + o] = acc;
         }
     }
-    let mut kv = KvCache::new(model.kv_config(16, KvDtype::F32)).unwrap();
+    let mut kv = KvCache::new(model.kv_config(16, KV_DTYPE)).unwrap();
     let seq = kv.create_sequence();
     model.decoder(&mut emb, &mut kv, seq).unwrap();
     let logits = model
@@ -272,7 +273,7 @@ struct GenerateCase {
 
 /// Greedy decode-core tokens: fused forward passes, stop after an end-of-generation id.
 fn core_greedy(model: &Model, prompt: &[u32], max_new: usize, eog: &[u32]) -> Vec<u32> {
-    let mut kv = KvCache::new(model.kv_config(prompt.len() + max_new, KvDtype::F32)).unwrap();
+    let mut kv = KvCache::new(model.kv_config(prompt.len() + max_new, KV_DTYPE)).unwrap();
     let seq = kv.create_sequence();
     let mut logits = model.forward(&mut kv, seq, prompt, Logits::Last).unwrap();
     let mut out = Vec::new();
@@ -290,8 +291,8 @@ fn core_greedy(model: &Model, prompt: &[u32], max_new: usize, eog: &[u32]) -> Ve
 fn smollm2_interpreter_greedy_tokens_match_decode_core_on_every_reference_prompt() {
     let file = Arc::new(GgufFile::open(real_model_path()).unwrap());
     let p = Package::load_with_cpu(packages().join("smollm2"), cpu()).unwrap();
-    // 2 × 30 layers × 3 KV heads × 64 head_dim × 4 bytes.
-    assert_eq!(p.bytes_per_token(), Some(46_080));
+    // 2 × 30 layers × 3 KV heads × 64 head_dim × 2 bytes (f16 cache).
+    assert_eq!(p.bytes_per_token(), Some(23_040));
     let model = Model::from_file(file, cpu()).unwrap();
     let reference: Reference = serde_json::from_str(
         &std::fs::read_to_string(root().join("fixtures/reference/smollm2-llamacpp.json")).unwrap(),
@@ -358,7 +359,7 @@ fn bench_interpreter_decode_vs_decode_core() {
             .unwrap();
         let ti = first.unwrap().elapsed().as_secs_f64();
         // Decode core: same tokens, same timing window.
-        let mut kv = KvCache::new(model.kv_config(prompt.len() + n, KvDtype::F32)).unwrap();
+        let mut kv = KvCache::new(model.kv_config(prompt.len() + n, KV_DTYPE)).unwrap();
         let seq = kv.create_sequence();
         let mut logits = model.forward(&mut kv, seq, &prompt, Logits::Last).unwrap();
         let mut toks = vec![argmax(&logits)];

@@ -51,6 +51,35 @@ pub(crate) struct ModelArgs {
     pub(crate) isa: Option<String>,
 }
 
+/// The KV cache's element type, for the commands that run a model.
+#[derive(Args, Clone)]
+struct KvArgs {
+    /// KV cache element type: f16 (half the bytes per token; llama.cpp's default K and V
+    /// type) or f32.
+    #[arg(long, value_enum, default_value_t = KvType::F16)]
+    kv_dtype: KvType,
+}
+
+/// Values of `--kv-dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum KvType {
+    F16,
+    F32,
+}
+
+impl KvArgs {
+    /// Engine options with this KV element type, the rest default.
+    fn options(&self) -> EngineOptions {
+        EngineOptions {
+            kv_dtype: match self.kv_dtype {
+                KvType::F16 => KvDtype::F16,
+                KvType::F32 => KvDtype::F32,
+            },
+            ..EngineOptions::default()
+        }
+    }
+}
+
 #[derive(Args, Clone)]
 struct SampleArgs {
     /// Maximum new tokens.
@@ -91,6 +120,8 @@ enum Command {
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
+        kv: KvArgs,
+        #[command(flatten)]
         sample: SampleArgs,
     },
     /// An interactive multi-turn chat on the terminal (empty line or EOF ends it).
@@ -100,6 +131,8 @@ enum Command {
         system: Option<String>,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        kv: KvArgs,
         #[command(flatten)]
         sample: SampleArgs,
     },
@@ -143,6 +176,8 @@ enum Command {
         concurrency: Vec<usize>,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        kv: KvArgs,
     },
     /// An OpenAI-compatible HTTP server on the engine's admission funnel and continuous batch.
     Serve(serve::ServeArgs),
@@ -389,9 +424,10 @@ fn run(cli: Cli) -> Result<()> {
             chat,
             system,
             model,
+            kv,
             sample,
         } => {
-            let l = load_engine(&model, EngineOptions::default())?;
+            let l = load_engine(&model, kv.options())?;
             let text = if chat {
                 let mut msgs = Vec::new();
                 if let Some(s) = system {
@@ -410,9 +446,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Chat {
             system,
             model,
+            kv,
             sample,
         } => {
-            let l = load_engine(&model, EngineOptions::default())?;
+            let l = load_engine(&model, kv.options())?;
             let template = chat_template(&l)?;
             let mut msgs = Vec::new();
             if let Some(s) = system {
@@ -495,7 +532,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             if memory {
                 // One decode step touches every weight page, so the figure counts them all.
-                let mut kv = KvCache::new(m.kv_config(1, KvDtype::F32))?;
+                let mut kv = KvCache::new(m.kv_config(1, engine::batch::KV_DTYPE))?;
                 let seq = kv.create_sequence();
                 m.forward(&mut kv, seq, &[0], Logits::Last)?;
                 let rss = resident_bytes()?;
@@ -515,8 +552,9 @@ fn run(cli: Cli) -> Result<()> {
             json,
             concurrency,
             model,
+            kv,
         } => {
-            let l = load_engine(&model, EngineOptions::default())?;
+            let l = load_engine(&model, kv.options())?;
             if concurrency.is_empty() {
                 bench(&l, prompt_tokens, gen_tokens, runs.max(1), json)?
             } else {
@@ -626,6 +664,7 @@ fn bench(
             serde_json::json!({
                 "prompt_tokens": prompt_tokens, "gen_tokens": gen_tokens, "runs": runs,
                 "threads": model.cpu().threads(), "isa": model.cpu().isa().name(),
+                "kv_dtype": l.engine.kv_dtype().name(),
                 "prefill_tokens_per_sec_median": p, "decode_tokens_per_sec_median": d,
                 "prefill_tokens_per_sec": prefill, "decode_tokens_per_sec": decode,
                 "resident_bytes": rss, "kv_bytes": kv_bytes, "file_bytes": file_bytes,
@@ -635,9 +674,10 @@ fn bench(
         );
     } else {
         println!(
-            "genai bench: {} threads, {}, prompt {prompt_tokens} tokens, {gen_tokens} new tokens, {runs} runs",
+            "genai bench: {} threads, {}, KV {}, prompt {prompt_tokens} tokens, {gen_tokens} new tokens, {runs} runs",
             model.cpu().threads(),
-            model.cpu().isa()
+            model.cpu().isa(),
+            l.engine.kv_dtype().name()
         );
         println!("prefill  median {p:8.1} tok/s   runs {prefill:.1?}");
         println!("decode   median {d:8.1} tok/s   runs {decode:.1?}");

@@ -34,6 +34,13 @@ pub trait KvSource {
         }
     }
 
+    /// A hint that the keys (`values == false`) or the values of positions `lo..lo + n` of
+    /// `kv_head` will be read soon: sources whose rows may sit in memory issue prefetches
+    /// for them. It changes no result; the default does nothing.
+    fn prefetch(&self, lo: usize, n: usize, kv_head: usize, values: bool) {
+        let _ = (lo, n, kv_head, values);
+    }
+
     /// `out += Σ_i w[i] * V[lo + i, kv_head]`, accumulated in position order;
     /// bit-identical to [`KvSource::add_value`] per position.
     fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
@@ -350,6 +357,212 @@ pub fn gqa_attention(
     out: &mut [f32],
     scratch: &mut Vec<f32>,
 ) {
+    grouped(q, kv, lo, hi, n_heads, scale, softcap, out, None, scratch)
+}
+
+/// Key positions per segment of split decode attention ([`gqa_attention_part`],
+/// [`split_segments`]): a multiple of [`KV_TILE`] and of the KV cache's page size (16).
+pub const SEGMENT: usize = 8 * KV_TILE;
+
+/// The segments a decode window `[lo, hi)` is split into: the window itself when it holds
+/// at most [`SEGMENT`] positions (then [`gqa_attention`] serves it whole), otherwise
+/// `[lo, next multiple of SEGMENT)`, whole segments, then the rest. The cut depends only on
+/// the window (boundaries at absolute positions), never on the rows or threads it runs with.
+pub fn split_segments(lo: usize, hi: usize) -> Vec<(usize, usize)> {
+    if hi.saturating_sub(lo) <= SEGMENT {
+        return vec![(lo, hi)];
+    }
+    let mut segs = Vec::with_capacity((hi - lo).div_ceil(SEGMENT) + 1);
+    let mut a = lo;
+    while a < hi {
+        let b = ((a / SEGMENT + 1) * SEGMENT).min(hi);
+        segs.push((a, b));
+        a = b;
+    }
+    segs
+}
+
+/// Floats of one segment's partial result for `n_heads` heads of `head_dim`
+/// ([`gqa_attention_part`]): `n_heads · (head_dim + 2)`.
+pub fn part_len(n_heads: usize, head_dim: usize) -> usize {
+    n_heads * (head_dim + 2)
+}
+
+/// The partial attention of one query row over one segment `[lo, hi)` of its window
+/// (split-K decode attention, "flash-decoding"), to be combined by [`merge_parts`].
+///
+/// Shapes and scores as in [`gqa_attention`]. `part` (`[part_len(n_heads, head_dim)]`)
+/// receives, head after head, the unnormalised accumulators `Σ_p e^(s_p - m_h) V[p]`
+/// (`[n_heads, head_dim]`), then the segment maxima `m_h` (`[n_heads]`), then the sums
+/// `Σ_p e^(s_p - m_h)` (`[n_heads]`). The scores are computed, exponentiated and the values
+/// accumulated exactly as [`gqa_attention`] does over its window, without the final
+/// normalisation. An empty segment gives zeros, maxima of `-inf` and sums of zero.
+///
+/// # Panics
+/// As [`gqa_attention`], and if `part` has the wrong length.
+#[allow(clippy::too_many_arguments)]
+pub fn gqa_attention_part(
+    q: &[f32],
+    kv: &impl KvSource,
+    lo: usize,
+    hi: usize,
+    n_heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    part: &mut [f32],
+    scratch: &mut Vec<f32>,
+) {
+    let d = kv.head_dim();
+    assert_eq!(
+        part.len(),
+        part_len(n_heads, d),
+        "attention: part must be [n_heads * (head_dim + 2)]"
+    );
+    let (acc, stats) = part.split_at_mut(n_heads * d);
+    grouped(
+        q,
+        kv,
+        lo,
+        hi,
+        n_heads,
+        scale,
+        softcap,
+        acc,
+        Some(stats),
+        scratch,
+    )
+}
+
+/// Combine the partial results of consecutive segments of one window into the attention
+/// output: `parts` holds the segments' [`gqa_attention_part`] results one after the other
+/// (`[segments, part_len(n_heads, head_dim)]`), `out` is `[n_heads, head_dim]`.
+///
+/// Per head, with `M` the largest segment maximum: `out = Σ_s e^(m_s - M) acc_s /
+/// Σ_s e^(m_s - M) sum_s`, the segments taken in order, so the result depends only on the
+/// parts, not on the order or the threads that computed them. Heads whose sums are all
+/// zero (an empty window) get zeros.
+///
+/// # Panics
+/// If `out` is not `[n_heads, head_dim]` or `parts` is not a whole number of parts.
+pub fn merge_parts(parts: &[f32], n_heads: usize, head_dim: usize, out: &mut [f32]) {
+    let d = head_dim;
+    let len = part_len(n_heads, d);
+    assert_eq!(
+        out.len(),
+        n_heads * d,
+        "merge_parts: out must be [n_heads, head_dim]"
+    );
+    assert!(
+        len > 0 && parts.len().is_multiple_of(len),
+        "merge_parts: {} floats are not whole parts of {len}",
+        parts.len()
+    );
+    let (max_at, sum_at) = (n_heads * d, n_heads * d + n_heads);
+    for (h, oh) in out.chunks_exact_mut(d).enumerate() {
+        let m = parts
+            .chunks_exact(len)
+            .map(|p| p[max_at + h])
+            .fold(f32::NEG_INFINITY, f32::max);
+        oh.fill(0.0);
+        let mut sum = 0.0f32;
+        for p in parts.chunks_exact(len) {
+            let s = p[sum_at + h];
+            if s == 0.0 {
+                continue;
+            }
+            let c = (p[max_at + h] - m).exp();
+            sum += c * s;
+            for (o, a) in oh.iter_mut().zip(&p[h * d..(h + 1) * d]) {
+                *o += c * a;
+            }
+        }
+        if sum > 0.0 {
+            let inv = 1.0 / sum;
+            for o in oh.iter_mut() {
+                *o *= inv;
+            }
+        } else {
+            oh.fill(0.0);
+        }
+    }
+}
+
+/// Decode attention as the decode core runs it, on one thread: [`gqa_attention`] when
+/// [`split_segments`] leaves the window whole, otherwise one [`gqa_attention_part`] per
+/// segment and [`merge_parts`]. The decode core runs the segments as parallel tasks and
+/// merges them the same way, so its results equal this function's bit for bit. Agrees
+/// with [`gqa_attention`] over the same window up to rounding.
+///
+/// # Panics
+/// As [`gqa_attention`].
+#[allow(clippy::too_many_arguments)]
+pub fn decode_attention(
+    q: &[f32],
+    kv: &impl KvSource,
+    lo: usize,
+    hi: usize,
+    n_heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    scratch: &mut Vec<f32>,
+) {
+    let segs = split_segments(lo, hi);
+    if segs.len() == 1 {
+        return gqa_attention(q, kv, lo, hi, n_heads, scale, softcap, out, scratch);
+    }
+    let len = part_len(n_heads, kv.head_dim());
+    let mut parts = vec![0.0f32; segs.len() * len];
+    for (&(a, b), part) in segs.iter().zip(parts.chunks_exact_mut(len)) {
+        gqa_attention_part(q, kv, a, b, n_heads, scale, softcap, part, scratch);
+    }
+    merge_parts(&parts, n_heads, kv.head_dim(), out);
+}
+
+/// Scale (and soft-cap) a row of scores in place, `s = s * scale` then `c * tanh(s / c)`,
+/// and return their largest value (`-inf` for none). The maximum is kept in 16 lanes, so
+/// the loop vectorises instead of waiting on one running maximum per score.
+#[inline]
+fn scale_scores(scores: &mut [f32], scale: f32, softcap: Option<f32>) -> f32 {
+    let one = |s: &mut f32| -> f32 {
+        let mut x = *s * scale;
+        if let Some(c) = softcap {
+            x = c * (x / c).tanh();
+        }
+        *s = x;
+        x
+    };
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = scores.chunks_exact_mut(16);
+    for c in &mut chunks {
+        for (s, m) in c.iter_mut().zip(lanes.iter_mut()) {
+            let x = one(s);
+            *m = if x > *m { x } else { *m };
+        }
+    }
+    let mut max = lanes.into_iter().fold(f32::NEG_INFINITY, f32::max);
+    for s in chunks.into_remainder() {
+        max = max.max(one(s));
+    }
+    max
+}
+
+/// The body of [`gqa_attention`] (`stats: None`: normalised output) and of
+/// [`gqa_attention_part`] (`stats: Some([max; n_heads] ++ [sum; n_heads])`: unnormalised
+/// accumulators and the softmax statistics).
+#[allow(clippy::too_many_arguments)]
+fn grouped(
+    q: &[f32],
+    kv: &impl KvSource,
+    lo: usize,
+    hi: usize,
+    n_heads: usize,
+    scale: f32,
+    softcap: Option<f32>,
+    out: &mut [f32],
+    mut stats: Option<&mut [f32]>,
+    scratch: &mut Vec<f32>,
+) {
     let group = check_shapes(kv, n_heads, q.len(), out.len(), 1);
     assert!(
         lo <= hi && hi <= kv.len(),
@@ -362,6 +575,11 @@ pub fn gqa_attention(
         scratch.resize(group * n, 0.0);
     }
     out.fill(0.0);
+    if let Some(st) = stats.as_deref_mut() {
+        let (max, sum) = st.split_at_mut(n_heads);
+        max.fill(f32::NEG_INFINITY);
+        sum.fill(0.0);
+    }
     if n == 0 {
         return;
     }
@@ -372,29 +590,36 @@ pub fn gqa_attention(
     {
         // Scores of every head of the group, tile by tile: a tile of keys is read from
         // memory once and reused from the L1 cache by the group's other heads.
+        // The next tile's rows are prefetched while this one is computed: a page's rows of
+        // one head are short strided runs that the hardware prefetchers pick up late.
         for (a, b) in tiles(lo, hi) {
+            kv.prefetch(b, KV_TILE.min(hi - b), kvh, false);
             for (g, qh) in qg.chunks_exact(d).enumerate() {
                 let at = g * n + (a - lo);
                 kv.dot_keys(a, kvh, qh, &mut scratch[at..at + (b - a)]);
             }
         }
-        for scores in scratch[..group * n].chunks_exact_mut(n) {
-            let mut max = f32::NEG_INFINITY;
-            for s in scores.iter_mut() {
-                let mut x = *s * scale;
-                if let Some(c) = softcap {
-                    x = c * (x / c).tanh();
+        kv.prefetch(lo, (KV_TILE - lo % KV_TILE).min(n), kvh, true);
+        for (g, scores) in scratch[..group * n].chunks_exact_mut(n).enumerate() {
+            let max = scale_scores(scores, scale, softcap);
+            let sum = exp_shifted_sum(scores, max);
+            match stats.as_deref_mut() {
+                None => {
+                    let inv = 1.0 / sum;
+                    for s in scores.iter_mut() {
+                        *s *= inv;
+                    }
                 }
-                *s = x;
-                max = max.max(x);
-            }
-            let inv = 1.0 / exp_shifted_sum(scores, max);
-            for s in scores.iter_mut() {
-                *s *= inv;
+                Some(st) => {
+                    let h = kvh * group + g;
+                    st[h] = max;
+                    st[n_heads + h] = sum;
+                }
             }
         }
         // Values likewise: one tile of V rows serves every head of the group.
         for (a, b) in tiles(lo, hi) {
+            kv.prefetch(b, KV_TILE.min(hi - b), kvh, true);
             for (g, oh) in og.chunks_exact_mut(d).enumerate() {
                 let at = g * n + (a - lo);
                 kv.add_values(a, kvh, &scratch[at..at + (b - a)], oh);

@@ -7,6 +7,8 @@
 
 use std::sync::OnceLock;
 
+use half::f16;
+
 use super::Isa;
 
 /// A SIMD path for f32 vector primitives, checked at construction to be supported by this CPU.
@@ -163,6 +165,111 @@ impl VecOps {
     }
 }
 
+/// The same primitives over f16 rows (the KV cache's half-precision storage), each widened
+/// to f32 as it is loaded (`vcvtph2ps`: F16C on the AVX2 path, AVX-512F on the AVX-512
+/// paths, `half`'s conversion on the portable path). Widening is exact and every path keeps
+/// its f32 summation order, so each result is bit-identical to the f32 primitive of the same
+/// path applied to the widened row.
+impl VecOps {
+    /// [`VecOps::dot`] of `a` with the f16 row `b`.
+    ///
+    /// # Panics
+    /// If `a.len() != b.len()`.
+    #[inline]
+    pub fn dot_f16(self, a: &[f32], b: &[f16]) -> f32 {
+        assert_eq!(a.len(), b.len(), "dot_f16: row lengths differ");
+        match self.isa {
+            // SAFETY: `VecOps` is only constructed for paths `Isa::supported` confirmed
+            // (AVX2 includes F16C; AVX-512 includes BW and VL).
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::dot_avx2_f16(a, b) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::dot_avx512_f16(a, b) },
+            _ => dot_portable_f16(a, b),
+        }
+    }
+
+    /// [`VecOps::axpy`] of the f16 row `x`: `out[i] += w * x[i]`.
+    ///
+    /// # Panics
+    /// If `x.len() != out.len()`.
+    #[inline]
+    pub fn axpy_f16(self, w: f32, x: &[f16], out: &mut [f32]) {
+        assert_eq!(x.len(), out.len(), "axpy_f16: row lengths differ");
+        match self.isa {
+            // SAFETY: as in `dot_f16`.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::axpy_avx2_f16(w, x, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe { x86::axpy_avx512_f16(w, x, out) },
+            _ => axpy_portable_f16(w, x, out),
+        }
+    }
+
+    /// [`VecOps::dot_rows`] over f16 rows: `out[i] = dot_f16(q, rows[i * stride ..])`.
+    ///
+    /// # Panics
+    /// If `rows` is shorter than `(out.len() - 1) * stride + q.len()`.
+    pub fn dot_rows_f16(self, q: &[f32], rows: &[f16], stride: usize, out: &mut [f32]) {
+        let (n, d) = (out.len(), q.len());
+        if n == 0 {
+            return;
+        }
+        assert!(
+            rows.len() >= (n - 1) * stride + d,
+            "dot_rows_f16: {n} rows of {d} at stride {stride} need {} elements, got {}",
+            (n - 1) * stride + d,
+            rows.len()
+        );
+        match self.isa {
+            // SAFETY: as in `dot_f16`; the lengths were checked above.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::dot_rows_avx2_f16(q, rows, stride, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe {
+                x86::dot_rows_avx512_f16(q, rows, stride, out)
+            },
+            _ => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = dot_portable_f16(q, &rows[i * stride..i * stride + d]);
+                }
+            }
+        }
+    }
+
+    /// [`VecOps::axpy_rows`] over f16 rows: `out += Σ_i w[i] * rows[i * stride ..]`, in row
+    /// order.
+    ///
+    /// # Panics
+    /// If `rows` is shorter than `(w.len() - 1) * stride + out.len()`.
+    pub fn axpy_rows_f16(self, w: &[f32], rows: &[f16], stride: usize, out: &mut [f32]) {
+        let (n, d) = (w.len(), out.len());
+        if n == 0 {
+            return;
+        }
+        assert!(
+            rows.len() >= (n - 1) * stride + d,
+            "axpy_rows_f16: {n} rows of {d} at stride {stride} need {} elements, got {}",
+            (n - 1) * stride + d,
+            rows.len()
+        );
+        match self.isa {
+            // SAFETY: as in `dot_rows_f16`.
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => unsafe { x86::axpy_rows_avx2_f16(w, rows, stride, out) },
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 | Isa::Avx512Vnni => unsafe {
+                x86::axpy_rows_avx512_f16(w, rows, stride, out)
+            },
+            _ => {
+                for (i, &wi) in w.iter().enumerate() {
+                    axpy_portable_f16(wi, &rows[i * stride..i * stride + d], out);
+                }
+            }
+        }
+    }
+}
+
 impl Default for VecOps {
     /// Same as [`VecOps::best`].
     fn default() -> Self {
@@ -193,12 +300,37 @@ fn axpy_portable(w: f32, x: &[f32], out: &mut [f32]) {
     }
 }
 
+fn dot_portable_f16(a: &[f32], b: &[f16]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let ca = a.chunks_exact(8);
+    let cb = b.chunks_exact(8);
+    let (ta, tb) = (ca.remainder(), cb.remainder());
+    for (xa, xb) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += xa[l] * xb[l].to_f32();
+        }
+    }
+    let mut sum = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    for (x, y) in ta.iter().zip(tb) {
+        sum += x * y.to_f32();
+    }
+    sum
+}
+
+fn axpy_portable_f16(w: f32, x: &[f16], out: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(x) {
+        *o += w * v.to_f32();
+    }
+}
+
 // The AVX-512 intrinsics are stable since Rust 1.89, above the workspace's declared
 // `rust-version` (1.85); the toolchain in use is newer. Raising `rust-version` is the lead's call.
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::incompatible_msrv)]
 mod x86 {
     use std::arch::x86_64::*;
+
+    use half::f16;
 
     /// # Safety
     /// The CPU must support AVX2 and FMA; `rows` must hold `out.len()` rows of `q.len()`
@@ -518,6 +650,293 @@ mod x86 {
                     _mm512_maskz_loadu_ps(m, po.add(i)),
                 );
                 _mm512_mask_storeu_ps(po.add(i), m, r);
+            }
+        }
+    }
+    /// 8 f16 at `p` widened to f32.
+    ///
+    /// # Safety
+    /// The CPU must support F16C; `p..p + 8` must be readable.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load8_f16(p: *const f16) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable halves at `p`.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<__m128i>())) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) unsafe fn dot_avx2_f16(a: &[f32], b: &[f16]) -> f32 {
+        let n = a.len();
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut i = 0;
+        // SAFETY: every load reads 8 lanes at `i..i + 8` with `i + 8 <= n`.
+        unsafe {
+            let mut acc0 = _mm256_setzero_ps();
+            let mut acc1 = _mm256_setzero_ps();
+            while i + 16 <= n {
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), load8_f16(pb.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(
+                    _mm256_loadu_ps(pa.add(i + 8)),
+                    load8_f16(pb.add(i + 8)),
+                    acc1,
+                );
+                i += 16;
+            }
+            if i + 8 <= n {
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), load8_f16(pb.add(i)), acc0);
+                i += 8;
+            }
+            let acc = _mm256_add_ps(acc0, acc1);
+            let lo = _mm256_castps256_ps128(acc);
+            let hi = _mm256_extractf128_ps::<1>(acc);
+            let s4 = _mm_add_ps(lo, hi);
+            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+            let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
+            let mut sum = _mm_cvtss_f32(s1);
+            while i < n {
+                sum = a[i].mul_add(b[i].to_f32(), sum);
+                i += 1;
+            }
+            sum
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) unsafe fn axpy_avx2_f16(w: f32, x: &[f16], out: &mut [f32]) {
+        let n = x.len();
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: every access covers `i..i + 8` with `i + 8 <= n`.
+        unsafe {
+            let vw = _mm256_set1_ps(w);
+            while i + 8 <= n {
+                let r = _mm256_fmadd_ps(vw, load8_f16(px.add(i)), _mm256_loadu_ps(po.add(i)));
+                _mm256_storeu_ps(po.add(i), r);
+                i += 8;
+            }
+        }
+        while i < n {
+            out[i] = w.mul_add(x[i].to_f32(), out[i]);
+            i += 1;
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `rows` must hold `out.len()` rows of
+    /// `q.len()` at `stride`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn dot_rows_avx2_f16(
+        q: &[f32],
+        rows: &[f16],
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        let d = q.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: the caller checked the extent of `rows`.
+            *o = unsafe { dot_avx2_f16(q, rows.get_unchecked(i * stride..i * stride + d)) };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `rows` must hold `w.len()` rows of
+    /// `out.len()` at `stride`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn axpy_rows_avx2_f16(
+        w: &[f32],
+        rows: &[f16],
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        let d = out.len();
+        let mut c = 0;
+        // SAFETY: every access covers columns `c..c + 8 <= d` of rows inside the extent the
+        // caller checked.
+        unsafe {
+            let pr = rows.as_ptr();
+            while c + 32 <= d {
+                let po = out.as_mut_ptr().add(c);
+                let mut acc = [
+                    _mm256_loadu_ps(po),
+                    _mm256_loadu_ps(po.add(8)),
+                    _mm256_loadu_ps(po.add(16)),
+                    _mm256_loadu_ps(po.add(24)),
+                ];
+                for (i, &wi) in w.iter().enumerate() {
+                    let vw = _mm256_set1_ps(wi);
+                    let r = pr.add(i * stride + c);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm256_fmadd_ps(vw, load8_f16(r.add(8 * j)), *a);
+                    }
+                }
+                for (j, a) in acc.iter().enumerate() {
+                    _mm256_storeu_ps(po.add(8 * j), *a);
+                }
+                c += 32;
+            }
+        }
+        if c < d {
+            for (i, &wi) in w.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe {
+                    axpy_avx2_f16(
+                        wi,
+                        rows.get_unchecked(i * stride + c..i * stride + d),
+                        &mut out[c..],
+                    )
+                };
+            }
+        }
+    }
+
+    /// 16 f16 at `p` widened to f32.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `p..p + 16` must be readable.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load16_f16(p: *const f16) -> __m512 {
+        // SAFETY: the caller guarantees 16 readable halves at `p`.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p.cast::<__m256i>())) }
+    }
+
+    /// The first `n - i < 16` f16 at `p` widened to f32, zeros in the other lanes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; the `m` lanes must be readable.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn maskz_load16_f16(m: __mmask16, p: *const f16) -> __m512 {
+        // SAFETY: the masked load touches only the lanes of `m`.
+        unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast::<i16>())) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    pub(super) unsafe fn dot_avx512_f16(a: &[f32], b: &[f16]) -> f32 {
+        let n = a.len();
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut i = 0;
+        // SAFETY: full loads cover `i..i + 16` with `i + 16 <= n`; the final masked loads
+        // touch only the `n - i` valid lanes.
+        unsafe {
+            let mut acc = _mm512_setzero_ps();
+            while i + 16 <= n {
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), load16_f16(pb.add(i)), acc);
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+                acc = _mm512_fmadd_ps(
+                    _mm512_maskz_loadu_ps(m, pa.add(i)),
+                    maskz_load16_f16(m, pb.add(i)),
+                    acc,
+                );
+            }
+            _mm512_reduce_add_ps(acc)
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    pub(super) unsafe fn axpy_avx512_f16(w: f32, x: &[f16], out: &mut [f32]) {
+        let n = x.len();
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: as in `dot_avx512_f16`; the masked store writes only the valid lanes.
+        unsafe {
+            let vw = _mm512_set1_ps(w);
+            while i + 16 <= n {
+                let r = _mm512_fmadd_ps(vw, load16_f16(px.add(i)), _mm512_loadu_ps(po.add(i)));
+                _mm512_storeu_ps(po.add(i), r);
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+                let r = _mm512_fmadd_ps(
+                    vw,
+                    maskz_load16_f16(m, px.add(i)),
+                    _mm512_maskz_loadu_ps(m, po.add(i)),
+                );
+                _mm512_mask_storeu_ps(po.add(i), m, r);
+            }
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `rows` must hold `out.len()` rows of
+    /// `q.len()` at `stride`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn dot_rows_avx512_f16(
+        q: &[f32],
+        rows: &[f16],
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        let d = q.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: the caller checked the extent of `rows`.
+            *o = unsafe { dot_avx512_f16(q, rows.get_unchecked(i * stride..i * stride + d)) };
+        }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `rows` must hold `w.len()` rows of
+    /// `out.len()` at `stride`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn axpy_rows_avx512_f16(
+        w: &[f32],
+        rows: &[f16],
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        let d = out.len();
+        let mut c = 0;
+        // SAFETY: every access covers columns `c..c + 16 <= d` of rows inside the extent the
+        // caller checked.
+        unsafe {
+            let pr = rows.as_ptr();
+            while c + 64 <= d {
+                let po = out.as_mut_ptr().add(c);
+                let mut acc = [
+                    _mm512_loadu_ps(po),
+                    _mm512_loadu_ps(po.add(16)),
+                    _mm512_loadu_ps(po.add(32)),
+                    _mm512_loadu_ps(po.add(48)),
+                ];
+                for (i, &wi) in w.iter().enumerate() {
+                    let vw = _mm512_set1_ps(wi);
+                    let r = pr.add(i * stride + c);
+                    for (j, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(vw, load16_f16(r.add(16 * j)), *a);
+                    }
+                }
+                for (j, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(po.add(16 * j), *a);
+                }
+                c += 64;
+            }
+        }
+        if c < d {
+            for (i, &wi) in w.iter().enumerate() {
+                // SAFETY: as above.
+                unsafe {
+                    axpy_avx512_f16(
+                        wi,
+                        rows.get_unchecked(i * stride + c..i * stride + d),
+                        &mut out[c..],
+                    )
+                };
             }
         }
     }

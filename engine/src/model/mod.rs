@@ -17,7 +17,9 @@ pub use weights::{LayerWeights, MatrixRef, Weights};
 use crate::gguf::{GgmlType, GgufError, GgufFile};
 use crate::kernels::activation::swiglu;
 use crate::kernels::attention::KvSource;
-use crate::kernels::attention::{causal_attention, gqa_attention};
+use crate::kernels::attention::{
+    causal_attention, gqa_attention, gqa_attention_part, merge_parts, part_len, split_segments,
+};
 use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matmul_many, matvec};
 use crate::kernels::norm::rms_norm;
 use crate::kernels::rope::{Rope, RopeStyle};
@@ -317,10 +319,18 @@ impl Model {
     /// Attention of every row of `q` (`[rows.len(), n_heads · head_dim]`, RoPE applied)
     /// over its own sequence's layer `l` up to its own position, into `att` (same shape).
     ///
-    /// One task per (row, KV head) runs [`gqa_attention`] for the query heads of that GQA
-    /// group, so they read each page of their KV head once. Decode rows (and any rows that
-    /// are not one prefill chunk, see [`Model::prefill_attention`]) take this path, so a
-    /// decode row's result depends only on its sequence and position, never on the batch.
+    /// A row's window is cut by [`split_segments`] (whole up to
+    /// [`SEGMENT`](crate::kernels::attention::SEGMENT) positions, otherwise in segments
+    /// aligned to absolute positions). One task per (row, KV head,
+    /// segment) runs the query heads of that GQA group over the segment, so they read each
+    /// page of their KV head once: [`gqa_attention`] for a whole window, otherwise
+    /// [`gqa_attention_part`], whose parts are then merged in segment order
+    /// ([`merge_parts`]). A long window thus spreads over every thread instead of one task
+    /// per KV head. Decode rows (and any rows that are not one prefill chunk, see
+    /// [`Model::prefill_attention`]) take this path; the cut and the merge depend only on
+    /// the row's window, so a decode row's result depends only on its sequence and
+    /// position, never on the batch or the thread count (it equals
+    /// [`decode_attention`](crate::kernels::attention::decode_attention)).
     fn attention(
         &self,
         q: &[f32],
@@ -335,27 +345,75 @@ impl Model {
         let group = n_heads / n_kv;
         let views: Vec<_> = rows.iter().map(|&(s, _)| kv.layer(s, l)).collect();
         let views = &views;
-        self.cpu.for_chunks(att, group * d, &|t, out| {
-            let (i, kvh) = (t / n_kv, t % n_kv);
+        let segs: Vec<Vec<(usize, usize)>> = rows
+            .iter()
+            .map(|&(_, p)| split_segments(0, p + 1))
+            .collect();
+        if segs.iter().all(|s| s.len() == 1) {
+            self.cpu.for_chunks(att, group * d, &|t, out| {
+                let (i, kvh) = (t / n_kv, t % n_kv);
+                let view = OneKvHead {
+                    inner: &views[i],
+                    head: kvh,
+                };
+                let at = (i * n_heads + kvh * group) * d;
+                SCRATCH.with_borrow_mut(|scratch| {
+                    gqa_attention(
+                        &q[at..at + group * d],
+                        &view,
+                        0,
+                        rows[i].1 + 1,
+                        group,
+                        scale,
+                        None,
+                        out,
+                        scratch,
+                    )
+                });
+            });
+            return;
+        }
+        // (row, KV head, segment, whole window) per task; one part slot per task.
+        let mut tasks = Vec::new();
+        for (i, s) in segs.iter().enumerate() {
+            for kvh in 0..n_kv {
+                tasks.extend(s.iter().map(|&(a, b)| (i, kvh, a, b, s.len() == 1)));
+            }
+        }
+        let len = part_len(group, d);
+        let mut parts = vec![0.0f32; tasks.len() * len];
+        let tasks = &tasks;
+        self.cpu.for_chunks(&mut parts, len, &|t, part| {
+            let (i, kvh, a, b, whole) = tasks[t];
             let view = OneKvHead {
                 inner: &views[i],
                 head: kvh,
             };
             let at = (i * n_heads + kvh * group) * d;
+            let qg = &q[at..at + group * d];
             SCRATCH.with_borrow_mut(|scratch| {
-                gqa_attention(
-                    &q[at..at + group * d],
-                    &view,
-                    0,
-                    rows[i].1 + 1,
-                    group,
-                    scale,
-                    None,
-                    out,
-                    scratch,
-                )
+                if whole {
+                    let out = &mut part[..group * d];
+                    gqa_attention(qg, &view, a, b, group, scale, None, out, scratch)
+                } else {
+                    gqa_attention_part(qg, &view, a, b, group, scale, None, part, scratch)
+                }
             });
         });
+        let mut t = 0;
+        for (i, s) in segs.iter().enumerate() {
+            for kvh in 0..n_kv {
+                let at = (i * n_heads + kvh * group) * d;
+                let out = &mut att[at..at + group * d];
+                let mine = &parts[t * len..(t + s.len()) * len];
+                if s.len() == 1 {
+                    out.copy_from_slice(&mine[..group * d]);
+                } else {
+                    merge_parts(mine, group, d, out);
+                }
+                t += s.len();
+            }
+        }
     }
 
     /// Causal attention of a prefill chunk: `q` and `att` are `[rows, n_heads · head_dim]`
@@ -613,5 +671,8 @@ impl<K: KvSource> KvSource for OneKvHead<'_, K> {
     }
     fn add_values(&self, lo: usize, _kv_head: usize, w: &[f32], out: &mut [f32]) {
         self.inner.add_values(lo, self.head, w, out)
+    }
+    fn prefetch(&self, lo: usize, n: usize, _kv_head: usize, values: bool) {
+        self.inner.prefetch(lo, n, self.head, values)
     }
 }

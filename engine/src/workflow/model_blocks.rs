@@ -10,26 +10,37 @@ use crate::kernels::matmul::Cpu;
 use crate::kv::{KvCache, KvDtype, SeqId};
 use crate::model::{Model, ModelError};
 
-/// KV element type the interpreter's states use (the decode core's default).
-const KV_DTYPE: KvDtype = KvDtype::F32;
-
 /// `token_embedding`, `llama_decoder` and `lm_head` of a loaded [`Model`].
 #[derive(Debug)]
 pub struct ModelBlocks {
     model: Arc<Model>,
+    kv_dtype: KvDtype,
 }
 
 impl ModelBlocks {
     /// Bind the Llama weights of an opened GGUF file on `cpu`.
     pub fn new(file: Arc<GgufFile>, cpu: Cpu) -> Result<ModelBlocks, ModelError> {
-        Ok(ModelBlocks {
-            model: Arc::new(Model::from_file(file, cpu)?),
-        })
+        Ok(ModelBlocks::from_model(Arc::new(Model::from_file(
+            file, cpu,
+        )?)))
     }
 
-    /// Wrap an already loaded model (shared with a decode core).
+    /// Wrap an already loaded model (shared with a decode core), with KV states of the
+    /// decode core's default element type ([`crate::batch::KV_DTYPE`]).
     pub fn from_model(model: Arc<Model>) -> ModelBlocks {
-        ModelBlocks { model }
+        ModelBlocks {
+            model,
+            kv_dtype: crate::batch::KV_DTYPE,
+        }
+    }
+
+    /// The same blocks with KV states of element type `dtype` (it sets
+    /// [`NativeBlocks::kv_geometry`]'s bytes per element).
+    pub fn with_kv_dtype(self, dtype: KvDtype) -> ModelBlocks {
+        ModelBlocks {
+            kv_dtype: dtype,
+            ..self
+        }
     }
 
     /// The model.
@@ -68,15 +79,12 @@ impl NativeBlocks for ModelBlocks {
             n_layers: c.n_layers,
             n_kv_heads: c.n_kv_heads,
             head_dim: c.head_dim,
-            elem_bytes: match KV_DTYPE {
-                KvDtype::F32 => 4,
-                KvDtype::F16 => 2,
-            },
+            elem_bytes: self.kv_dtype.size(),
         }
     }
 
     fn new_kv(&self, max_positions: usize) -> Result<Box<dyn KvState>, BoxError> {
-        let mut cache = KvCache::new(self.model.kv_config(max_positions, KV_DTYPE))?;
+        let mut cache = KvCache::new(self.model.kv_config(max_positions, self.kv_dtype))?;
         let seq = cache.create_sequence();
         Ok(Box::new(ModelKv { cache, seq }))
     }
