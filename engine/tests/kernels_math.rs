@@ -113,9 +113,10 @@ proptest! {
         }
     }
 
-    /// The blocked path of `dot_rows` (rows of whole 16-lane vectors, taken sixteen at a
-    /// time and reduced together, as attention's head_dim of 64 is) gives every row the
-    /// bits of `dot`, whatever the run length (whole blocks and a remainder) and stride.
+    /// The blocked path of `dot_rows` and `dot_rows_f16` (rows of whole 16-lane vectors,
+    /// taken sixteen at a time and reduced together, as attention's head_dim of 64 is) gives
+    /// every row the bits of `dot` (`dot_f16`), whatever the run length (whole blocks and a
+    /// remainder) and stride.
     #[test]
     fn blocked_row_runs_match_per_row_reference_bit_for_bit(
         d in prop_oneof![Just(16usize), Just(32), Just(64), Just(128)],
@@ -133,13 +134,18 @@ proptest! {
             ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
         };
         let rows: Vec<f32> = (0..len).map(|_| next()).collect();
+        let halves: Vec<half::f16> = rows.iter().map(|&x| half::f16::from_f32(x)).collect();
         let q: Vec<f32> = (0..d).map(|_| next()).collect();
         for ops in VecOps::available() {
             let mut scores = vec![f32::NAN; n];
             ops.dot_rows(&q, &rows, stride, &mut scores);
+            let mut scores16 = vec![f32::NAN; n];
+            ops.dot_rows_f16(&q, &halves, stride, &mut scores16);
             for i in 0..n {
                 let want = ops.dot(&q, &rows[i * stride..i * stride + d]);
                 prop_assert_eq!(scores[i].to_bits(), want.to_bits(), "{} d={} row {} of {}", ops.isa(), d, i, n);
+                let want16 = ops.dot_f16(&q, &halves[i * stride..i * stride + d]);
+                prop_assert_eq!(scores16[i].to_bits(), want16.to_bits(), "{} f16 d={} row {} of {}", ops.isa(), d, i, n);
             }
         }
     }

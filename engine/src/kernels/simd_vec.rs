@@ -459,48 +459,70 @@ mod x86 {
     /// The CPU must support AVX-512F; `rows` must hold `out.len()` rows of `q.len()` at
     /// `stride`.
     ///
-    /// Rows whose length is a whole number of 16-lane vectors go sixteen at a time: each
-    /// row's lane sums are accumulated as [`dot_avx512`] does, then the sixteen vectors
-    /// are reduced together by a transposing tree that adds the same pairs of lanes in the
-    /// same order as [`hsum512`] (lane `i` with `i + 8`, then `i + 4`, `i + 2`, `i + 1`), so
-    /// every score equals `dot_avx512` of its row bit for bit while the horizontal sums cost
-    /// one shuffle and one add per row instead of a dependent chain of four each.
+    /// Rows whose length is a whole number of 16-lane vectors go sixteen at a time
+    /// ([`dot_rows_blocked`]).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn dot_rows_avx512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         let d = q.len();
-        let mut i = 0;
-        if d > 0 && d.is_multiple_of(16) {
-            // Slot `s` of a block of sixteen holds row `SLOT_ROW[s]`, so that the tree's
-            // output lane `s` is row `s` (see `reduce16`).
-            const SLOT_ROW: [usize; 16] = [0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15];
-            let pq = q.as_ptr();
-            while i + 16 <= out.len() {
-                // SAFETY: rows `i .. i + 16` lie inside the extent the caller checked; every
-                // load covers columns `c .. c + 16 <= d` of one of them.
-                unsafe {
-                    let base = rows.as_ptr().add(i * stride);
-                    let mut acc = [_mm512_setzero_ps(); 16];
-                    for (s, a) in acc.iter_mut().enumerate() {
-                        let pr = base.add(SLOT_ROW[s] * stride);
-                        let mut c = 0;
-                        while c < d {
-                            *a = _mm512_fmadd_ps(
-                                _mm512_loadu_ps(pq.add(c)),
-                                _mm512_loadu_ps(pr.add(c)),
-                                *a,
-                            );
-                            c += 16;
-                        }
-                    }
-                    _mm512_storeu_ps(out.as_mut_ptr().add(i), reduce16(&acc));
-                }
-                i += 16;
-            }
-        }
-        for (k, o) in out.iter_mut().enumerate().skip(i) {
+        // SAFETY: as this function's contract; 16 floats at a row's column `c + 16 <= d`.
+        let done = unsafe { dot_rows_blocked(q, rows, stride, out, |p| _mm512_loadu_ps(p)) };
+        for (k, o) in out.iter_mut().enumerate().skip(done) {
             // SAFETY: the caller checked the extent of `rows`.
             *o = unsafe { dot_avx512(q, rows.get_unchecked(k * stride..k * stride + d)) };
         }
+    }
+
+    /// The blocked part of `dot_rows` on AVX-512: when the row length is a whole number of
+    /// 16-lane vectors, the first `out.len()` rounded down to 16 rows, sixteen at a time;
+    /// returns how many rows it scored (0 for another length). `load` reads 16 elements of a
+    /// row as f32 (`rows` of f32, or f16 widened).
+    ///
+    /// Each row's lane sums are accumulated as [`dot_avx512`] does, then the sixteen vectors
+    /// are reduced together by [`reduce16`], which adds the same pairs of lanes in the same
+    /// order as [`hsum512`] (lane `i` with `i + 8`, then `i + 4`, `i + 2`, `i + 1`), so every
+    /// score equals the per-row dot bit for bit while the horizontal sums cost one shuffle
+    /// and one add per row instead of a dependent chain of four each.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `rows` must hold `out.len()` rows of `q.len()` at
+    /// `stride`, and `load(p)` must read 16 elements at `p`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn dot_rows_blocked<T>(
+        q: &[f32],
+        rows: &[T],
+        stride: usize,
+        out: &mut [f32],
+        load: impl Fn(*const T) -> __m512,
+    ) -> usize {
+        let d = q.len();
+        if d == 0 || !d.is_multiple_of(16) {
+            return 0;
+        }
+        // Slot `s` of a block of sixteen holds row `SLOT_ROW[s]`, so that the tree's output
+        // lane `s` is row `s` (see `reduce16`).
+        const SLOT_ROW: [usize; 16] = [0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15];
+        let pq = q.as_ptr();
+        let mut i = 0;
+        while i + 16 <= out.len() {
+            // SAFETY: rows `i .. i + 16` lie inside the extent the caller checked; every
+            // load covers columns `c .. c + 16 <= d` of one of them.
+            unsafe {
+                let base = rows.as_ptr().add(i * stride);
+                let mut acc = [_mm512_setzero_ps(); 16];
+                for (s, a) in acc.iter_mut().enumerate() {
+                    let pr = base.add(SLOT_ROW[s] * stride);
+                    let mut c = 0;
+                    while c < d {
+                        *a = _mm512_fmadd_ps(_mm512_loadu_ps(pq.add(c)), load(pr.add(c)), *a);
+                        c += 16;
+                    }
+                }
+                _mm512_storeu_ps(out.as_mut_ptr().add(i), reduce16(&acc));
+            }
+            i += 16;
+        }
+        i
     }
 
     /// The horizontal sums of sixteen vectors at once: output lane `L` is the sum of the
@@ -841,7 +863,7 @@ mod x86 {
                     acc,
                 );
             }
-            _mm512_reduce_add_ps(acc)
+            hsum512(acc)
         }
     }
 
@@ -884,9 +906,11 @@ mod x86 {
         out: &mut [f32],
     ) {
         let d = q.len();
-        for (i, o) in out.iter_mut().enumerate() {
+        // SAFETY: as this function's contract; 16 halves at a row's column `c + 16 <= d`.
+        let done = unsafe { dot_rows_blocked(q, rows, stride, out, |p| load16_f16(p)) };
+        for (k, o) in out.iter_mut().enumerate().skip(done) {
             // SAFETY: the caller checked the extent of `rows`.
-            *o = unsafe { dot_avx512_f16(q, rows.get_unchecked(i * stride..i * stride + d)) };
+            *o = unsafe { dot_avx512_f16(q, rows.get_unchecked(k * stride..k * stride + d)) };
         }
     }
 
