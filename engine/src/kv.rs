@@ -639,6 +639,35 @@ impl KvSource for PagedKv<'_> {
             }),
         }
     }
+    fn add_values_heads(&self, lo: usize, kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
+        let (d, row) = (self.cfg.head_dim, self.row);
+        let n = ws.first().map_or(0, |w| w.len());
+        // The heads' weights of one page run, on the stack for a group of up to 8 heads.
+        const ON_STACK: usize = 8;
+        if ws.len() > ON_STACK {
+            for (w, out) in ws.iter().zip(outs.iter_mut()) {
+                self.add_values(lo, kv_head, w, out);
+            }
+            return;
+        }
+        let mut buf: [&[f32]; ON_STACK] = [&[]; ON_STACK];
+        self.page_runs(lo, n, kv_head, 1, |i, page, off, run| {
+            for (b, w) in buf.iter_mut().zip(ws) {
+                *b = &w[i..i + run];
+            }
+            let sub = &buf[..ws.len()];
+            match self.pages {
+                Pages::F32(p) => {
+                    let rows = &p[page][off..off + (run - 1) * row + d];
+                    self.ops.axpy_rows_heads(sub, rows, row, outs);
+                }
+                Pages::F16(p) => {
+                    let rows = &p[page][off..off + (run - 1) * row + d];
+                    self.ops.axpy_rows_heads_f16(sub, rows, row, outs);
+                }
+            }
+        })
+    }
 }
 
 /// Ask the CPU to bring the cache lines of `bytes` bytes at `p` into the L1 cache (a

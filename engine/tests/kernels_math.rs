@@ -209,6 +209,52 @@ proptest! {
         }
     }
 
+    /// `axpy_rows_heads` (one pass over the value rows for a GQA group's heads) gives each
+    /// head the bits of its own `axpy_rows`, over f32 and f16 rows, on every path: up to 6
+    /// heads (more than the 4 of one register pass), row lengths that take the one-pass
+    /// path (multiples of 64) and others, strides above the row length.
+    #[test]
+    fn heads_axpy_rows_match_per_head_reference_bit_for_bit(
+        d in prop_oneof![Just(64usize), Just(128), Just(192), Just(48), 1usize..150],
+        heads in 0usize..7,
+        n in 0usize..40,
+        gap in 0usize..20,
+        seed in any::<u64>(),
+    ) {
+        let stride = d + gap;
+        let len = if n == 0 { 0 } else { (n - 1) * stride + d };
+        let mut state = seed | 1;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
+        };
+        let rows: Vec<f32> = (0..len).map(|_| next()).collect();
+        let halves: Vec<half::f16> = rows.iter().map(|&x| half::f16::from_f32(x)).collect();
+        let ws: Vec<Vec<f32>> = (0..heads).map(|_| (0..n).map(|_| next()).collect()).collect();
+        let out0: Vec<Vec<f32>> = (0..heads).map(|_| (0..d).map(|_| next()).collect()).collect();
+        let wr: Vec<&[f32]> = ws.iter().map(|w| &w[..]).collect();
+        for ops in VecOps::available() {
+            let (mut got, mut got16) = (out0.clone(), out0.clone());
+            {
+                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|o| &mut o[..]).collect();
+                ops.axpy_rows_heads(&wr, &rows, stride, &mut outs);
+                let mut outs16: Vec<&mut [f32]> = got16.iter_mut().map(|o| &mut o[..]).collect();
+                ops.axpy_rows_heads_f16(&wr, &halves, stride, &mut outs16);
+            }
+            for h in 0..heads {
+                let mut want = out0[h].clone();
+                ops.axpy_rows(&ws[h], &rows, stride, &mut want);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                prop_assert_eq!(bits(&got[h]), bits(&want), "{} head {} of {}, d={} n={}", ops.isa(), h, heads, d, n);
+                let mut want16 = out0[h].clone();
+                ops.axpy_rows_f16(&ws[h], &halves, stride, &mut want16);
+                prop_assert_eq!(bits(&got16[h]), bits(&want16), "{} f16 head {} of {}, d={} n={}", ops.isa(), h, heads, d, n);
+            }
+        }
+    }
+
     /// Tolerance: relative 1e-5 of each output's magnitude (plus 1e-6 absolute for outputs
     /// near zero); the f32 kernel has a sum of `n ≤ 300` squares, a sqrt and two products.
     #[test]

@@ -48,6 +48,16 @@ pub trait KvSource {
             self.add_value(lo + i, kv_head, wi, out);
         }
     }
+
+    /// [`KvSource::add_values`] for several query heads of one KV head (a GQA group):
+    /// `outs[h] += Σ_i ws[h][i] * V[lo + i, kv_head]`, each head bit for bit its own
+    /// `add_values`. Sources override it to read each value row once for all the heads
+    /// ([`VecOps::axpy_rows_heads`]).
+    fn add_values_heads(&self, lo: usize, kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.add_values(lo, kv_head, w, out);
+        }
+    }
 }
 
 /// Keys and values held in two contiguous f32 slices, each `[len, n_kv_heads, head_dim]`.
@@ -137,6 +147,16 @@ impl KvSource for ContiguousKv<'_> {
         let last = self.row(lo + w.len() - 1, kv_head).end;
         let stride = self.n_kv_heads * self.head_dim;
         self.ops.axpy_rows(w, &self.v[first..last], stride, out)
+    }
+    fn add_values_heads(&self, lo: usize, kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
+        let Some(n) = ws.first().map(|w| w.len()).filter(|&n| n > 0) else {
+            return;
+        };
+        let first = self.row(lo, kv_head).start;
+        let last = self.row(lo + n - 1, kv_head).end;
+        let stride = self.n_kv_heads * self.head_dim;
+        self.ops
+            .axpy_rows_heads(ws, &self.v[first..last], stride, outs)
     }
 }
 
@@ -617,13 +637,16 @@ fn grouped(
                 }
             }
         }
-        // Values likewise: one tile of V rows serves every head of the group.
+        // Values likewise: one tile of V rows serves every head of the group, each row
+        // read once for all of them.
+        let mut outs: Vec<&mut [f32]> = og.chunks_exact_mut(d).collect();
+        let mut ws: Vec<&[f32]> = vec![&[]; group];
         for (a, b) in tiles(lo, hi) {
             kv.prefetch(b, KV_TILE.min(hi - b), kvh, true);
-            for (g, oh) in og.chunks_exact_mut(d).enumerate() {
-                let at = g * n + (a - lo);
-                kv.add_values(a, kvh, &scratch[at..at + (b - a)], oh);
+            for (g, w) in ws.iter_mut().enumerate() {
+                *w = &scratch[g * n + (a - lo)..g * n + (b - lo)];
             }
+            kv.add_values_heads(a, kvh, &ws, &mut outs);
         }
     }
 }

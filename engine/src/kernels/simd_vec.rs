@@ -165,6 +165,106 @@ impl VecOps {
     }
 }
 
+/// Most heads [`VecOps::axpy_rows_heads`] serves in one pass over the rows (its AVX-512
+/// path keeps `4 × heads` accumulators of 16 lanes in registers).
+pub const MAX_HEADS: usize = 4;
+
+impl VecOps {
+    /// [`VecOps::axpy_rows`] for several heads reading the same rows (the query heads of
+    /// one GQA group over one KV head's value rows): `outs[h] += Σ_i ws[h][i] * rows[i ·
+    /// stride ..]` for every `h`, each head's result bit for bit its own `axpy_rows`.
+    ///
+    /// On the AVX-512 paths, for rows whose length is a multiple of 64 and up to
+    /// [`MAX_HEADS`] heads, each row is loaded once for all the heads and every head's
+    /// accumulators stay in registers: `4 × heads` independent multiply-add chains per row
+    /// instead of four, and one load of the row instead of one per head. Elsewhere it is
+    /// one `axpy_rows` per head.
+    ///
+    /// # Panics
+    /// If `ws` and `outs` differ in length, the heads' weights differ in length, the
+    /// outputs differ in length, or `rows` is too short (as [`VecOps::axpy_rows`]).
+    pub fn axpy_rows_heads(
+        self,
+        ws: &[&[f32]],
+        rows: &[f32],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        let Some((n, d)) = heads_shape("axpy_rows_heads", ws, rows.len(), stride, outs) else {
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(64) {
+            // SAFETY: `VecOps` is only constructed for supported paths; the shapes were
+            // checked by `heads_shape`.
+            return unsafe { x86::axpy_rows_heads_avx512_f32(ws, rows, stride, outs, n) };
+        }
+        let _ = (n, d);
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.axpy_rows(w, rows, stride, out);
+        }
+    }
+
+    /// [`VecOps::axpy_rows_heads`] over f16 rows: each head's result bit for bit its own
+    /// [`VecOps::axpy_rows_f16`].
+    ///
+    /// # Panics
+    /// As [`VecOps::axpy_rows_heads`].
+    pub fn axpy_rows_heads_f16(
+        self,
+        ws: &[&[f32]],
+        rows: &[f16],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        let Some((n, d)) = heads_shape("axpy_rows_heads_f16", ws, rows.len(), stride, outs) else {
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(64) {
+            // SAFETY: as in `axpy_rows_heads`.
+            return unsafe { x86::axpy_rows_heads_avx512_f16(ws, rows, stride, outs, n) };
+        }
+        let _ = (n, d);
+        for (w, out) in ws.iter().zip(outs.iter_mut()) {
+            self.axpy_rows_f16(w, rows, stride, out);
+        }
+    }
+}
+
+/// Checks the shapes of an `axpy_rows_heads` call; `None` when there is nothing to do,
+/// otherwise `(rows, row length)`. Panics with `name` on a shape bug.
+fn heads_shape(
+    name: &str,
+    ws: &[&[f32]],
+    len: usize,
+    stride: usize,
+    outs: &[&mut [f32]],
+) -> Option<(usize, usize)> {
+    assert_eq!(
+        ws.len(),
+        outs.len(),
+        "{name}: {} weight rows but {} outputs",
+        ws.len(),
+        outs.len()
+    );
+    let (w0, o0) = (ws.first()?, outs.first()?);
+    let (n, d) = (w0.len(), o0.len());
+    assert!(
+        ws.iter().all(|w| w.len() == n) && outs.iter().all(|o| o.len() == d),
+        "{name}: the heads' weights or outputs differ in length"
+    );
+    if n == 0 {
+        return None;
+    }
+    assert!(
+        len >= (n - 1) * stride + d,
+        "{name}: {n} rows of {d} at stride {stride} need {} elements, got {len}",
+        (n - 1) * stride + d
+    );
+    Some((n, d))
+}
+
 /// The same primitives over f16 rows (the KV cache's half-precision storage), each widened
 /// to f32 as it is loaded (`vcvtph2ps`: F16C on the AVX2 path, AVX-512F on the AVX-512
 /// paths, `half`'s conversion on the portable path). Widening is exact and every path keeps
@@ -963,5 +1063,122 @@ mod x86 {
                 };
             }
         }
+    }
+
+    /// `outs[h] += Σ_i ws[h][i] · row_i` for up to [`super::MAX_HEADS`] heads (more go in
+    /// groups), each row of `d` (a multiple of 64) loaded once per 64 columns for all the
+    /// heads through `load` (16 elements as f32). Per head and lane the multiply-adds are
+    /// those of `axpy_rows_avx512` in the same row order, so each head's result is bit for
+    /// bit its own `axpy_rows`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `n` rows of `outs[h].len()` (a multiple of 64) at
+    /// `stride` must lie inside `rows`; every `ws[h]` holds `n` weights.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn axpy_rows_heads_avx512<T>(
+        ws: &[&[f32]],
+        rows: &[T],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+        load: impl Fn(*const T) -> __m512 + Copy,
+    ) {
+        for (wg, og) in ws
+            .chunks(super::MAX_HEADS)
+            .zip(outs.chunks_mut(super::MAX_HEADS))
+        {
+            // SAFETY: as this function's contract, for the heads of `wg`.
+            unsafe {
+                match wg.len() {
+                    1 => heads_pass::<T, 1>(wg, rows, stride, og, n, load),
+                    2 => heads_pass::<T, 2>(wg, rows, stride, og, n, load),
+                    3 => heads_pass::<T, 3>(wg, rows, stride, og, n, load),
+                    _ => heads_pass::<T, 4>(wg, rows, stride, og, n, load),
+                }
+            }
+        }
+    }
+
+    /// One register pass of `axpy_rows_heads_avx512` for exactly `H` heads (a constant, so
+    /// the `4 × H` accumulators stay in registers).
+    ///
+    /// # Safety
+    /// As `axpy_rows_heads_avx512`, with `ws.len() == outs.len() == H`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn heads_pass<T, const H: usize>(
+        wg: &[&[f32]],
+        rows: &[T],
+        stride: usize,
+        og: &mut [&mut [f32]],
+        n: usize,
+        load: impl Fn(*const T) -> __m512,
+    ) {
+        debug_assert!(wg.len() == H && og.len() == H);
+        let d = og[0].len();
+        let w: [*const f32; H] = core::array::from_fn(|h| wg[h].as_ptr());
+        let mut c = 0;
+        while c + 64 <= d {
+            // SAFETY: columns `c .. c + 64 <= d` of rows `0 .. n`, inside the extent the
+            // caller guarantees; every output holds `d` floats and every weight row `n`.
+            unsafe {
+                let mut acc = [[_mm512_setzero_ps(); 4]; H];
+                for (h, a) in acc.iter_mut().enumerate() {
+                    for (j, aj) in a.iter_mut().enumerate() {
+                        *aj = _mm512_loadu_ps(og[h].as_ptr().add(c + 16 * j));
+                    }
+                }
+                let pr = rows.as_ptr();
+                for i in 0..n {
+                    let r = pr.add(i * stride + c);
+                    let v = [load(r), load(r.add(16)), load(r.add(32)), load(r.add(48))];
+                    for (h, a) in acc.iter_mut().enumerate() {
+                        let vw = _mm512_set1_ps(*w[h].add(i));
+                        for (aj, vj) in a.iter_mut().zip(v) {
+                            *aj = _mm512_fmadd_ps(vw, vj, *aj);
+                        }
+                    }
+                }
+                for (h, a) in acc.iter().enumerate() {
+                    for (j, aj) in a.iter().enumerate() {
+                        _mm512_storeu_ps(og[h].as_mut_ptr().add(c + 16 * j), *aj);
+                    }
+                }
+            }
+            c += 64;
+        }
+    }
+
+    /// `axpy_rows_heads_avx512` over f32 rows.
+    ///
+    /// # Safety
+    /// As `axpy_rows_heads_avx512`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn axpy_rows_heads_avx512_f32(
+        ws: &[&[f32]],
+        rows: &[f32],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+    ) {
+        // SAFETY: as this function's contract; each load reads 16 floats of a row.
+        unsafe { axpy_rows_heads_avx512(ws, rows, stride, outs, n, |p| _mm512_loadu_ps(p)) }
+    }
+
+    /// `axpy_rows_heads_avx512` over f16 rows, widened as they are loaded.
+    ///
+    /// # Safety
+    /// As `axpy_rows_heads_avx512`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn axpy_rows_heads_avx512_f16(
+        ws: &[&[f32]],
+        rows: &[f16],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+    ) {
+        // SAFETY: as this function's contract; each load reads 16 halves of a row.
+        unsafe { axpy_rows_heads_avx512(ws, rows, stride, outs, n, |p| load16_f16(p)) }
     }
 }
