@@ -182,15 +182,16 @@ mod admission {
         let body: Value = r.json().await.unwrap();
         let msg = body["error"]["message"].as_str().unwrap();
         assert_eq!(body["error"]["type"], "invalid_request_error");
-        // requested (100 + 10) x 256 bytes, minimum (100 + 1) x 256, limit 64 x 256
+        // requested (100 + 10) x BPT bytes, minimum (100 + 1) x BPT, limit 64 x BPT
+        let (requested, minimum, limit) = (110 * BPT, 101 * BPT, 64 * BPT);
         for needle in [
-            "28160",
-            "25856",
-            "16384",
-            "larger KV budget",
-            "fewer new tokens",
+            format!("requested {requested} bytes"),
+            format!("at least {minimum} bytes"),
+            format!("limit is {limit} bytes"),
+            "larger KV budget".to_string(),
+            "fewer new tokens".to_string(),
         ] {
-            assert!(msg.contains(needle), "{needle:?} missing from {msg:?}");
+            assert!(msg.contains(&needle), "{needle:?} missing from {msg:?}");
         }
         // One that fits only in part is clamped, not refused.
         let r = s
