@@ -182,11 +182,11 @@ mod admission {
         let body: Value = r.json().await.unwrap();
         let msg = body["error"]["message"].as_str().unwrap();
         assert_eq!(body["error"]["type"], "invalid_request_error");
-        // requested (100 + 10) x 256 bytes, minimum (100 + 1) x 256, limit 64 x 256
+        // requested (100 + 10) x BPT bytes, minimum (100 + 1) x BPT, limit 64 x BPT
         for needle in [
-            "28160",
-            "25856",
-            "16384",
+            &(110 * BPT).to_string(),
+            &(101 * BPT).to_string(),
+            &(64 * BPT).to_string(),
             "larger KV budget",
             "fewer new tokens",
         ] {
