@@ -390,7 +390,7 @@ fn kernels(ty: GgmlType, isa: Isa) -> RowKernels {
 type PackedFn<const N: usize> = unsafe fn(&[u8], &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N];
 
 /// The packed-group kernels for one and [`GROUP`] activation rows.
-type PackedKernels = (PackedFn<1>, PackedFn<GROUP>);
+type PackedKernels = (PackedFn<1>, PackedFn<2>, PackedFn<GROUP>);
 
 /// The packed-group kernel for a register tile of [`TILE`] activation rows, beside
 /// [`PackedKernels`]: every lane does the same operations whatever the row count, so a
@@ -412,13 +412,25 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
     #[cfg(target_arch = "x86_64")]
     match (isa, ty) {
         (Isa::Avx512, GgmlType::Q4_1) => {
-            return Some((avx512::bw::q4_1x16::<1>, avx512::bw::q4_1x16::<GROUP>));
+            return Some((
+                avx512::bw::q4_1x16::<1>,
+                avx512::bw::q4_1x16::<2>,
+                avx512::bw::q4_1x16::<GROUP>,
+            ));
         }
         (Isa::Avx512Vnni, GgmlType::Q4_1) => {
-            return Some((avx512::vnni::q4_1x16::<1>, avx512::vnni::q4_1x16::<GROUP>));
+            return Some((
+                avx512::vnni::q4_1x16::<1>,
+                avx512::vnni::q4_1x16::<2>,
+                avx512::vnni::q4_1x16::<GROUP>,
+            ));
         }
         (Isa::Avx512Vnni, GgmlType::Q8_0) => {
-            return Some((avx512::vnni::q8_0x16::<1>, avx512::vnni::q8_0x16::<GROUP>));
+            return Some((
+                avx512::vnni::q8_0x16::<1>,
+                avx512::vnni::q8_0x16::<2>,
+                avx512::vnni::q8_0x16::<GROUP>,
+            ));
         }
         _ => {}
     }
@@ -440,11 +452,11 @@ fn packed_path<'a>(w: &WeightMatrix<'a>, isa: Isa) -> Option<(&'a PackedWeights,
 }
 
 /// Rows `r0 .. r0 + len` (whole groups) of a packed matrix times the activation rows `a`
-/// (four at a time, then one by one; each group's blocks are read once for all of them):
+/// (four at a time, then a pair, then one by one; each group's blocks are read once for all of them):
 /// `put(row, i, value)` for weight row `row` and activation row `i`.
 fn packed_rows(
     p: &PackedWeights,
-    (one, four): PackedKernels,
+    (one, two, four): PackedKernels,
     a: &[Q8Row<'_>],
     r0: usize,
     len: usize,
@@ -473,6 +485,16 @@ fn packed_rows(
             }
             i += GROUP;
         }
+        if i + 2 <= a.len() {
+            // SAFETY: as above.
+            let out = unsafe { two(data, &[a[i], a[i + 1]]) };
+            for (k, o) in out.iter().enumerate() {
+                for (j, v) in o.iter().enumerate() {
+                    put(g * X16_ROWS + j, i + k, *v);
+                }
+            }
+        }
+        let i = if i + 2 <= a.len() { i + 2 } else { i };
         for (k, row) in a.iter().enumerate().skip(i) {
             // SAFETY: as above.
             let out = unsafe { one(data, &[*row]) };
@@ -527,7 +549,7 @@ fn packed_matmul(
 /// small matrix does not get a dispatch of its own); inside a task the tokens go in
 /// cache blocks of [`TOKEN_BLOCK`] (their quants stay in L2 while every group of the task
 /// passes over them), and for one group (its blocks over the whole of K, at most 15 KiB
-/// for K = 1536, in L1) the tokens go in register tiles of [`TILE`], then of [`GROUP`],
+/// for K = 1536, in L1) the tokens go in register tiles of [`TILE`], then of [`GROUP`], then a pair,
 /// then one by one: each weight block loaded into registers serves a tile's tokens × 16
 /// rows. A row's result is bit for bit what [`packed_rows`] gives it alone (the kernels'
 /// lanes do not depend on the tile size or on the other matrices). The K dimension is not
@@ -536,7 +558,7 @@ fn packed_matmul(
 fn packed_matmul_many(
     cpu: &Cpu,
     ps: &[&PackedWeights],
-    (one, four): PackedKernels,
+    (one, two, four): PackedKernels,
     tile: PackedFn<TILE>,
     a: &[Q8Row<'_>],
     ys: &mut [&mut [f32]],
@@ -598,6 +620,11 @@ fn packed_matmul_many(
                 fours.push((i, core::array::from_fn(|k| a[i + k])));
                 i += GROUP;
             }
+            let pair: Option<(usize, [Q8Row<'_>; 2])> =
+                (i + 2 <= t1).then(|| (i, [a[i], a[i + 1]]));
+            if pair.is_some() {
+                i += 2;
+            }
             let singles = i..t1;
             for g in gs.clone() {
                 let data = p.group(g);
@@ -611,6 +638,13 @@ fn packed_matmul_many(
                 for (i, r) in &fours {
                     // SAFETY: as above (`packed_kernels`).
                     let out = unsafe { four(data, r) };
+                    for (k, o) in out.iter().enumerate() {
+                        put(i + k, g, o);
+                    }
+                }
+                if let Some((i, r)) = &pair {
+                    // SAFETY: as above.
+                    let out = unsafe { two(data, r) };
                     for (k, o) in out.iter().enumerate() {
                         put(i + k, g, o);
                     }
