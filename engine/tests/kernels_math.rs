@@ -12,6 +12,18 @@ const U: f64 = f32::EPSILON as f64 / 2.0;
 
 /// Two rows of one length; lengths 0..=max_len cover every residue modulo the 8- and
 /// 16-lane SIMD widths.
+/// Values in [-4, 4) from a fixed xorshift recurrence on `seed`: many rows of data without
+/// a huge proptest strategy.
+fn values(seed: u64) -> impl FnMut() -> f32 {
+    let mut state = seed | 1;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
+    }
+}
+
 fn pair(max_len: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f32>)> {
     (0..=max_len).prop_flat_map(|n| {
         (
@@ -82,14 +94,7 @@ proptest! {
     ) {
         let stride = d + gap;
         let len = if n == 0 { 0 } else { (n - 1) * stride + d };
-        // Values from a fixed recurrence on the seed: many rows without a huge strategy.
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
-        };
+        let mut next = values(seed);
         let rows: Vec<f32> = (0..len).map(|_| next()).collect();
         let q: Vec<f32> = (0..d).map(|_| next()).collect();
         let w: Vec<f32> = (0..n).map(|i| w0 + i as f32 * 0.125).collect();
@@ -126,13 +131,7 @@ proptest! {
     ) {
         let stride = d + gap;
         let len = if n == 0 { 0 } else { (n - 1) * stride + d };
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
-        };
+        let mut next = values(seed);
         let rows: Vec<f32> = (0..len).map(|_| next()).collect();
         let halves: Vec<half::f16> = rows.iter().map(|&x| half::f16::from_f32(x)).collect();
         let q: Vec<f32> = (0..d).map(|_| next()).collect();
@@ -163,13 +162,7 @@ proptest! {
         use half::f16;
         let stride = d + gap;
         let len = if n == 0 { 0 } else { (n - 1) * stride + d };
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
-        };
+        let mut next = values(seed);
         let rows: Vec<f16> = (0..len).map(|_| f16::from_f32(next())).collect();
         let wide: Vec<f32> = rows.iter().map(|h| h.to_f32()).collect();
         let q: Vec<f32> = (0..d).map(|_| next()).collect();
@@ -223,13 +216,7 @@ proptest! {
     ) {
         let stride = d + gap;
         let len = if n == 0 { 0 } else { (n - 1) * stride + d };
-        let mut state = seed | 1;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            ((state >> 40) as f32 / (1u64 << 24) as f32) * 8.0 - 4.0
-        };
+        let mut next = values(seed);
         let rows: Vec<f32> = (0..len).map(|_| next()).collect();
         let halves: Vec<half::f16> = rows.iter().map(|&x| half::f16::from_f32(x)).collect();
         let ws: Vec<Vec<f32>> = (0..heads).map(|_| (0..n).map(|_| next()).collect()).collect();

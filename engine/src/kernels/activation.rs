@@ -75,12 +75,14 @@ pub(crate) fn exp_nonpositive(v: f32) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use std::sync::LazyLock;
 
-    pub(super) static AVX512: LazyLock<bool> =
+    /// Whether this CPU has AVX-512F (the element-wise kernels' widest path).
+    pub(crate) static AVX512: LazyLock<bool> =
         LazyLock::new(|| is_x86_feature_detected!("avx512f"));
-    pub(super) static AVX2: LazyLock<bool> =
+    /// Whether this CPU has AVX2 and FMA.
+    pub(crate) static AVX2: LazyLock<bool> =
         LazyLock::new(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
 
     /// # Safety

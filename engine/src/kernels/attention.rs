@@ -213,12 +213,7 @@ fn exp_shifted_body(x: &mut [f32], shift: f32) -> f32 {
 
 #[cfg(target_arch = "x86_64")]
 mod x86_exp {
-    use std::sync::LazyLock;
-
-    pub(super) static AVX512: LazyLock<bool> =
-        LazyLock::new(|| is_x86_feature_detected!("avx512f"));
-    pub(super) static AVX2: LazyLock<bool> =
-        LazyLock::new(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
+    pub(super) use crate::kernels::activation::x86::{AVX2, AVX512};
 
     /// # Safety
     /// The CPU must support AVX-512F.
