@@ -561,7 +561,7 @@ mod x86 {
     ///
     /// Rows whose length is a whole number of 16-lane vectors go sixteen at a time
     /// ([`dot_rows_blocked`]).
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn dot_rows_avx512(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         let d = q.len();
         // SAFETY: as this function's contract; 16 floats at a row's column `c + 16 <= d`.
@@ -677,9 +677,140 @@ mod x86 {
     /// # Safety
     /// The CPU must support AVX-512F; `rows` must hold `w.len()` rows of `out.len()` at
     /// `stride`.
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     pub(super) unsafe fn axpy_rows_avx512(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        // SAFETY: as this function's contract; f32 rows are read as they are.
+        unsafe { axpy_rows512(w, rows, stride, out, F32_LOADS) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    pub(super) unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
+        // SAFETY: as this function's contract.
+        unsafe { dot512(a, b, F32_LOADS) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    pub(super) unsafe fn axpy_avx512(w: f32, x: &[f32], out: &mut [f32]) {
+        // SAFETY: as this function's contract.
+        unsafe { axpy512(w, x, out, F32_LOADS) }
+    }
+
+    /// How an AVX-512 kernel reads 16 row elements as f32: all of them, or the lanes of a
+    /// mask (zeros elsewhere). f32 rows are read as they are, f16 rows widened.
+    type Loads512<T> = (
+        unsafe fn(*const T) -> __m512,
+        unsafe fn(__mmask16, *const T) -> __m512,
+    );
+
+    /// f32 rows, read as they are.
+    const F32_LOADS: Loads512<f32> = (load16_f32, maskz_load16_f32);
+
+    /// 16 f32 at `p`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; `p..p + 16` must be readable.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn load16_f32(p: *const f32) -> __m512 {
+        // SAFETY: the caller guarantees 16 readable floats at `p`.
+        unsafe { _mm512_loadu_ps(p) }
+    }
+
+    /// The `m` lanes of 16 f32 at `p`, zeros in the others.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F; the `m` lanes must be readable.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn maskz_load16_f32(m: __mmask16, p: *const f32) -> __m512 {
+        // SAFETY: the masked load touches only the lanes of `m`.
+        unsafe { _mm512_maskz_loadu_ps(m, p) }
+    }
+
+    /// `Σ a[i] · b[i]`, `b` read through `loads`: 16 lanes of fused multiply-adds in
+    /// order, a masked tail, then [`hsum512`]. The same operations whatever the element
+    /// type, so an f16 row gives the bits of its widened f32 row.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn dot512<T>(a: &[f32], b: &[T], (load, maskz): Loads512<T>) -> f32 {
+        let n = a.len();
+        let (pa, pb) = (a.as_ptr(), b.as_ptr());
+        let mut i = 0;
+        // SAFETY: full loads cover `i..i + 16` with `i + 16 <= n`; the final masked loads
+        // touch only the `n - i` valid lanes.
+        unsafe {
+            let mut acc = _mm512_setzero_ps();
+            while i + 16 <= n {
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), load(pb.add(i)), acc);
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+                acc = _mm512_fmadd_ps(
+                    _mm512_maskz_loadu_ps(m, pa.add(i)),
+                    maskz(m, pb.add(i)),
+                    acc,
+                );
+            }
+            hsum512(acc)
+        }
+    }
+
+    /// `out[i] += w · x[i]`, `x` read through `loads`, 16 lanes at a time and a masked tail.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn axpy512<T>(w: f32, x: &[T], out: &mut [f32], (load, maskz): Loads512<T>) {
+        let n = x.len();
+        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
+        let mut i = 0;
+        // SAFETY: as in `dot512`; the masked store writes only the valid lanes.
+        unsafe {
+            let vw = _mm512_set1_ps(w);
+            while i + 16 <= n {
+                let r = _mm512_fmadd_ps(vw, load(px.add(i)), _mm512_loadu_ps(po.add(i)));
+                _mm512_storeu_ps(po.add(i), r);
+                i += 16;
+            }
+            if i < n {
+                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
+                let r =
+                    _mm512_fmadd_ps(vw, maskz(m, px.add(i)), _mm512_maskz_loadu_ps(m, po.add(i)));
+                _mm512_mask_storeu_ps(po.add(i), m, r);
+            }
+        }
+    }
+
+    /// `out += Σ_i w[i] · row_i` for rows of `out.len()` at `stride`, read through
+    /// `loads`: 64 columns at a time with the accumulators in registers across the rows,
+    /// then the remaining columns row after row by [`axpy512`]. Per lane the multiply-adds
+    /// are those of one [`axpy512`] per row in row order.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `rows` must hold `w.len()` rows of
+    /// `out.len()` at `stride`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn axpy_rows512<T>(
+        w: &[f32],
+        rows: &[T],
+        stride: usize,
+        out: &mut [f32],
+        loads: Loads512<T>,
+    ) {
         let d = out.len();
+        let load = loads.0;
         let mut c = 0;
         // SAFETY: every access covers columns `c..c + 16 <= d` of rows inside the extent the
         // caller checked.
@@ -697,7 +828,7 @@ mod x86 {
                     let vw = _mm512_set1_ps(wi);
                     let r = pr.add(i * stride + c);
                     for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_ps(vw, _mm512_loadu_ps(r.add(16 * j)), *a);
+                        *a = _mm512_fmadd_ps(vw, load(r.add(16 * j)), *a);
                     }
                 }
                 for (j, a) in acc.iter().enumerate() {
@@ -710,71 +841,17 @@ mod x86 {
             for (i, &wi) in w.iter().enumerate() {
                 // SAFETY: as above.
                 unsafe {
-                    axpy_avx512(
+                    axpy512(
                         wi,
                         rows.get_unchecked(i * stride + c..i * stride + d),
                         &mut out[c..],
+                        loads,
                     )
                 };
             }
         }
     }
 
-    /// # Safety
-    /// The CPU must support AVX-512F; `a` and `b` must have equal lengths.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(super) unsafe fn dot_avx512(a: &[f32], b: &[f32]) -> f32 {
-        let n = a.len();
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut i = 0;
-        // SAFETY: full loads cover `i..i + 16` with `i + 16 <= n`; the final masked loads
-        // touch only the `n - i` valid lanes.
-        unsafe {
-            let mut acc = _mm512_setzero_ps();
-            while i + 16 <= n {
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), _mm512_loadu_ps(pb.add(i)), acc);
-                i += 16;
-            }
-            if i < n {
-                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
-                acc = _mm512_fmadd_ps(
-                    _mm512_maskz_loadu_ps(m, pa.add(i)),
-                    _mm512_maskz_loadu_ps(m, pb.add(i)),
-                    acc,
-                );
-            }
-            hsum512(acc)
-        }
-    }
-
-    /// # Safety
-    /// The CPU must support AVX-512F; `x` and `out` must have equal lengths.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(super) unsafe fn axpy_avx512(w: f32, x: &[f32], out: &mut [f32]) {
-        let n = x.len();
-        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
-        let mut i = 0;
-        // SAFETY: as in `dot_avx512`; the masked store writes only the valid lanes.
-        unsafe {
-            let vw = _mm512_set1_ps(w);
-            while i + 16 <= n {
-                let r = _mm512_fmadd_ps(vw, _mm512_loadu_ps(px.add(i)), _mm512_loadu_ps(po.add(i)));
-                _mm512_storeu_ps(po.add(i), r);
-                i += 16;
-            }
-            if i < n {
-                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
-                let r = _mm512_fmadd_ps(
-                    vw,
-                    _mm512_maskz_loadu_ps(m, px.add(i)),
-                    _mm512_maskz_loadu_ps(m, po.add(i)),
-                );
-                _mm512_mask_storeu_ps(po.add(i), m, r);
-            }
-        }
-    }
     /// 8 f16 at `p` widened to f32.
     ///
     /// # Safety
@@ -939,32 +1016,16 @@ mod x86 {
         unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p.cast::<i16>())) }
     }
 
+    /// f16 rows, widened as they are loaded.
+    const F16_LOADS: Loads512<f16> = (load16_f16, maskz_load16_f16);
+
     /// # Safety
     /// The CPU must support AVX-512F, BW and VL; `a` and `b` must have equal lengths.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     #[inline]
     pub(super) unsafe fn dot_avx512_f16(a: &[f32], b: &[f16]) -> f32 {
-        let n = a.len();
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut i = 0;
-        // SAFETY: full loads cover `i..i + 16` with `i + 16 <= n`; the final masked loads
-        // touch only the `n - i` valid lanes.
-        unsafe {
-            let mut acc = _mm512_setzero_ps();
-            while i + 16 <= n {
-                acc = _mm512_fmadd_ps(_mm512_loadu_ps(pa.add(i)), load16_f16(pb.add(i)), acc);
-                i += 16;
-            }
-            if i < n {
-                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
-                acc = _mm512_fmadd_ps(
-                    _mm512_maskz_loadu_ps(m, pa.add(i)),
-                    maskz_load16_f16(m, pb.add(i)),
-                    acc,
-                );
-            }
-            hsum512(acc)
-        }
+        // SAFETY: as this function's contract.
+        unsafe { dot512(a, b, F16_LOADS) }
     }
 
     /// # Safety
@@ -972,27 +1033,8 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     #[inline]
     pub(super) unsafe fn axpy_avx512_f16(w: f32, x: &[f16], out: &mut [f32]) {
-        let n = x.len();
-        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
-        let mut i = 0;
-        // SAFETY: as in `dot_avx512_f16`; the masked store writes only the valid lanes.
-        unsafe {
-            let vw = _mm512_set1_ps(w);
-            while i + 16 <= n {
-                let r = _mm512_fmadd_ps(vw, load16_f16(px.add(i)), _mm512_loadu_ps(po.add(i)));
-                _mm512_storeu_ps(po.add(i), r);
-                i += 16;
-            }
-            if i < n {
-                let m: __mmask16 = ((1u32 << (n - i)) - 1) as __mmask16;
-                let r = _mm512_fmadd_ps(
-                    vw,
-                    maskz_load16_f16(m, px.add(i)),
-                    _mm512_maskz_loadu_ps(m, po.add(i)),
-                );
-                _mm512_mask_storeu_ps(po.add(i), m, r);
-            }
-        }
+        // SAFETY: as this function's contract.
+        unsafe { axpy512(w, x, out, F16_LOADS) }
     }
 
     /// # Safety
@@ -1024,45 +1066,8 @@ mod x86 {
         stride: usize,
         out: &mut [f32],
     ) {
-        let d = out.len();
-        let mut c = 0;
-        // SAFETY: every access covers columns `c..c + 16 <= d` of rows inside the extent the
-        // caller checked.
-        unsafe {
-            let pr = rows.as_ptr();
-            while c + 64 <= d {
-                let po = out.as_mut_ptr().add(c);
-                let mut acc = [
-                    _mm512_loadu_ps(po),
-                    _mm512_loadu_ps(po.add(16)),
-                    _mm512_loadu_ps(po.add(32)),
-                    _mm512_loadu_ps(po.add(48)),
-                ];
-                for (i, &wi) in w.iter().enumerate() {
-                    let vw = _mm512_set1_ps(wi);
-                    let r = pr.add(i * stride + c);
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm512_fmadd_ps(vw, load16_f16(r.add(16 * j)), *a);
-                    }
-                }
-                for (j, a) in acc.iter().enumerate() {
-                    _mm512_storeu_ps(po.add(16 * j), *a);
-                }
-                c += 64;
-            }
-        }
-        if c < d {
-            for (i, &wi) in w.iter().enumerate() {
-                // SAFETY: as above.
-                unsafe {
-                    axpy_avx512_f16(
-                        wi,
-                        rows.get_unchecked(i * stride + c..i * stride + d),
-                        &mut out[c..],
-                    )
-                };
-            }
-        }
+        // SAFETY: as this function's contract.
+        unsafe { axpy_rows512(w, rows, stride, out, F16_LOADS) }
     }
 
     /// `outs[h] += Σ_i ws[h][i] · row_i` for up to [`super::MAX_HEADS`] heads (more go in
