@@ -433,23 +433,96 @@ mod x86 {
     use half::f16;
 
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `rows` must hold `out.len()` rows of `q.len()`
-    /// at `stride`.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU must support AVX2, FMA and F16C; `rows` must hold `out.len()` rows of
+    /// `q.len()` at `stride`.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn dot_rows_avx2(q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
-        let d = q.len();
-        for (i, o) in out.iter_mut().enumerate() {
-            // SAFETY: the caller checked the extent of `rows`.
-            *o = unsafe { dot_avx2(q, rows.get_unchecked(i * stride..i * stride + d)) };
-        }
+        // SAFETY: as this function's contract.
+        unsafe { dot_rows256(q, rows, stride, out, F32_LOADS_256) }
     }
 
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `rows` must hold `w.len()` rows of `out.len()`
-    /// at `stride`.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU must support AVX2, FMA and F16C; `rows` must hold `w.len()` rows of
+    /// `out.len()` at `stride`.
+    #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) unsafe fn axpy_rows_avx2(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
+        // SAFETY: as this function's contract.
+        unsafe { axpy_rows256(w, rows, stride, out, F32_LOADS_256) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+        // SAFETY: as this function's contract.
+        unsafe { dot256(a, b, F32_LOADS_256) }
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2, FMA and F16C; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    pub(super) unsafe fn axpy_avx2(w: f32, x: &[f32], out: &mut [f32]) {
+        // SAFETY: as this function's contract.
+        unsafe { axpy256(w, x, out, F32_LOADS_256) }
+    }
+
+    /// How an AVX2 kernel reads row elements as f32: 8 at a time, and one (the scalar
+    /// tail). f32 rows are read as they are, f16 rows widened.
+    type Loads256<T> = (unsafe fn(*const T) -> __m256, fn(T) -> f32);
+
+    /// f32 rows, read as they are.
+    const F32_LOADS_256: Loads256<f32> = (load8_f32, |x| x);
+
+    /// 8 f32 at `p`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2; `p..p + 8` must be readable.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn load8_f32(p: *const f32) -> __m256 {
+        // SAFETY: the caller guarantees 8 readable floats at `p`.
+        unsafe { _mm256_loadu_ps(p) }
+    }
+
+    /// `out[i] = dot256(q, row i)` for rows at `stride`.
+    ///
+    /// # Safety
+    /// As `dot_rows_avx2`, with `rows` of `T`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn dot_rows256<T: Copy>(
+        q: &[f32],
+        rows: &[T],
+        stride: usize,
+        out: &mut [f32],
+        loads: Loads256<T>,
+    ) {
+        let d = q.len();
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: the caller checked the extent of `rows`.
+            *o = unsafe { dot256(q, rows.get_unchecked(i * stride..i * stride + d), loads) };
+        }
+    }
+
+    /// `out += Σ_i w[i] · row_i`, rows read through `loads`: 32 columns at a time with the
+    /// accumulators in registers across the rows, then the remaining columns row after row
+    /// by [`axpy256`]; per element the multiply-adds of one [`axpy256`] per row, in order.
+    ///
+    /// # Safety
+    /// As `axpy_rows_avx2`, with `rows` of `T`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn axpy_rows256<T: Copy>(
+        w: &[f32],
+        rows: &[T],
+        stride: usize,
+        out: &mut [f32],
+        loads: Loads256<T>,
+    ) {
         let d = out.len();
+        let load = loads.0;
         let mut c = 0;
         // SAFETY: every access covers columns `c..c + 8 <= d` of rows inside the extent the
         // caller checked.
@@ -467,7 +540,7 @@ mod x86 {
                     let vw = _mm256_set1_ps(wi);
                     let r = pr.add(i * stride + c);
                     for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(vw, _mm256_loadu_ps(r.add(8 * j)), *a);
+                        *a = _mm256_fmadd_ps(vw, load(r.add(8 * j)), *a);
                     }
                 }
                 for (j, a) in acc.iter().enumerate() {
@@ -480,21 +553,26 @@ mod x86 {
             for (i, &wi) in w.iter().enumerate() {
                 // SAFETY: as above.
                 unsafe {
-                    axpy_avx2(
+                    axpy256(
                         wi,
                         rows.get_unchecked(i * stride + c..i * stride + d),
                         &mut out[c..],
+                        loads,
                     )
                 };
             }
         }
     }
 
+    /// `Σ a[i] · b[i]`, `b` read through `loads`: two 8-lane accumulators over blocks of
+    /// 16, one more block of 8, a fixed horizontal sum, then the scalar tail with fused
+    /// multiply-adds. The same operations whatever the element type.
+    ///
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `a` and `b` must have equal lengths.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU must support AVX2, FMA and F16C; `a` and `b` must have equal lengths.
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
+    unsafe fn dot256<T: Copy>(a: &[f32], b: &[T], (load, one): Loads256<T>) -> f32 {
         let n = a.len();
         let (pa, pb) = (a.as_ptr(), b.as_ptr());
         let mut i = 0;
@@ -503,18 +581,12 @@ mod x86 {
             let mut acc0 = _mm256_setzero_ps();
             let mut acc1 = _mm256_setzero_ps();
             while i + 16 <= n {
-                acc0 =
-                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(pa.add(i + 8)),
-                    _mm256_loadu_ps(pb.add(i + 8)),
-                    acc1,
-                );
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), load(pb.add(i)), acc0);
+                acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i + 8)), load(pb.add(i + 8)), acc1);
                 i += 16;
             }
             if i + 8 <= n {
-                acc0 =
-                    _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), _mm256_loadu_ps(pb.add(i)), acc0);
+                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), load(pb.add(i)), acc0);
                 i += 8;
             }
             let acc = _mm256_add_ps(acc0, acc1);
@@ -525,18 +597,21 @@ mod x86 {
             let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
             let mut sum = _mm_cvtss_f32(s1);
             while i < n {
-                sum = a[i].mul_add(b[i], sum);
+                sum = a[i].mul_add(one(b[i]), sum);
                 i += 1;
             }
             sum
         }
     }
 
+    /// `out[i] += w · x[i]`, `x` read through `loads`, 8 lanes at a time, then the scalar
+    /// tail with fused multiply-adds.
+    ///
     /// # Safety
-    /// The CPU must support AVX2 and FMA; `x` and `out` must have equal lengths.
-    #[target_feature(enable = "avx2,fma")]
+    /// The CPU must support AVX2, FMA and F16C; `x` and `out` must have equal lengths.
+    #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    pub(super) unsafe fn axpy_avx2(w: f32, x: &[f32], out: &mut [f32]) {
+    unsafe fn axpy256<T: Copy>(w: f32, x: &[T], out: &mut [f32], (load, one): Loads256<T>) {
         let n = x.len();
         let (px, po) = (x.as_ptr(), out.as_mut_ptr());
         let mut i = 0;
@@ -544,13 +619,13 @@ mod x86 {
         unsafe {
             let vw = _mm256_set1_ps(w);
             while i + 8 <= n {
-                let r = _mm256_fmadd_ps(vw, _mm256_loadu_ps(px.add(i)), _mm256_loadu_ps(po.add(i)));
+                let r = _mm256_fmadd_ps(vw, load(px.add(i)), _mm256_loadu_ps(po.add(i)));
                 _mm256_storeu_ps(po.add(i), r);
                 i += 8;
             }
         }
         while i < n {
-            out[i] = w.mul_add(x[i], out[i]);
+            out[i] = w.mul_add(one(x[i]), out[i]);
             i += 1;
         }
     }
@@ -863,44 +938,16 @@ mod x86 {
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p.cast::<__m128i>())) }
     }
 
+    /// f16 rows, widened as they are loaded.
+    const F16_LOADS_256: Loads256<f16> = (load8_f16, f16::to_f32);
+
     /// # Safety
     /// The CPU must support AVX2, FMA and F16C; `a` and `b` must have equal lengths.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(super) unsafe fn dot_avx2_f16(a: &[f32], b: &[f16]) -> f32 {
-        let n = a.len();
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut i = 0;
-        // SAFETY: every load reads 8 lanes at `i..i + 8` with `i + 8 <= n`.
-        unsafe {
-            let mut acc0 = _mm256_setzero_ps();
-            let mut acc1 = _mm256_setzero_ps();
-            while i + 16 <= n {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), load8_f16(pb.add(i)), acc0);
-                acc1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(pa.add(i + 8)),
-                    load8_f16(pb.add(i + 8)),
-                    acc1,
-                );
-                i += 16;
-            }
-            if i + 8 <= n {
-                acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(pa.add(i)), load8_f16(pb.add(i)), acc0);
-                i += 8;
-            }
-            let acc = _mm256_add_ps(acc0, acc1);
-            let lo = _mm256_castps256_ps128(acc);
-            let hi = _mm256_extractf128_ps::<1>(acc);
-            let s4 = _mm_add_ps(lo, hi);
-            let s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-            let s1 = _mm_add_ss(s2, _mm_shuffle_ps::<0b01>(s2, s2));
-            let mut sum = _mm_cvtss_f32(s1);
-            while i < n {
-                sum = a[i].mul_add(b[i].to_f32(), sum);
-                i += 1;
-            }
-            sum
-        }
+        // SAFETY: as this function's contract.
+        unsafe { dot256(a, b, F16_LOADS_256) }
     }
 
     /// # Safety
@@ -908,22 +955,8 @@ mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     pub(super) unsafe fn axpy_avx2_f16(w: f32, x: &[f16], out: &mut [f32]) {
-        let n = x.len();
-        let (px, po) = (x.as_ptr(), out.as_mut_ptr());
-        let mut i = 0;
-        // SAFETY: every access covers `i..i + 8` with `i + 8 <= n`.
-        unsafe {
-            let vw = _mm256_set1_ps(w);
-            while i + 8 <= n {
-                let r = _mm256_fmadd_ps(vw, load8_f16(px.add(i)), _mm256_loadu_ps(po.add(i)));
-                _mm256_storeu_ps(po.add(i), r);
-                i += 8;
-            }
-        }
-        while i < n {
-            out[i] = w.mul_add(x[i].to_f32(), out[i]);
-            i += 1;
-        }
+        // SAFETY: as this function's contract.
+        unsafe { axpy256(w, x, out, F16_LOADS_256) }
     }
 
     /// # Safety
@@ -936,11 +969,8 @@ mod x86 {
         stride: usize,
         out: &mut [f32],
     ) {
-        let d = q.len();
-        for (i, o) in out.iter_mut().enumerate() {
-            // SAFETY: the caller checked the extent of `rows`.
-            *o = unsafe { dot_avx2_f16(q, rows.get_unchecked(i * stride..i * stride + d)) };
-        }
+        // SAFETY: as this function's contract.
+        unsafe { dot_rows256(q, rows, stride, out, F16_LOADS_256) }
     }
 
     /// # Safety
@@ -953,45 +983,8 @@ mod x86 {
         stride: usize,
         out: &mut [f32],
     ) {
-        let d = out.len();
-        let mut c = 0;
-        // SAFETY: every access covers columns `c..c + 8 <= d` of rows inside the extent the
-        // caller checked.
-        unsafe {
-            let pr = rows.as_ptr();
-            while c + 32 <= d {
-                let po = out.as_mut_ptr().add(c);
-                let mut acc = [
-                    _mm256_loadu_ps(po),
-                    _mm256_loadu_ps(po.add(8)),
-                    _mm256_loadu_ps(po.add(16)),
-                    _mm256_loadu_ps(po.add(24)),
-                ];
-                for (i, &wi) in w.iter().enumerate() {
-                    let vw = _mm256_set1_ps(wi);
-                    let r = pr.add(i * stride + c);
-                    for (j, a) in acc.iter_mut().enumerate() {
-                        *a = _mm256_fmadd_ps(vw, load8_f16(r.add(8 * j)), *a);
-                    }
-                }
-                for (j, a) in acc.iter().enumerate() {
-                    _mm256_storeu_ps(po.add(8 * j), *a);
-                }
-                c += 32;
-            }
-        }
-        if c < d {
-            for (i, &wi) in w.iter().enumerate() {
-                // SAFETY: as above.
-                unsafe {
-                    axpy_avx2_f16(
-                        wi,
-                        rows.get_unchecked(i * stride + c..i * stride + d),
-                        &mut out[c..],
-                    )
-                };
-            }
-        }
+        // SAFETY: as this function's contract.
+        unsafe { axpy_rows256(w, rows, stride, out, F16_LOADS_256) }
     }
 
     /// 16 f16 at `p` widened to f32.
