@@ -108,15 +108,9 @@ impl VecOps {
     /// If `rows` is shorter than `(out.len() - 1) * stride + q.len()`.
     pub fn dot_rows(self, q: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         let (n, d) = (out.len(), q.len());
-        if n == 0 {
+        if !has_rows("dot_rows", n, d, stride, rows.len()) {
             return;
         }
-        assert!(
-            rows.len() >= (n - 1) * stride + d,
-            "dot_rows: {n} rows of {d} at stride {stride} need {} elements, got {}",
-            (n - 1) * stride + d,
-            rows.len()
-        );
         match self.isa {
             // SAFETY: `VecOps` is only constructed for paths `Isa::supported` confirmed; the
             // lengths were checked above.
@@ -141,15 +135,9 @@ impl VecOps {
     /// If `rows` is shorter than `(w.len() - 1) * stride + out.len()`.
     pub fn axpy_rows(self, w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
         let (n, d) = (w.len(), out.len());
-        if n == 0 {
+        if !has_rows("axpy_rows", n, d, stride, rows.len()) {
             return;
         }
-        assert!(
-            rows.len() >= (n - 1) * stride + d,
-            "axpy_rows: {n} rows of {d} at stride {stride} need {} elements, got {}",
-            (n - 1) * stride + d,
-            rows.len()
-        );
         match self.isa {
             // SAFETY: as in `dot_rows`.
             #[cfg(target_arch = "x86_64")]
@@ -254,15 +242,21 @@ fn heads_shape(
         ws.iter().all(|w| w.len() == n) && outs.iter().all(|o| o.len() == d),
         "{name}: the heads' weights or outputs differ in length"
     );
+    has_rows(name, n, d, stride, len).then_some((n, d))
+}
+
+/// Whether a run of `n` rows of `d` elements at `stride` has any row; panics with `name`
+/// when `len` elements cannot hold it (a caller shape bug).
+fn has_rows(name: &str, n: usize, d: usize, stride: usize, len: usize) -> bool {
     if n == 0 {
-        return None;
+        return false;
     }
     assert!(
         len >= (n - 1) * stride + d,
         "{name}: {n} rows of {d} at stride {stride} need {} elements, got {len}",
         (n - 1) * stride + d
     );
-    Some((n, d))
+    true
 }
 
 /// The same primitives over f16 rows (the KV cache's half-precision storage), each widened
@@ -312,15 +306,9 @@ impl VecOps {
     /// If `rows` is shorter than `(out.len() - 1) * stride + q.len()`.
     pub fn dot_rows_f16(self, q: &[f32], rows: &[f16], stride: usize, out: &mut [f32]) {
         let (n, d) = (out.len(), q.len());
-        if n == 0 {
+        if !has_rows("dot_rows_f16", n, d, stride, rows.len()) {
             return;
         }
-        assert!(
-            rows.len() >= (n - 1) * stride + d,
-            "dot_rows_f16: {n} rows of {d} at stride {stride} need {} elements, got {}",
-            (n - 1) * stride + d,
-            rows.len()
-        );
         match self.isa {
             // SAFETY: as in `dot_f16`; the lengths were checked above.
             #[cfg(target_arch = "x86_64")]
@@ -344,15 +332,9 @@ impl VecOps {
     /// If `rows` is shorter than `(w.len() - 1) * stride + out.len()`.
     pub fn axpy_rows_f16(self, w: &[f32], rows: &[f16], stride: usize, out: &mut [f32]) {
         let (n, d) = (w.len(), out.len());
-        if n == 0 {
+        if !has_rows("axpy_rows_f16", n, d, stride, rows.len()) {
             return;
         }
-        assert!(
-            rows.len() >= (n - 1) * stride + d,
-            "axpy_rows_f16: {n} rows of {d} at stride {stride} need {} elements, got {}",
-            (n - 1) * stride + d,
-            rows.len()
-        );
         match self.isa {
             // SAFETY: as in `dot_rows_f16`.
             #[cfg(target_arch = "x86_64")]
