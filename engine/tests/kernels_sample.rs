@@ -51,6 +51,16 @@ fn argmax_breaks_ties_low_skips_nan_and_handles_empty() {
     assert_eq!(argmax(&[f32::NEG_INFINITY, f32::NEG_INFINITY]), Some(0));
     assert_eq!(argmax(&[f32::NAN, f32::NAN]), None);
     assert_eq!(argmax(&[]), None);
+    // Signed zeros tie (the first wins); an infinite logit wins over every finite one.
+    assert_eq!(argmax(&[-1.0, -0.0, 0.0]), Some(1));
+    assert_eq!(argmax(&[-1.0, 0.0, -0.0]), Some(1));
+    assert_eq!(argmax(&[f32::MAX, f32::INFINITY, f32::NAN]), Some(1));
+    // Past the blocks of lanes: the maximum in the remainder, and a tie across blocks.
+    let mut long = vec![0.5f32; 37];
+    long[36] = 2.0;
+    assert_eq!(argmax(&long), Some(36));
+    long[3] = 2.0;
+    assert_eq!(argmax(&long), Some(3));
 }
 
 proptest! {
@@ -58,11 +68,14 @@ proptest! {
 
     #[test]
     fn argmax_matches_reference_with_nans(
-        mut x in logits(300), nans in prop::collection::vec(any::<prop::sample::Index>(), 0..5)
+        mut x in logits(300),
+        specials in prop::collection::vec((any::<prop::sample::Index>(), 0usize..5), 0..8),
     ) {
-        for n in nans {
-            let i = n.index(x.len());
-            x[i] = f32::NAN;
+        // NaN, both infinities and both zeros at random places.
+        let values = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0];
+        for (at, which) in specials {
+            let i = at.index(x.len());
+            x[i] = values[which];
         }
         prop_assert_eq!(argmax(&x), ref_argmax(&x));
     }

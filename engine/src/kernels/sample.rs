@@ -6,20 +6,34 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 /// Index of the largest logit; the lowest index wins ties, NaN never wins.
 ///
 /// Shape: `logits` is `[vocab]`. Returns `None` when `logits` is empty or every value is NaN.
-/// `-inf` is an ordinary value (so all `-inf` returns `Some(0)`).
+/// `-inf` is an ordinary value (so all `-inf` returns `Some(0)`); `-0.0` and `+0.0` tie.
+///
+/// Two passes the compiler vectorises, instead of one branchy pass: the maximum under `>`
+/// (NaN compares false, so it never replaces a maximum) over [`ARGMAX_LANES`] running lanes,
+/// then the first block of lanes holding a value equal to it and the first such index in
+/// that block. Greedy decoding runs this once per token over the whole vocabulary.
 pub fn argmax(logits: &[f32]) -> Option<usize> {
-    let mut best: Option<(usize, f32)> = None;
-    for (i, &v) in logits.iter().enumerate() {
-        if v.is_nan() {
-            continue;
-        }
-        match best {
-            Some((_, b)) if v <= b => {}
-            _ => best = Some((i, v)),
+    let greater = |m: f32, v: f32| if v > m { v } else { m };
+    let mut lanes = [f32::NEG_INFINITY; ARGMAX_LANES];
+    let mut blocks = logits.chunks_exact(ARGMAX_LANES);
+    for block in &mut blocks {
+        for (m, &v) in lanes.iter_mut().zip(block) {
+            *m = greater(*m, v);
         }
     }
-    best.map(|(i, _)| i)
+    let max = blocks.remainder().iter().fold(
+        lanes.into_iter().fold(f32::NEG_INFINITY, greater),
+        |m, &v| greater(m, v),
+    );
+    let first_block = logits
+        .chunks(ARGMAX_LANES)
+        .position(|block| block.iter().fold(false, |hit, &v| hit | (v == max)))?;
+    let at = first_block * ARGMAX_LANES;
+    logits[at..].iter().position(|&v| v == max).map(|i| at + i)
 }
+
+/// Running maxima of [`argmax`]: one AVX-512 register of f32.
+const ARGMAX_LANES: usize = 16;
 
 /// Settings of a [`Sampler`]. Every value has a defined meaning (see the fields), so a
 /// sampler can always be built; [`SamplerConfig::validate`] rejects values a request should
