@@ -1,7 +1,8 @@
 //! The paged KV cache: fixed-size pages, a free list and a block table per sequence.
 //!
 //! A page holds `page_tokens` consecutive positions of one sequence, for every layer, K and V:
-//! its storage is `[n_layers, 2 (K then V), page_tokens, n_kv_heads, head_dim]` elements.
+//! its storage is `[n_layers, 2 (K then V), n_kv_heads, page_tokens, head_dim]` elements, so
+//! one KV head's rows of a page are one contiguous run (what attention reads, head by head).
 //! A sequence's block table maps its logical page `pos / page_tokens` to a physical page id.
 //! Pages are allocated lazily, up to `max_pages`: a page's memory is created the first time it
 //! is handed out, then recycled through the free list; it is zeroed whenever it is handed to a
@@ -324,17 +325,14 @@ impl KvCache {
         }
         let page = s.blocks[pos / self.cfg.page_tokens];
         let slot = pos % self.cfg.page_tokens;
-        let ko = offset(&self.cfg, self.row, layer, 0, slot);
-        let vo = offset(&self.cfg, self.row, layer, 1, slot);
-        let row = self.row;
-        match &mut self.pages {
-            Pages::F32(p) => {
-                p[page][ko..ko + row].copy_from_slice(k);
-                p[page][vo..vo + row].copy_from_slice(v);
-            }
-            Pages::F16(p) => {
-                p[page][ko..ko + row].convert_from_f32_slice(k);
-                p[page][vo..vo + row].convert_from_f32_slice(v);
+        let d = self.cfg.head_dim;
+        for (kind, x) in [k, v].into_iter().enumerate() {
+            for (h, xh) in x.chunks_exact(d).enumerate() {
+                let at = offset(&self.cfg, layer, kind, h, slot);
+                match &mut self.pages {
+                    Pages::F32(p) => p[page][at..at + d].copy_from_slice(xh),
+                    Pages::F16(p) => p[page][at..at + d].convert_from_f32_slice(xh),
+                }
             }
         }
         Ok(())
@@ -375,7 +373,6 @@ impl KvCache {
         let s = self.seq(seq);
         PagedKv {
             cfg: &self.cfg,
-            row: self.row,
             pages: &self.pages,
             blocks: &s.blocks,
             len: s.len,
@@ -408,11 +405,13 @@ impl KvCache {
             let page = s.blocks[keep - 1];
             for layer in 0..self.cfg.n_layers {
                 for kind in 0..2 {
-                    let a = offset(&self.cfg, self.row, layer, kind, first_slot);
-                    let b = offset(&self.cfg, self.row, layer, kind, pt);
-                    match &mut self.pages {
-                        Pages::F32(p) => p[page][a..b].fill(0.0),
-                        Pages::F16(p) => p[page][a..b].fill(f16::ZERO),
+                    for h in 0..self.cfg.n_kv_heads {
+                        let a = offset(&self.cfg, layer, kind, h, first_slot);
+                        let b = offset(&self.cfg, layer, kind, h, 0) + pt * self.cfg.head_dim;
+                        match &mut self.pages {
+                            Pages::F32(p) => p[page][a..b].fill(0.0),
+                            Pages::F16(p) => p[page][a..b].fill(f16::ZERO),
+                        }
                     }
                 }
             }
@@ -475,9 +474,10 @@ impl KvCache {
     }
 }
 
-/// Element offset of `(layer, kind, slot)` inside a page; `kind` 0 is K, 1 is V.
-fn offset(cfg: &KvConfig, row: usize, layer: usize, kind: usize, slot: usize) -> usize {
-    ((layer * 2 + kind) * cfg.page_tokens + slot) * row
+/// Element offset of `(layer, kind, kv_head, slot)` inside a page; `kind` 0 is K, 1 is V.
+/// A head's `page_tokens` rows follow each other (`head_dim` apart).
+fn offset(cfg: &KvConfig, layer: usize, kind: usize, kv_head: usize, slot: usize) -> usize {
+    (((layer * 2 + kind) * cfg.n_kv_heads + kv_head) * cfg.page_tokens + slot) * cfg.head_dim
 }
 
 /// One layer of one sequence, read through its block table. Implements [`KvSource`], using
@@ -489,7 +489,6 @@ fn offset(cfg: &KvConfig, row: usize, layer: usize, kind: usize, slot: usize) ->
 #[derive(Debug, Clone, Copy)]
 pub struct PagedKv<'a> {
     cfg: &'a KvConfig,
-    row: usize,
     pages: &'a Pages,
     blocks: &'a [usize],
     len: usize,
@@ -510,7 +509,7 @@ impl PagedKv<'_> {
         );
         let page = self.blocks[pos / self.cfg.page_tokens];
         let slot = pos % self.cfg.page_tokens;
-        let off = offset(self.cfg, self.row, self.layer, kind, slot) + kv_head * self.cfg.head_dim;
+        let off = offset(self.cfg, self.layer, kind, kv_head, slot);
         (page, off)
     }
 }
@@ -601,46 +600,74 @@ impl KvSource for PagedKv<'_> {
         }
     }
     fn prefetch(&self, lo: usize, n: usize, kv_head: usize, values: bool) {
-        let (d, row) = (self.cfg.head_dim, self.row);
+        let d = self.cfg.head_dim;
         let kind = usize::from(values);
-        self.page_runs(lo, n, kv_head, kind, |_, page, off, run| {
-            for r in 0..run {
-                let at = off + r * row;
-                match self.pages {
-                    Pages::F32(p) => prefetch_bytes(p[page][at..at + d].as_ptr().cast(), 4 * d),
-                    Pages::F16(p) => prefetch_bytes(p[page][at..at + d].as_ptr().cast(), 2 * d),
-                }
+        // A page run of one head is contiguous: one span per page.
+        self.page_runs(lo, n, kv_head, kind, |_, page, off, run| match self.pages {
+            Pages::F32(p) => {
+                prefetch_bytes(p[page][off..off + run * d].as_ptr().cast(), 4 * run * d)
+            }
+            Pages::F16(p) => {
+                prefetch_bytes(p[page][off..off + run * d].as_ptr().cast(), 2 * run * d)
             }
         })
     }
     fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
-        let (d, row) = (self.cfg.head_dim, self.row);
+        let d = self.cfg.head_dim;
         match self.pages {
             Pages::F32(p) => self.page_runs(lo, out.len(), kv_head, 0, |i, page, off, run| {
-                let rows = &p[page][off..off + (run - 1) * row + d];
-                self.ops.dot_rows(q, rows, row, &mut out[i..i + run]);
+                let rows = &p[page][off..off + run * d];
+                self.ops.dot_rows(q, rows, d, &mut out[i..i + run]);
             }),
             Pages::F16(p) => self.page_runs(lo, out.len(), kv_head, 0, |i, page, off, run| {
-                let rows = &p[page][off..off + (run - 1) * row + d];
-                self.ops.dot_rows_f16(q, rows, row, &mut out[i..i + run]);
+                let rows = &p[page][off..off + run * d];
+                self.ops.dot_rows_f16(q, rows, d, &mut out[i..i + run]);
             }),
         }
     }
+    fn dot_keys_heads(&self, lo: usize, kv_head: usize, qs: &[&[f32]], outs: &mut [&mut [f32]]) {
+        let d = self.cfg.head_dim;
+        let n = outs.first().map_or(0, |o| o.len());
+        // The heads' scores of one page run, on the stack for a group of up to 8 heads.
+        const ON_STACK: usize = 8;
+        if outs.len() > ON_STACK {
+            for (q, out) in qs.iter().zip(outs.iter_mut()) {
+                self.dot_keys(lo, kv_head, q, out);
+            }
+            return;
+        }
+        self.page_runs(lo, n, kv_head, 0, |i, page, off, run| {
+            let mut buf: [&mut [f32]; ON_STACK] = Default::default();
+            for (b, out) in buf.iter_mut().zip(outs.iter_mut()) {
+                *b = &mut out[i..i + run];
+            }
+            let sub = &mut buf[..qs.len()];
+            match self.pages {
+                Pages::F32(p) => self
+                    .ops
+                    .dot_rows_heads(qs, &p[page][off..off + run * d], d, sub),
+                Pages::F16(p) => {
+                    self.ops
+                        .dot_rows_heads_f16(qs, &p[page][off..off + run * d], d, sub)
+                }
+            }
+        })
+    }
     fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
-        let (d, row) = (self.cfg.head_dim, self.row);
+        let d = self.cfg.head_dim;
         match self.pages {
             Pages::F32(p) => self.page_runs(lo, w.len(), kv_head, 1, |i, page, off, run| {
-                let rows = &p[page][off..off + (run - 1) * row + d];
-                self.ops.axpy_rows(&w[i..i + run], rows, row, out);
+                let rows = &p[page][off..off + run * d];
+                self.ops.axpy_rows(&w[i..i + run], rows, d, out);
             }),
             Pages::F16(p) => self.page_runs(lo, w.len(), kv_head, 1, |i, page, off, run| {
-                let rows = &p[page][off..off + (run - 1) * row + d];
-                self.ops.axpy_rows_f16(&w[i..i + run], rows, row, out);
+                let rows = &p[page][off..off + run * d];
+                self.ops.axpy_rows_f16(&w[i..i + run], rows, d, out);
             }),
         }
     }
     fn add_values_heads(&self, lo: usize, kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
-        let (d, row) = (self.cfg.head_dim, self.row);
+        let d = self.cfg.head_dim;
         let n = ws.first().map_or(0, |w| w.len());
         // The heads' weights of one page run, on the stack for a group of up to 8 heads.
         const ON_STACK: usize = 8;
@@ -658,12 +685,12 @@ impl KvSource for PagedKv<'_> {
             let sub = &buf[..ws.len()];
             match self.pages {
                 Pages::F32(p) => {
-                    let rows = &p[page][off..off + (run - 1) * row + d];
-                    self.ops.axpy_rows_heads(sub, rows, row, outs);
+                    let rows = &p[page][off..off + run * d];
+                    self.ops.axpy_rows_heads(sub, rows, d, outs);
                 }
                 Pages::F16(p) => {
-                    let rows = &p[page][off..off + (run - 1) * row + d];
-                    self.ops.axpy_rows_heads_f16(sub, rows, row, outs);
+                    let rows = &p[page][off..off + run * d];
+                    self.ops.axpy_rows_heads_f16(sub, rows, d, outs);
                 }
             }
         })

@@ -202,6 +202,46 @@ proptest! {
         }
     }
 
+    /// `dot_rows_heads` (each key row loaded once for a GQA group's heads) gives each head
+    /// the bits of its own `dot_rows`, over f32 and f16 rows, on every path: up to 6 heads
+    /// (more than the 4 of one register pass), row lengths that take the blocked path
+    /// (multiples of 16) and others, row counts across blocks of 16, strides above the row
+    /// length.
+    #[test]
+    fn heads_dot_rows_match_per_head_reference_bit_for_bit(
+        d in prop_oneof![Just(64usize), Just(16), Just(128), Just(48), 1usize..150],
+        heads in 0usize..7,
+        n in 0usize..53,
+        gap in 0usize..20,
+        seed in any::<u64>(),
+    ) {
+        let stride = d + gap;
+        let len = if n == 0 { 0 } else { (n - 1) * stride + d };
+        let mut next = values(seed);
+        let rows: Vec<f32> = (0..len).map(|_| next()).collect();
+        let halves: Vec<half::f16> = rows.iter().map(|&x| half::f16::from_f32(x)).collect();
+        let qs: Vec<Vec<f32>> = (0..heads).map(|_| (0..d).map(|_| next()).collect()).collect();
+        let qr: Vec<&[f32]> = qs.iter().map(|q| &q[..]).collect();
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for ops in VecOps::available() {
+            let (mut got, mut got16) = (vec![vec![f32::NAN; n]; heads], vec![vec![f32::NAN; n]; heads]);
+            {
+                let mut outs: Vec<&mut [f32]> = got.iter_mut().map(|o| &mut o[..]).collect();
+                ops.dot_rows_heads(&qr, &rows, stride, &mut outs);
+                let mut outs16: Vec<&mut [f32]> = got16.iter_mut().map(|o| &mut o[..]).collect();
+                ops.dot_rows_heads_f16(&qr, &halves, stride, &mut outs16);
+            }
+            for h in 0..heads {
+                let mut want = vec![f32::NAN; n];
+                ops.dot_rows(&qs[h], &rows, stride, &mut want);
+                prop_assert_eq!(bits(&got[h]), bits(&want), "{} head {} of {}, d={} n={}", ops.isa(), h, heads, d, n);
+                let mut want16 = vec![f32::NAN; n];
+                ops.dot_rows_f16(&qs[h], &halves, stride, &mut want16);
+                prop_assert_eq!(bits(&got16[h]), bits(&want16), "{} f16 head {} of {}, d={} n={}", ops.isa(), h, heads, d, n);
+            }
+        }
+    }
+
     /// `axpy_rows_heads` (one pass over the value rows for a GQA group's heads) gives each
     /// head the bits of its own `axpy_rows`, over f32 and f16 rows, on every path: up to 6
     /// heads (more than the 4 of one register pass), row lengths that take the one-pass
@@ -307,7 +347,13 @@ proptest! {
         let x: Vec<f32> = seed[..n_heads * d].to_vec();
         for style in [RopeStyle::Adjacent, RopeStyle::RotateHalf] {
             let mut got = x.clone();
-            Rope::new(d, base, style).apply(&mut got, n_heads, pos);
+            let rope = Rope::new(d, base, style);
+            rope.apply(&mut got, n_heads, pos);
+            // The angles computed once for a position rotate to the same bits.
+            let mut pre = x.clone();
+            rope.apply_angles(&mut pre, n_heads, &rope.angles(pos));
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&pre), bits(&got), "{:?}: apply_angles differs from apply", style);
             for h in 0..n_heads {
                 let xh = &x[h * d..(h + 1) * d];
                 let gh = &got[h * d..(h + 1) * d];

@@ -34,6 +34,16 @@ pub trait KvSource {
         }
     }
 
+    /// [`KvSource::dot_keys`] for several query heads of one KV head (a GQA group):
+    /// `outs[h][i] = qs[h] · K[lo + i, kv_head]`, each head bit for bit its own
+    /// `dot_keys`. Sources override it to read each key row once for all the heads
+    /// ([`VecOps::dot_rows_heads`]).
+    fn dot_keys_heads(&self, lo: usize, kv_head: usize, qs: &[&[f32]], outs: &mut [&mut [f32]]) {
+        for (q, out) in qs.iter().zip(outs.iter_mut()) {
+            self.dot_keys(lo, kv_head, q, out);
+        }
+    }
+
     /// A hint that the keys (`values == false`) or the values of positions `lo..lo + n` of
     /// `kv_head` will be read soon: sources whose rows may sit in memory issue prefetches
     /// for them. It changes no result; the default does nothing.
@@ -138,6 +148,16 @@ impl KvSource for ContiguousKv<'_> {
         let last = self.row(lo + out.len() - 1, kv_head).end;
         let stride = self.n_kv_heads * self.head_dim;
         self.ops.dot_rows(q, &self.k[first..last], stride, out)
+    }
+    fn dot_keys_heads(&self, lo: usize, kv_head: usize, qs: &[&[f32]], outs: &mut [&mut [f32]]) {
+        let Some(n) = outs.first().map(|o| o.len()).filter(|&n| n > 0) else {
+            return;
+        };
+        let first = self.row(lo, kv_head).start;
+        let last = self.row(lo + n - 1, kv_head).end;
+        let stride = self.n_kv_heads * self.head_dim;
+        self.ops
+            .dot_rows_heads(qs, &self.k[first..last], stride, outs)
     }
     fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
         if w.is_empty() {
@@ -607,12 +627,14 @@ fn grouped(
         // memory once and reused from the L1 cache by the group's other heads.
         // The next tile's rows are prefetched while this one is computed: a page's rows of
         // one head are short strided runs that the hardware prefetchers pick up late.
+        let qs: Vec<&[f32]> = qg.chunks_exact(d).collect();
         for (a, b) in tiles(lo, hi) {
             kv.prefetch(b, KV_TILE.min(hi - b), kvh, false);
-            for (g, qh) in qg.chunks_exact(d).enumerate() {
-                let at = g * n + (a - lo);
-                kv.dot_keys(a, kvh, qh, &mut scratch[at..at + (b - a)]);
-            }
+            let mut outs: Vec<&mut [f32]> = scratch[..group * n]
+                .chunks_exact_mut(n)
+                .map(|row| &mut row[a - lo..b - lo])
+                .collect();
+            kv.dot_keys_heads(a, kvh, &qs, &mut outs);
         }
         kv.prefetch(lo, (KV_TILE - lo % KV_TILE).min(n), kvh, true);
         for (g, scores) in scratch[..group * n].chunks_exact_mut(n).enumerate() {

@@ -72,6 +72,41 @@ impl Rope {
     /// # Panics
     /// If `x.len() != n_heads * head_dim`.
     pub fn apply(&self, x: &mut [f32], n_heads: usize, pos: usize) {
+        self.rotate(x, n_heads, |i| self.angle(i, pos));
+    }
+
+    /// The `(sin, cos)` of every pair's angle at absolute position `pos`
+    /// (`[head_dim / 2]`, pair order), as [`Rope::apply`] computes them: for a token whose Q
+    /// and K are rotated in every layer, computed once and passed to [`Rope::apply_angles`].
+    pub fn angles(&self, pos: usize) -> Vec<(f32, f32)> {
+        (0..self.inv_freq.len())
+            .map(|i| self.angle(i, pos))
+            .collect()
+    }
+
+    /// [`Rope::apply`] with the angles of its position given ([`Rope::angles`]): the same
+    /// rotation, bit for bit, without the `sin_cos` calls.
+    ///
+    /// # Panics
+    /// If `x.len() != n_heads * head_dim` or `angles.len() != head_dim / 2`.
+    pub fn apply_angles(&self, x: &mut [f32], n_heads: usize, angles: &[(f32, f32)]) {
+        assert_eq!(
+            angles.len(),
+            self.head_dim / 2,
+            "rope: angles must be [head_dim / 2 = {}]",
+            self.head_dim / 2
+        );
+        self.rotate(x, n_heads, |i| angles[i]);
+    }
+
+    /// `(sin, cos)` of pair `i`'s angle at `pos`: computed in f64, rounded to f32 once.
+    fn angle(&self, i: usize, pos: usize) -> (f32, f32) {
+        let (s, c) = (pos as f64 * self.inv_freq[i]).sin_cos();
+        (s as f32, c as f32)
+    }
+
+    /// Rotate pair `i` of every head by the angle whose `(sin, cos)` is `angle(i)`.
+    fn rotate(&self, x: &mut [f32], n_heads: usize, angle: impl Fn(usize) -> (f32, f32)) {
         let d = self.head_dim;
         assert_eq!(
             x.len(),
@@ -79,9 +114,8 @@ impl Rope {
             "rope: x must be [n_heads = {n_heads}, head_dim = {d}]"
         );
         let half = d / 2;
-        for (i, &f) in self.inv_freq.iter().enumerate() {
-            let (s, c) = (pos as f64 * f).sin_cos();
-            let (s, c) = (s as f32, c as f32);
+        for i in 0..half {
+            let (s, c) = angle(i);
             let (a, b) = match self.style {
                 RopeStyle::Adjacent => (2 * i, 2 * i + 1),
                 RopeStyle::RotateHalf => (i, i + half),

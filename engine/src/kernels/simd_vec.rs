@@ -220,6 +220,86 @@ impl VecOps {
     }
 }
 
+impl VecOps {
+    /// Scores of several query heads against the same rows (a GQA group's heads against one
+    /// KV head's keys): `outs[h][i] = dot(qs[h], rows[i * stride ..])`, each head bit for
+    /// bit its own [`VecOps::dot_rows`]. On the AVX-512 paths, for up to [`MAX_HEADS`]
+    /// heads (more go in groups) and a row length that is a whole number of 16-lane
+    /// vectors, each row is loaded once for all the heads instead of once per head.
+    ///
+    /// Shapes: every `qs[h]` has the row length `d`, every `outs[h]` the row count.
+    ///
+    /// # Panics
+    /// If `qs` and `outs` differ in length, the queries or the outputs differ in length, or
+    /// `rows` is shorter than `(n - 1) * stride + d`.
+    pub fn dot_rows_heads(
+        self,
+        qs: &[&[f32]],
+        rows: &[f32],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        let Some((n, d)) = query_heads_shape("dot_rows_heads", qs, rows.len(), stride, outs) else {
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(16) {
+            // SAFETY: `VecOps` is only constructed for supported paths; the shapes were
+            // checked by `query_heads_shape`.
+            return unsafe { x86::dot_rows_heads_avx512_f32(qs, rows, stride, outs, n) };
+        }
+        let _ = (n, d);
+        for (q, out) in qs.iter().zip(outs.iter_mut()) {
+            self.dot_rows(q, rows, stride, out);
+        }
+    }
+
+    /// [`VecOps::dot_rows_heads`] over f16 rows: each head's scores bit for bit its own
+    /// [`VecOps::dot_rows_f16`].
+    ///
+    /// # Panics
+    /// As [`VecOps::dot_rows_heads`].
+    pub fn dot_rows_heads_f16(
+        self,
+        qs: &[&[f32]],
+        rows: &[f16],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+    ) {
+        let Some((n, d)) = query_heads_shape("dot_rows_heads_f16", qs, rows.len(), stride, outs)
+        else {
+            return;
+        };
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(16) {
+            // SAFETY: as in `dot_rows_heads`.
+            return unsafe { x86::dot_rows_heads_avx512_f16(qs, rows, stride, outs, n) };
+        }
+        let _ = (n, d);
+        for (q, out) in qs.iter().zip(outs.iter_mut()) {
+            self.dot_rows_f16(q, rows, stride, out);
+        }
+    }
+}
+
+/// Checks the shapes of a `dot_rows_heads` call; `None` when there is nothing to do,
+/// otherwise `(rows, row length)`. Panics with `name` on a shape bug.
+fn query_heads_shape(
+    name: &str,
+    qs: &[&[f32]],
+    len: usize,
+    stride: usize,
+    outs: &[&mut [f32]],
+) -> Option<(usize, usize)> {
+    group_shape(
+        name,
+        (outs.len(), outs.iter().map(|o| o.len())),
+        (qs.len(), qs.iter().map(|q| q.len())),
+        len,
+        stride,
+    )
+}
+
 /// Checks the shapes of an `axpy_rows_heads` call; `None` when there is nothing to do,
 /// otherwise `(rows, row length)`. Panics with `name` on a shape bug.
 fn heads_shape(
@@ -229,18 +309,35 @@ fn heads_shape(
     stride: usize,
     outs: &[&mut [f32]],
 ) -> Option<(usize, usize)> {
+    group_shape(
+        name,
+        (ws.len(), ws.iter().map(|w| w.len())),
+        (outs.len(), outs.iter().map(|o| o.len())),
+        len,
+        stride,
+    )
+}
+
+/// The shared check of the heads forms: `per_row` (one slice per head, each as long as
+/// the row count: weights or scores) and `per_column` (one per head, each a row's length:
+/// outputs or queries) give a head count and their lengths. `None` when there is no head
+/// or no row, otherwise `(rows, row length)`; panics with `name` when the head counts or
+/// lengths disagree or `len` elements cannot hold the rows.
+fn group_shape(
+    name: &str,
+    (heads, mut per_row): (usize, impl Iterator<Item = usize>),
+    (heads_c, mut per_column): (usize, impl Iterator<Item = usize>),
+    len: usize,
+    stride: usize,
+) -> Option<(usize, usize)> {
     assert_eq!(
-        ws.len(),
-        outs.len(),
-        "{name}: {} weight rows but {} outputs",
-        ws.len(),
-        outs.len()
+        heads, heads_c,
+        "{name}: {heads} per-row slices but {heads_c} per-column slices (one each per head)"
     );
-    let (w0, o0) = (ws.first()?, outs.first()?);
-    let (n, d) = (w0.len(), o0.len());
+    let (n, d) = (per_row.next()?, per_column.next()?);
     assert!(
-        ws.iter().all(|w| w.len() == n) && outs.iter().all(|o| o.len() == d),
-        "{name}: the heads' weights or outputs differ in length"
+        per_row.all(|x| x == n) && per_column.all(|x| x == d),
+        "{name}: the heads' slices differ in length"
     );
     has_rows(name, n, d, stride, len).then_some((n, d))
 }
@@ -656,9 +753,6 @@ mod x86 {
         if d == 0 || !d.is_multiple_of(16) {
             return 0;
         }
-        // Slot `s` of a block of sixteen holds row `SLOT_ROW[s]`, so that the tree's output
-        // lane `s` is row `s` (see `reduce16`).
-        const SLOT_ROW: [usize; 16] = [0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15];
         let pq = q.as_ptr();
         let mut i = 0;
         while i + 16 <= out.len() {
@@ -681,6 +775,11 @@ mod x86 {
         }
         i
     }
+
+    /// The row a blocked sixteen-row kernel loads into slot `s` of its block, so that the
+    /// transposing reduction's output lane `s` is row `s` (see [`reduce16`]; the
+    /// permutation is its own inverse).
+    const SLOT_ROW: [usize; 16] = [0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15];
 
     /// The horizontal sums of sixteen vectors at once: output lane `L` is the sum of the
     /// vector in slot `f(L)` with `f = [0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15]`
@@ -1160,5 +1259,132 @@ mod x86 {
     ) {
         // SAFETY: as this function's contract; each load reads 16 halves of a row.
         unsafe { axpy_rows_heads_avx512(ws, rows, stride, outs, n, |p| load16_f16(p)) }
+    }
+
+    /// `outs[h][i] = q_h · row_i` for up to [`super::MAX_HEADS`] query heads at a time (more
+    /// go in groups), rows of `d = qs[h].len()` (a multiple of 16) read through `loads`. The
+    /// first `n` rounded down to 16 rows go sixteen at a time, each row loaded once per 16
+    /// columns for all the heads; per head and row the lane sums are accumulated and then
+    /// reduced ([`reduce16`]) exactly as [`dot_rows_blocked`] does, and the remaining rows
+    /// take [`dot512`], so each head's scores are bit for bit its own `dot_rows`.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, BW and VL; `n` rows of `d` at `stride` must lie inside
+    /// `rows`; every `outs[h]` holds `n` scores.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn dot_rows_heads_avx512<T>(
+        qs: &[&[f32]],
+        rows: &[T],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+        loads: Loads512<T>,
+    ) {
+        for (qg, og) in qs
+            .chunks(super::MAX_HEADS)
+            .zip(outs.chunks_mut(super::MAX_HEADS))
+        {
+            // SAFETY: as this function's contract, for the heads of `qg`.
+            let done = unsafe {
+                match qg.len() {
+                    1 => query_heads_pass::<T, 1>(qg, rows, stride, og, n, loads.0),
+                    2 => query_heads_pass::<T, 2>(qg, rows, stride, og, n, loads.0),
+                    3 => query_heads_pass::<T, 3>(qg, rows, stride, og, n, loads.0),
+                    _ => query_heads_pass::<T, 4>(qg, rows, stride, og, n, loads.0),
+                }
+            };
+            let d = qg[0].len();
+            for (q, out) in qg.iter().zip(og.iter_mut()) {
+                for (k, o) in out.iter_mut().enumerate().take(n).skip(done) {
+                    // SAFETY: row `k < n` lies inside the extent the caller guarantees.
+                    *o =
+                        unsafe { dot512(q, rows.get_unchecked(k * stride..k * stride + d), loads) };
+                }
+            }
+        }
+    }
+
+    /// The blocked rows of `dot_rows_heads_avx512` for exactly `H` heads (a constant, so
+    /// the heads' running sums of a row stay in registers); returns the rows scored (`n`
+    /// rounded down to 16).
+    ///
+    /// # Safety
+    /// As `dot_rows_heads_avx512`, with `qs.len() == outs.len() == H`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    #[inline]
+    unsafe fn query_heads_pass<T, const H: usize>(
+        qs: &[&[f32]],
+        rows: &[T],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+        load: unsafe fn(*const T) -> __m512,
+    ) -> usize {
+        debug_assert!(qs.len() == H && outs.len() == H);
+        let d = qs[0].len();
+        let q: [*const f32; H] = core::array::from_fn(|h| qs[h].as_ptr());
+        let mut i = 0;
+        while i + 16 <= n {
+            // SAFETY: rows `i .. i + 16 <= n` lie inside the extent the caller guarantees;
+            // every load covers columns `c .. c + 16 <= d` of one of them or of a query;
+            // every output holds `n` scores.
+            unsafe {
+                let base = rows.as_ptr().add(i * stride);
+                let mut acc = [[_mm512_setzero_ps(); 16]; H];
+                for (s, &row) in SLOT_ROW.iter().enumerate() {
+                    let pr = base.add(row * stride);
+                    let mut sums = [_mm512_setzero_ps(); H];
+                    let mut c = 0;
+                    while c < d {
+                        let k = load(pr.add(c));
+                        for (h, sum) in sums.iter_mut().enumerate() {
+                            *sum = _mm512_fmadd_ps(_mm512_loadu_ps(q[h].add(c)), k, *sum);
+                        }
+                        c += 16;
+                    }
+                    for (a, sum) in acc.iter_mut().zip(sums) {
+                        a[s] = sum;
+                    }
+                }
+                for (a, out) in acc.iter().zip(outs.iter_mut()) {
+                    _mm512_storeu_ps(out.as_mut_ptr().add(i), reduce16(a));
+                }
+            }
+            i += 16;
+        }
+        i
+    }
+
+    /// `dot_rows_heads_avx512` over f32 rows.
+    ///
+    /// # Safety
+    /// As `dot_rows_heads_avx512`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn dot_rows_heads_avx512_f32(
+        qs: &[&[f32]],
+        rows: &[f32],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+    ) {
+        // SAFETY: as this function's contract.
+        unsafe { dot_rows_heads_avx512(qs, rows, stride, outs, n, F32_LOADS) }
+    }
+
+    /// `dot_rows_heads_avx512` over f16 rows, widened as they are loaded.
+    ///
+    /// # Safety
+    /// As `dot_rows_heads_avx512`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
+    pub(super) unsafe fn dot_rows_heads_avx512_f16(
+        qs: &[&[f32]],
+        rows: &[f16],
+        stride: usize,
+        outs: &mut [&mut [f32]],
+        n: usize,
+    ) {
+        // SAFETY: as this function's contract.
+        unsafe { dot_rows_heads_avx512(qs, rows, stride, outs, n, F16_LOADS) }
     }
 }
