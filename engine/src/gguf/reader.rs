@@ -155,7 +155,19 @@ impl GgufFile {
 
     /// The tensor called `name` with its bytes, or `None` when there is none.
     pub fn tensor(&self, name: &str) -> Option<TensorView<'_>> {
-        let info = &self.tensors[*self.by_name.get(name)?];
+        self.tensor_at(self.tensor_index(name)?)
+    }
+
+    /// The position of the tensor called `name` in [`GgufFile::tensors`], or `None`.
+    pub fn tensor_index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    /// The tensor at position `index` of [`GgufFile::tensors`] with its bytes, or `None`
+    /// past the end: a lookup without hashing the name, for a caller that resolved the
+    /// name once ([`GgufFile::tensor_index`]).
+    pub fn tensor_at(&self, index: usize) -> Option<TensorView<'_>> {
+        let info = self.tensors.get(index)?;
         // Offsets and sizes were checked against the data section at open.
         let start = self.data_start + info.offset as usize;
         let data = &self.storage.bytes()[start..start + info.n_bytes() as usize];

@@ -206,9 +206,10 @@ impl Model {
     /// products (prefill). Errors: [`ModelError::ContextOverflow`] past the context length,
     /// [`ModelError::Kv`] when the cache has no room.
     pub fn decoder(&self, x: &mut [f32], kv: &mut KvCache, seq: SeqId) -> Result<(), ModelError> {
-        // The whole pass runs on a pool thread: the kernels' parallel loops then split work
-        // with the other workers by stealing instead of waking them from outside each time.
-        self.cpu.pool().install(|| self.decoder_blocks(x, kv, seq))
+        // The pass runs on the calling thread, which dispatches every parallel loop to the
+        // spinning kernel pool and takes tasks itself: no hand-off to another thread and
+        // back per pass.
+        self.decoder_blocks(x, kv, seq)
     }
 
     fn decoder_blocks(
@@ -268,6 +269,8 @@ impl Model {
         let mut gate = vec![0.0f32; n * f];
         let mut up = vec![0.0f32; n * f];
         let mut act = vec![0.0f32; n * f];
+        // Each row's rotation angles, the same in every layer.
+        let angles: Vec<Vec<(f32, f32)>> = rows.iter().map(|&(_, p)| self.rope.angles(p)).collect();
 
         for (l, lw) in self.weights.layers.iter().enumerate() {
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
@@ -281,9 +284,9 @@ impl Model {
             );
             for (i, &(seq, pos)) in rows.iter().enumerate() {
                 self.rope
-                    .apply(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, pos);
+                    .apply_angles(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, &angles[i]);
                 self.rope
-                    .apply(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, pos);
+                    .apply_angles(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, &angles[i]);
                 kv.write(
                     seq,
                     l,
@@ -303,13 +306,7 @@ impl Model {
                 rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
             }
             self.project_many(&[&lw.w_gate, &lw.w_up], &xn, n, &mut [&mut gate, &mut up]);
-            for ((g, u), a) in gate
-                .chunks_exact(f)
-                .zip(up.chunks_exact(f))
-                .zip(act.chunks_exact_mut(f))
-            {
-                swiglu(g, u, a);
-            }
+            self.swiglu_rows(&gate, &up, &mut act);
             self.project(&lw.w_down, &act, n, &mut o);
             add_in_place(x, &o);
         }
@@ -495,9 +492,7 @@ impl Model {
         }
         logits.resize(n * self.cfg.vocab, 0.0);
         logits.truncate(n * self.cfg.vocab);
-        self.cpu
-            .pool()
-            .install(|| self.project(&self.weights.lm_head, &xn, n, logits));
+        self.project(&self.weights.lm_head, &xn, n, logits);
     }
 
     /// The fused forward pass: embed `tokens`, run them through every block at the next
@@ -566,9 +561,7 @@ impl Model {
                 let tokens: Vec<u32> = rows.iter().map(|r| r.1).collect();
                 let mut x = self.embed(&tokens)?;
                 let seqs: Vec<SeqId> = rows.iter().map(|r| r.0).collect();
-                self.cpu
-                    .pool()
-                    .install(|| self.decoder_batch(&mut x, kv, &seqs))?;
+                self.decoder_batch(&mut x, kv, &seqs)?;
                 self.lm_head_into(&x, logits);
                 Ok(())
             }
@@ -595,6 +588,24 @@ impl Model {
         self.blocks(x, kv, &rows)
     }
 
+    /// [`swiglu`] over `[rows, ffn]` activations, element-wise: one call below
+    /// `2 ·` [`SWIGLU_TASK`] elements (one row of SmolLM2), otherwise cut into two equal
+    /// pieces per thread of the kernel pool (the same bits either way). A batched decode
+    /// step or a prefill chunk thus spends no serial time here while the pool's other
+    /// threads wait.
+    fn swiglu_rows(&self, gate: &[f32], up: &[f32], act: &mut [f32]) {
+        let threads = self.cpu.threads();
+        if act.len() < 2 * SWIGLU_TASK || threads == 1 {
+            swiglu(gate, up, act);
+            return;
+        }
+        let chunk = act.len().div_ceil(2 * threads).next_multiple_of(16);
+        self.cpu.for_chunks(act, chunk, &|c, part| {
+            let at = c * chunk;
+            swiglu(&gate[at..at + part.len()], &up[at..at + part.len()], part);
+        });
+    }
+
     /// `ys[m] = x · W[m]ᵀ` for `n` rows and matrices sharing the input, in one fused pass
     /// ([`matmul_many`]: the input quantized once, one dispatch of the pool).
     fn project_many(&self, ms: &[&MatrixRef], x: &[f32], n: usize, ys: &mut [&mut [f32]]) {
@@ -613,6 +624,10 @@ impl Model {
         }
     }
 }
+
+/// Elements of [`Model::swiglu_rows`]'s smallest parallel piece: about a microsecond of
+/// work, so that the pool's hand-off stays a small part of it.
+const SWIGLU_TASK: usize = 1024;
 
 /// Query rows per task of [`Model::prefill_attention`].
 const PREFILL_ROWS: usize = 16;
@@ -672,7 +687,135 @@ impl<K: KvSource> KvSource for OneKvHead<'_, K> {
     fn add_values(&self, lo: usize, _kv_head: usize, w: &[f32], out: &mut [f32]) {
         self.inner.add_values(lo, self.head, w, out)
     }
+    fn dot_keys_heads(&self, lo: usize, _kv_head: usize, qs: &[&[f32]], outs: &mut [&mut [f32]]) {
+        self.inner.dot_keys_heads(lo, self.head, qs, outs)
+    }
+    fn add_values_heads(&self, lo: usize, _kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
+        self.inner.add_values_heads(lo, self.head, ws, outs)
+    }
     fn prefetch(&self, lo: usize, n: usize, _kv_head: usize, values: bool) {
         self.inner.prefetch(lo, n, self.head, values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::attention::ContiguousKv;
+    use std::cell::RefCell;
+
+    /// A KV source that records each call's method and KV head, then serves it from a
+    /// contiguous cache.
+    struct Recording<'a> {
+        inner: ContiguousKv<'a>,
+        calls: RefCell<Vec<(&'static str, usize)>>,
+    }
+
+    impl Recording<'_> {
+        fn note(&self, method: &'static str, kv_head: usize) {
+            self.calls.borrow_mut().push((method, kv_head));
+        }
+    }
+
+    impl KvSource for Recording<'_> {
+        fn n_kv_heads(&self) -> usize {
+            self.inner.n_kv_heads()
+        }
+        fn head_dim(&self) -> usize {
+            self.inner.head_dim()
+        }
+        fn len(&self) -> usize {
+            self.inner.len()
+        }
+        fn dot_key(&self, pos: usize, kv_head: usize, q: &[f32]) -> f32 {
+            self.note("dot_key", kv_head);
+            self.inner.dot_key(pos, kv_head, q)
+        }
+        fn add_value(&self, pos: usize, kv_head: usize, w: f32, out: &mut [f32]) {
+            self.note("add_value", kv_head);
+            self.inner.add_value(pos, kv_head, w, out)
+        }
+        fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
+            self.note("dot_keys", kv_head);
+            self.inner.dot_keys(lo, kv_head, q, out)
+        }
+        fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
+            self.note("add_values", kv_head);
+            self.inner.add_values(lo, kv_head, w, out)
+        }
+        fn dot_keys_heads(
+            &self,
+            lo: usize,
+            kv_head: usize,
+            qs: &[&[f32]],
+            outs: &mut [&mut [f32]],
+        ) {
+            self.note("dot_keys_heads", kv_head);
+            self.inner.dot_keys_heads(lo, kv_head, qs, outs)
+        }
+        fn add_values_heads(
+            &self,
+            lo: usize,
+            kv_head: usize,
+            ws: &[&[f32]],
+            outs: &mut [&mut [f32]],
+        ) {
+            self.note("add_values_heads", kv_head);
+            self.inner.add_values_heads(lo, kv_head, ws, outs)
+        }
+        fn prefetch(&self, lo: usize, n: usize, kv_head: usize, values: bool) {
+            self.note("prefetch", kv_head);
+            self.inner.prefetch(lo, n, kv_head, values)
+        }
+    }
+
+    /// Decode attention through the one-head view reaches the cache by the group forms
+    /// (each key and value row read once for the group's query heads), on the view's KV
+    /// head, never row by row or head by head.
+    #[test]
+    fn one_kv_head_view_forwards_the_group_forms() {
+        let (n_kv, d, len, group) = (3, 64, 40, 3);
+        let k: Vec<f32> = (0..len * n_kv * d)
+            .map(|i| (i as f32 * 0.37).sin())
+            .collect();
+        let v: Vec<f32> = (0..len * n_kv * d)
+            .map(|i| (i as f32 * 0.11).cos())
+            .collect();
+        let rec = Recording {
+            inner: ContiguousKv::new(&k, &v, n_kv, d),
+            calls: RefCell::new(Vec::new()),
+        };
+        let view = OneKvHead {
+            inner: &rec,
+            head: 1,
+        };
+        let q: Vec<f32> = (0..group * d).map(|i| (i as f32 * 0.05).sin()).collect();
+        let mut out = vec![0.0f32; group * d];
+        let mut scratch = Vec::new();
+        gqa_attention(
+            &q,
+            &view,
+            0,
+            len,
+            group,
+            0.125,
+            None,
+            &mut out,
+            &mut scratch,
+        );
+        let calls = rec.calls.into_inner();
+        for method in ["dot_keys_heads", "add_values_heads"] {
+            assert!(
+                calls.iter().any(|&(m, _)| m == method),
+                "{method} never reached the cache: {calls:?}"
+            );
+        }
+        for &(method, head) in &calls {
+            assert!(
+                matches!(method, "dot_keys_heads" | "add_values_heads" | "prefetch"),
+                "the view fell back to {method}: {calls:?}"
+            );
+            assert_eq!(head, 1, "{method} read KV head {head}, not the view's");
+        }
     }
 }

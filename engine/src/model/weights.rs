@@ -1,6 +1,5 @@
 //! Binding of GGUF tensors to the Llama layout: names, shapes and types checked at load.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::gguf::{GgmlType, GgufFile};
@@ -12,8 +11,9 @@ use crate::quant;
 use super::{LlamaConfig, ModelError};
 
 /// A weight matrix `[rows = outputs, cols = inputs]` held in the memory-mapped file,
-/// addressed by its tensor name. Checked once at load; [`Weights::matrix`] rebuilds the
-/// zero-copy view on use.
+/// addressed by its tensor name and, resolved at load, its position in the file's tensor
+/// table. Checked once at load; [`Weights::matrix`] rebuilds the zero-copy view on use
+/// without looking the name up (a decode step builds some two hundred views).
 #[derive(Debug, Clone)]
 pub struct MatrixRef {
     /// GGUF tensor name, e.g. `blk.0.attn_q.weight`.
@@ -24,6 +24,8 @@ pub struct MatrixRef {
     pub rows: usize,
     /// Input columns.
     pub cols: usize,
+    /// Position in [`GgufFile::tensors`].
+    index: usize,
 }
 
 /// One transformer block's weights.
@@ -64,8 +66,9 @@ pub struct Weights {
     pub lm_head: MatrixRef,
     /// Whether the LM head is the token embedding.
     pub tied_embeddings: bool,
-    /// 16-row packings of the Q4_1 and Q8_0 matrices, by tensor name (see [`Weights::pack`]).
-    packed: HashMap<String, PackedWeights>,
+    /// 16-row packings of the Q4_1 and Q8_0 matrices, by position in the file's tensor
+    /// table (see [`Weights::pack`]); empty before packing.
+    packed: Vec<Option<PackedWeights>>,
 }
 
 impl Weights {
@@ -132,7 +135,7 @@ impl Weights {
             output_norm,
             lm_head,
             tied_embeddings: tied,
-            packed: HashMap::new(),
+            packed: Vec::new(),
         })
     }
 
@@ -140,13 +143,13 @@ impl Weights {
     pub fn matrix(&self, m: &MatrixRef) -> WeightMatrix<'_> {
         let view = self
             .file
-            .tensor(&m.name)
+            .tensor_at(m.index)
             .expect("bound tensors stay in the file they were bound from");
         let w = WeightMatrix::new(m.ty, m.rows, m.cols, view.data)
             .expect("bound tensors were checked at load");
-        match self.packed.get(&m.name) {
-            Some(p) => w.with_packed(p),
-            None => w,
+        match self.packed.get(m.index) {
+            Some(Some(p)) => w.with_packed(p),
+            _ => w,
         }
     }
 
@@ -155,7 +158,8 @@ impl Weights {
     /// for the kernels that read one weight row per vector lane; the packings are held
     /// beside the file (as many bytes as those matrices). Returns the bytes packed.
     pub fn pack(&mut self, isa: Isa) -> usize {
-        let mut packed = HashMap::new();
+        let mut packed: Vec<Option<PackedWeights>> = Vec::new();
+        packed.resize_with(self.file.tensors().len(), || None);
         for lw in &self.layers {
             for m in [
                 &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down,
@@ -164,16 +168,16 @@ impl Weights {
                     continue;
                 }
                 if let Some(p) = PackedWeights::pack(&self.matrix(m)) {
-                    packed.insert(m.name.clone(), p);
+                    packed[m.index] = Some(p);
                 }
             }
         }
         if uses_packed(isa, self.lm_head.ty)
             && let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head))
         {
-            packed.insert(self.lm_head.name.clone(), p);
+            packed[self.lm_head.index] = Some(p);
         }
-        let bytes = packed.values().map(PackedWeights::bytes).sum();
+        let bytes = packed.iter().flatten().map(PackedWeights::bytes).sum();
         self.packed = packed;
         bytes
     }
@@ -185,9 +189,11 @@ impl Weights {
 }
 
 fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<MatrixRef, ModelError> {
-    let view = file.tensor(name).ok_or_else(|| ModelError::MissingTensor {
+    let missing = || ModelError::MissingTensor {
         name: name.to_string(),
-    })?;
+    };
+    let index = file.tensor_index(name).ok_or_else(missing)?;
+    let view = file.tensor_at(index).ok_or_else(missing)?;
     let dims = &view.info.dims;
     if dims.len() != 2 || dims[0] != cols as u64 || dims[1] != rows as u64 {
         return Err(ModelError::TensorShape {
@@ -212,6 +218,7 @@ fn matrix(file: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<Matri
         ty,
         rows,
         cols,
+        index,
     })
 }
 
