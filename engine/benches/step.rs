@@ -1,6 +1,7 @@
 //! Batched decode step benchmark: the real model's step over 1, 2, 4 and 8 rows, with greedy selection.
 //!
-//! Run with `cargo bench -p engine --bench step [-- --threads N --context P]` after
+//! Run with `cargo bench -p engine --bench step [-- --threads N --context P --samples S
+//! --rows R]` after
 //! `scripts/fetch-model` (it reads `fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf`).
 //!
 //! Each row is its own sequence, prefilled to `P` positions (default 64). A sample is a
@@ -20,7 +21,7 @@ use std::time::Instant;
 
 /// Decode steps per timed sample.
 const STEPS: usize = 32;
-/// Row counts measured.
+/// Row counts measured by default.
 const ROWS: [usize; 4] = [1, 2, 4, 8];
 
 fn main() {
@@ -36,6 +37,13 @@ fn main() {
         arg("--context", 64),
         arg("--samples", 15),
     );
+    // `--rows R` measures one row count alone (beside one row, for the ratio), e.g. to
+    // profile it.
+    let rows_counts: Vec<usize> = match arg("--rows", 0) {
+        0 => ROWS.to_vec(),
+        1 => vec![1],
+        r => vec![1, r],
+    };
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -45,7 +53,7 @@ fn main() {
         return;
     }
     let model = Model::load(path, Cpu::new(threads, Isa::best())).expect("the model loads");
-    let max_rows = *ROWS.iter().max().expect("row counts");
+    let max_rows = *rows_counts.iter().max().expect("row counts");
     let mut kv = KvCache::new(model.kv_config(max_rows * (context + STEPS), KvDtype::F16))
         .expect("the KV cache fits");
     let prompt: Vec<u32> = (0..context as u32).map(|i| 1 + (i * 7919) % 4000).collect();
@@ -60,9 +68,9 @@ fn main() {
         .collect();
     let vocab = model.config().vocab;
     let mut logits = Vec::new();
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); ROWS.len()];
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); rows_counts.len()];
     for sample in 0..=samples {
-        for (k, &n) in ROWS.iter().enumerate() {
+        for (k, &n) in rows_counts.iter().enumerate() {
             let mut next: Vec<u32> = (0..n as u32).map(|i| 100 + i).collect();
             let t = Instant::now();
             for _ in 0..STEPS {
@@ -97,7 +105,7 @@ fn main() {
         v[v.len() / 2]
     };
     let one = median(&mut times[0]);
-    for (k, &n) in ROWS.iter().enumerate() {
+    for (k, &n) in rows_counts.iter().enumerate() {
         let m = median(&mut times[k]);
         println!(
             "rows={n}  {:>6.3} ms/step  {:>7.1} tok/s  ({:.2}x one row)",

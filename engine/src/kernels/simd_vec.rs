@@ -1288,10 +1288,10 @@ mod x86 {
             // SAFETY: as this function's contract, for the heads of `qg`.
             let done = unsafe {
                 match qg.len() {
-                    1 => query_heads_pass::<T, 1>(qg, rows, stride, og, n, loads.0),
-                    2 => query_heads_pass::<T, 2>(qg, rows, stride, og, n, loads.0),
-                    3 => query_heads_pass::<T, 3>(qg, rows, stride, og, n, loads.0),
-                    _ => query_heads_pass::<T, 4>(qg, rows, stride, og, n, loads.0),
+                    1 => query_heads_pass::<T, 1, 8>(qg, rows, stride, og, n, loads.0),
+                    2 => query_heads_pass::<T, 2, 8>(qg, rows, stride, og, n, loads.0),
+                    3 => query_heads_pass::<T, 3, 8>(qg, rows, stride, og, n, loads.0),
+                    _ => query_heads_pass::<T, 4, 4>(qg, rows, stride, og, n, loads.0),
                 }
             };
             let d = qg[0].len();
@@ -1305,15 +1305,18 @@ mod x86 {
         }
     }
 
-    /// The blocked rows of `dot_rows_heads_avx512` for exactly `H` heads (a constant, so
-    /// the heads' running sums of a row stay in registers); returns the rows scored (`n`
-    /// rounded down to 16).
+    /// The blocked rows of `dot_rows_heads_avx512` for exactly `H` heads, `R` rows of a
+    /// block of sixteen at a time (constants, so the `H × R` running sums stay in
+    /// registers); returns the rows scored (`n` rounded down to 16). Column by column, the
+    /// heads' query vectors are loaded once and each of the `R` rows' keys once for all
+    /// of them, so the `H × R` fused multiply-add chains are independent; per head and row
+    /// they still run over the columns in order from zero, as in `dot_rows_blocked`.
     ///
     /// # Safety
-    /// As `dot_rows_heads_avx512`, with `qs.len() == outs.len() == H`.
+    /// As `dot_rows_heads_avx512`, with `qs.len() == outs.len() == H` and `R` dividing 16.
     #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
     #[inline]
-    unsafe fn query_heads_pass<T, const H: usize>(
+    unsafe fn query_heads_pass<T, const H: usize, const R: usize>(
         qs: &[&[f32]],
         rows: &[T],
         stride: usize,
@@ -1321,7 +1324,7 @@ mod x86 {
         n: usize,
         load: unsafe fn(*const T) -> __m512,
     ) -> usize {
-        debug_assert!(qs.len() == H && outs.len() == H);
+        debug_assert!(qs.len() == H && outs.len() == H && 16 % R == 0);
         let d = qs[0].len();
         let q: [*const f32; H] = core::array::from_fn(|h| qs[h].as_ptr());
         let mut i = 0;
@@ -1332,19 +1335,24 @@ mod x86 {
             unsafe {
                 let base = rows.as_ptr().add(i * stride);
                 let mut acc = [[_mm512_setzero_ps(); 16]; H];
-                for (s, &row) in SLOT_ROW.iter().enumerate() {
-                    let pr = base.add(row * stride);
-                    let mut sums = [_mm512_setzero_ps(); H];
+                for part in (0..16).step_by(R) {
+                    let pr: [*const T; R] =
+                        core::array::from_fn(|j| base.add(SLOT_ROW[part + j] * stride));
+                    let mut sums = [[_mm512_setzero_ps(); R]; H];
                     let mut c = 0;
                     while c < d {
-                        let k = load(pr.add(c));
-                        for (h, sum) in sums.iter_mut().enumerate() {
-                            *sum = _mm512_fmadd_ps(_mm512_loadu_ps(q[h].add(c)), k, *sum);
+                        let qc: [__m512; H] =
+                            core::array::from_fn(|h| _mm512_loadu_ps(q[h].add(c)));
+                        for (j, p) in pr.iter().enumerate() {
+                            let k = load(p.add(c));
+                            for (sum, qh) in sums.iter_mut().zip(qc) {
+                                sum[j] = _mm512_fmadd_ps(qh, k, sum[j]);
+                            }
                         }
                         c += 16;
                     }
                     for (a, sum) in acc.iter_mut().zip(sums) {
-                        a[s] = sum;
+                        a[part..part + R].copy_from_slice(&sum);
                     }
                 }
                 for (a, out) in acc.iter().zip(outs.iter_mut()) {
