@@ -53,7 +53,7 @@ pub(crate) struct ModelArgs {
 
 /// The KV cache's element type, for the commands that run a model.
 #[derive(Args, Clone)]
-struct KvArgs {
+pub(crate) struct KvArgs {
     /// KV cache element type: f16 (half the bytes per token; llama.cpp's default K and V
     /// type) or f32.
     #[arg(long, value_enum, default_value_t = KvType::F16)]
@@ -71,11 +71,16 @@ impl KvArgs {
     /// Engine options with this KV element type, the rest default.
     fn options(&self) -> EngineOptions {
         EngineOptions {
-            kv_dtype: match self.kv_dtype {
-                KvType::F16 => KvDtype::F16,
-                KvType::F32 => KvDtype::F32,
-            },
+            kv_dtype: self.dtype(),
             ..EngineOptions::default()
+        }
+    }
+
+    /// The chosen element type.
+    pub(crate) fn dtype(&self) -> KvDtype {
+        match self.kv_dtype {
+            KvType::F16 => KvDtype::F16,
+            KvType::F32 => KvDtype::F32,
         }
     }
 }

@@ -52,6 +52,7 @@ use tokio::sync::mpsc;
 use crate::batch::{Batch, Done, Finish, Piece, SeqSpec, Sink};
 use crate::chat::{self, ChatTemplate};
 use crate::kernels::sample::SamplerConfig;
+use crate::kv::KvDtype;
 use crate::runtime::{Engine, EngineError, EngineOptions, Flow, GenerateRequest, Prompt};
 use crate::scheduler::{Admission, AdmissionError, ReservationId, Submitted};
 
@@ -82,10 +83,13 @@ pub struct ServerConfig {
     /// started (zero: as fast as the model runs). Lets a demonstration or a test hold
     /// requests running on a tiny model.
     pub step_interval: Duration,
+    /// Element type of the KV cache; the default budget's bytes follow it.
+    pub kv_dtype: KvDtype,
 }
 
 impl ServerConfig {
-    /// Defaults for `model`: 4 running, 16 queued, 1 MiB bodies, 64-token chunks.
+    /// Defaults for `model`: 4 running, 16 queued, 1 MiB bodies, 64-token chunks, the f16
+    /// KV cache.
     pub fn new(model: impl Into<PathBuf>) -> ServerConfig {
         ServerConfig {
             model: model.into(),
@@ -96,6 +100,7 @@ impl ServerConfig {
             max_body_bytes: 1 << 20,
             chunk: crate::batch::DEFAULT_CHUNK,
             step_interval: Duration::ZERO,
+            kv_dtype: crate::batch::KV_DTYPE,
         }
     }
 }
@@ -1019,6 +1024,7 @@ fn load(config: &ServerConfig, metrics: Arc<Metrics>) -> Result<(Arc<App>, Budge
     let probe = EngineOptions {
         threads: config.threads,
         max_running: config.max_running.max(1),
+        kv_dtype: config.kv_dtype,
         ..EngineOptions::default()
     };
     let open = |opts: EngineOptions| {

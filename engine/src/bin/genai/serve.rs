@@ -7,7 +7,7 @@ use clap::Args;
 
 use engine::server::{ServerConfig, serve};
 
-use crate::ModelArgs;
+use crate::{KvArgs, ModelArgs};
 
 /// Arguments of `genai serve`.
 #[derive(Args, Clone)]
@@ -39,6 +39,8 @@ pub(crate) struct ServeArgs {
     step_interval_ms: u64,
     #[command(flatten)]
     model: ModelArgs,
+    #[command(flatten)]
+    kv: KvArgs,
 }
 
 /// Serve until SIGTERM or Ctrl-C; exit 0 after the running requests finished.
@@ -59,6 +61,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         max_body_bytes: args.max_body_bytes,
         chunk: args.chunk.max(1),
         step_interval: std::time::Duration::from_millis(args.step_interval_ms),
+        kv_dtype: args.kv.dtype(),
         ..ServerConfig::new(model)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
