@@ -180,6 +180,10 @@ impl KvSource for ContiguousKv<'_> {
     }
 }
 
+/// Largest GQA group whose per-head slices [`gqa_attention`] keeps on the stack (larger
+/// groups allocate them once per KV head).
+const STACK_GROUP: usize = 8;
+
 /// Key positions per attention tile. Tiles are aligned to multiples of this in absolute
 /// position, so a query's tiles do not depend on the window's start, the rows it is
 /// computed with, or the KV page size: prefill ([`causal_attention`]) and decode
@@ -625,16 +629,35 @@ fn grouped(
     {
         // Scores of every head of the group, tile by tile: a tile of keys is read from
         // memory once and reused from the L1 cache by the group's other heads.
-        // The next tile's rows are prefetched while this one is computed: a page's rows of
-        // one head are short strided runs that the hardware prefetchers pick up late.
-        let qs: Vec<&[f32]> = qg.chunks_exact(d).collect();
+        // The next tile's rows are prefetched while this one is computed. The heads'
+        // slices live on the stack (no allocation per tile) for groups of up to
+        // `STACK_GROUP` heads.
+        let mut qs: [&[f32]; STACK_GROUP] = [&[]; STACK_GROUP];
+        let qs_heap: Vec<&[f32]>;
+        let qs: &[&[f32]] = if group <= STACK_GROUP {
+            for (slot, qh) in qs.iter_mut().zip(qg.chunks_exact(d)) {
+                *slot = qh;
+            }
+            &qs[..group]
+        } else {
+            qs_heap = qg.chunks_exact(d).collect();
+            &qs_heap
+        };
         for (a, b) in tiles(lo, hi) {
             kv.prefetch(b, KV_TILE.min(hi - b), kvh, false);
-            let mut outs: Vec<&mut [f32]> = scratch[..group * n]
+            let rows = scratch[..group * n]
                 .chunks_exact_mut(n)
-                .map(|row| &mut row[a - lo..b - lo])
-                .collect();
-            kv.dot_keys_heads(a, kvh, &qs, &mut outs);
+                .map(|row| &mut row[a - lo..b - lo]);
+            if group <= STACK_GROUP {
+                let mut outs: [&mut [f32]; STACK_GROUP] = Default::default();
+                for (slot, row) in outs.iter_mut().zip(rows) {
+                    *slot = row;
+                }
+                kv.dot_keys_heads(a, kvh, qs, &mut outs[..group]);
+            } else {
+                let mut outs: Vec<&mut [f32]> = rows.collect();
+                kv.dot_keys_heads(a, kvh, qs, &mut outs);
+            }
         }
         kv.prefetch(lo, (KV_TILE - lo % KV_TILE).min(n), kvh, true);
         for (g, scores) in scratch[..group * n].chunks_exact_mut(n).enumerate() {
@@ -656,14 +679,31 @@ fn grouped(
         }
         // Values likewise: one tile of V rows serves every head of the group, each row
         // read once for all of them.
-        let mut outs: Vec<&mut [f32]> = og.chunks_exact_mut(d).collect();
-        let mut ws: Vec<&[f32]> = vec![&[]; group];
+        let mut outs_stack: [&mut [f32]; STACK_GROUP] = Default::default();
+        let mut outs_heap: Vec<&mut [f32]>;
+        let outs: &mut [&mut [f32]] = if group <= STACK_GROUP {
+            for (slot, o) in outs_stack.iter_mut().zip(og.chunks_exact_mut(d)) {
+                *slot = o;
+            }
+            &mut outs_stack[..group]
+        } else {
+            outs_heap = og.chunks_exact_mut(d).collect();
+            &mut outs_heap
+        };
+        let mut ws_stack: [&[f32]; STACK_GROUP] = [&[]; STACK_GROUP];
+        let mut ws_heap: Vec<&[f32]> = Vec::new();
         for (a, b) in tiles(lo, hi) {
             kv.prefetch(b, KV_TILE.min(hi - b), kvh, true);
+            let ws: &mut [&[f32]] = if group <= STACK_GROUP {
+                &mut ws_stack[..group]
+            } else {
+                ws_heap.resize(group, &[]);
+                &mut ws_heap
+            };
             for (g, w) in ws.iter_mut().enumerate() {
                 *w = &scratch[g * n + (a - lo)..g * n + (b - lo)];
             }
-            kv.add_values_heads(a, kvh, &ws, &mut outs);
+            kv.add_values_heads(a, kvh, ws, outs);
         }
     }
 }
