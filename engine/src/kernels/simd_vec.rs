@@ -178,19 +178,25 @@ impl VecOps {
         stride: usize,
         outs: &mut [&mut [f32]],
     ) {
-        let Some((n, d)) = heads_shape("axpy_rows_heads", ws, rows.len(), stride, outs) else {
-            return;
-        };
-        #[cfg(target_arch = "x86_64")]
-        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(64) {
-            // SAFETY: `VecOps` is only constructed for supported paths; the shapes were
-            // checked by `heads_shape`.
-            return unsafe { x86::axpy_rows_heads_avx512_f32(ws, rows, stride, outs, n) };
-        }
-        let _ = (n, d);
-        for (w, out) in ws.iter().zip(outs.iter_mut()) {
-            self.axpy_rows(w, rows, stride, out);
-        }
+        let shape = heads_shape("axpy_rows_heads", ws, rows.len(), stride, outs);
+        self.group_form(
+            shape,
+            64,
+            outs,
+            |n, outs| {
+                // SAFETY: `VecOps` is only constructed for supported paths; the shapes were
+                // checked by `heads_shape`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    x86::axpy_rows_heads_avx512_f32(ws, rows, stride, outs, n)
+                }
+            },
+            |outs| {
+                for (w, out) in ws.iter().zip(outs.iter_mut()) {
+                    self.axpy_rows(w, rows, stride, out);
+                }
+            },
+        )
     }
 
     /// [`VecOps::axpy_rows_heads`] over f16 rows: each head's result bit for bit its own
@@ -205,22 +211,26 @@ impl VecOps {
         stride: usize,
         outs: &mut [&mut [f32]],
     ) {
-        let Some((n, d)) = heads_shape("axpy_rows_heads_f16", ws, rows.len(), stride, outs) else {
-            return;
-        };
-        #[cfg(target_arch = "x86_64")]
-        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(64) {
-            // SAFETY: as in `axpy_rows_heads`.
-            return unsafe { x86::axpy_rows_heads_avx512_f16(ws, rows, stride, outs, n) };
-        }
-        let _ = (n, d);
-        for (w, out) in ws.iter().zip(outs.iter_mut()) {
-            self.axpy_rows_f16(w, rows, stride, out);
-        }
+        let shape = heads_shape("axpy_rows_heads_f16", ws, rows.len(), stride, outs);
+        self.group_form(
+            shape,
+            64,
+            outs,
+            |n, outs| {
+                // SAFETY: as in `axpy_rows_heads`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    x86::axpy_rows_heads_avx512_f16(ws, rows, stride, outs, n)
+                }
+            },
+            |outs| {
+                for (w, out) in ws.iter().zip(outs.iter_mut()) {
+                    self.axpy_rows_f16(w, rows, stride, out);
+                }
+            },
+        )
     }
-}
 
-impl VecOps {
     /// Scores of several query heads against the same rows (a GQA group's heads against one
     /// KV head's keys): `outs[h][i] = dot(qs[h], rows[i * stride ..])`, each head bit for
     /// bit its own [`VecOps::dot_rows`]. On the AVX-512 paths, for up to [`MAX_HEADS`]
@@ -239,19 +249,25 @@ impl VecOps {
         stride: usize,
         outs: &mut [&mut [f32]],
     ) {
-        let Some((n, d)) = query_heads_shape("dot_rows_heads", qs, rows.len(), stride, outs) else {
-            return;
-        };
-        #[cfg(target_arch = "x86_64")]
-        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(16) {
-            // SAFETY: `VecOps` is only constructed for supported paths; the shapes were
-            // checked by `query_heads_shape`.
-            return unsafe { x86::dot_rows_heads_avx512_f32(qs, rows, stride, outs, n) };
-        }
-        let _ = (n, d);
-        for (q, out) in qs.iter().zip(outs.iter_mut()) {
-            self.dot_rows(q, rows, stride, out);
-        }
+        let shape = query_heads_shape("dot_rows_heads", qs, rows.len(), stride, outs);
+        self.group_form(
+            shape,
+            16,
+            outs,
+            |n, outs| {
+                // SAFETY: `VecOps` is only constructed for supported paths; the shapes were
+                // checked by `query_heads_shape`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    x86::dot_rows_heads_avx512_f32(qs, rows, stride, outs, n)
+                }
+            },
+            |outs| {
+                for (q, out) in qs.iter().zip(outs.iter_mut()) {
+                    self.dot_rows(q, rows, stride, out);
+                }
+            },
+        )
     }
 
     /// [`VecOps::dot_rows_heads`] over f16 rows: each head's scores bit for bit its own
@@ -266,19 +282,48 @@ impl VecOps {
         stride: usize,
         outs: &mut [&mut [f32]],
     ) {
-        let Some((n, d)) = query_heads_shape("dot_rows_heads_f16", qs, rows.len(), stride, outs)
-        else {
+        let shape = query_heads_shape("dot_rows_heads_f16", qs, rows.len(), stride, outs);
+        self.group_form(
+            shape,
+            16,
+            outs,
+            |n, outs| {
+                // SAFETY: as in `dot_rows_heads`.
+                #[cfg(target_arch = "x86_64")]
+                unsafe {
+                    x86::dot_rows_heads_avx512_f16(qs, rows, stride, outs, n)
+                }
+            },
+            |outs| {
+                for (q, out) in qs.iter().zip(outs.iter_mut()) {
+                    self.dot_rows_f16(q, rows, stride, out);
+                }
+            },
+        )
+    }
+
+    /// The dispatch shared by the group forms: nothing when `shape` (checked `(rows, row
+    /// length)`) is `None`; the AVX-512 kernel `one_pass(rows, outs)` on the AVX-512 paths
+    /// when the row length is a multiple of `lanes`; otherwise `per_head(outs)`, the
+    /// single-head primitive once per head.
+    fn group_form(
+        self,
+        shape: Option<(usize, usize)>,
+        lanes: usize,
+        outs: &mut [&mut [f32]],
+        one_pass: impl FnOnce(usize, &mut [&mut [f32]]),
+        per_head: impl FnOnce(&mut [&mut [f32]]),
+    ) {
+        let Some((n, d)) = shape else {
             return;
         };
-        #[cfg(target_arch = "x86_64")]
-        if matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni) && d.is_multiple_of(16) {
-            // SAFETY: as in `dot_rows_heads`.
-            return unsafe { x86::dot_rows_heads_avx512_f16(qs, rows, stride, outs, n) };
+        if cfg!(target_arch = "x86_64")
+            && matches!(self.isa, Isa::Avx512 | Isa::Avx512Vnni)
+            && d.is_multiple_of(lanes)
+        {
+            return one_pass(n, outs);
         }
-        let _ = (n, d);
-        for (q, out) in qs.iter().zip(outs.iter_mut()) {
-            self.dot_rows_f16(q, rows, stride, out);
-        }
+        per_head(outs)
     }
 }
 
