@@ -625,8 +625,9 @@ impl Model {
     }
 }
 
-/// Elements of [`Model::swiglu_rows`]'s smallest parallel piece: about a microsecond of
-/// work, so that the pool's hand-off stays a small part of it.
+/// [`Model::swiglu_rows`] goes to the pool from twice this many elements (more than one
+/// row of SmolLM2's 1536): below that the work is under a microsecond or two and the
+/// pool's hand-off would be a large part of it.
 const SWIGLU_TASK: usize = 1024;
 
 /// Query rows per task of [`Model::prefill_attention`].
