@@ -15,7 +15,7 @@ use half::f16;
 use half::slice::HalfFloatSliceExt;
 
 use crate::kernels::VecOps;
-use crate::kernels::attention::KvSource;
+use crate::kernels::attention::{GROUP_PASS, KvSource, group_passes};
 
 /// Element type of the stored keys and values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -626,32 +626,34 @@ impl KvSource for PagedKv<'_> {
         }
     }
     fn dot_keys_heads(&self, lo: usize, kv_head: usize, qs: &[&[f32]], outs: &mut [&mut [f32]]) {
+        assert_eq!(
+            qs.len(),
+            outs.len(),
+            "dot_keys_heads: one output per query head"
+        );
         let d = self.cfg.head_dim;
         let n = outs.first().map_or(0, |o| o.len());
-        // The heads' scores of one page run, on the stack for a group of up to 8 heads.
-        const ON_STACK: usize = 8;
-        if outs.len() > ON_STACK {
-            for (q, out) in qs.iter().zip(outs.iter_mut()) {
-                self.dot_keys(lo, kv_head, q, out);
-            }
-            return;
-        }
-        self.page_runs(lo, n, kv_head, 0, |i, page, off, run| {
-            let mut buf: [&mut [f32]; ON_STACK] = Default::default();
-            for (b, out) in buf.iter_mut().zip(outs.iter_mut()) {
-                *b = &mut out[i..i + run];
-            }
-            let sub = &mut buf[..qs.len()];
-            match self.pages {
-                Pages::F32(p) => self
-                    .ops
-                    .dot_rows_heads(qs, &p[page][off..off + run * d], d, sub),
-                Pages::F16(p) => {
-                    self.ops
-                        .dot_rows_heads_f16(qs, &p[page][off..off + run * d], d, sub)
+        // Passes of at most GROUP_PASS heads, their scores of one page run on the stack.
+        for (c0, c1) in group_passes(qs.len()) {
+            let (qs, outs) = (&qs[c0..c1], &mut outs[c0..c1]);
+            self.page_runs(lo, n, kv_head, 0, |i, page, off, run| {
+                let mut buf: [&mut [f32]; GROUP_PASS] = Default::default();
+                for (b, out) in buf.iter_mut().zip(outs.iter_mut()) {
+                    *b = &mut out[i..i + run];
                 }
-            }
-        })
+                let sub = &mut buf[..qs.len()];
+                match self.pages {
+                    Pages::F32(p) => {
+                        self.ops
+                            .dot_rows_heads(qs, &p[page][off..off + run * d], d, sub)
+                    }
+                    Pages::F16(p) => {
+                        self.ops
+                            .dot_rows_heads_f16(qs, &p[page][off..off + run * d], d, sub)
+                    }
+                }
+            })
+        }
     }
     fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
         let d = self.cfg.head_dim;
@@ -667,33 +669,29 @@ impl KvSource for PagedKv<'_> {
         }
     }
     fn add_values_heads(&self, lo: usize, kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
+        assert_eq!(
+            ws.len(),
+            outs.len(),
+            "add_values_heads: one output per head"
+        );
         let d = self.cfg.head_dim;
         let n = ws.first().map_or(0, |w| w.len());
-        // The heads' weights of one page run, on the stack for a group of up to 8 heads.
-        const ON_STACK: usize = 8;
-        if ws.len() > ON_STACK {
-            for (w, out) in ws.iter().zip(outs.iter_mut()) {
-                self.add_values(lo, kv_head, w, out);
-            }
-            return;
+        // Passes of at most GROUP_PASS heads, their weights of one page run on the stack.
+        for (c0, c1) in group_passes(ws.len()) {
+            let (ws, outs) = (&ws[c0..c1], &mut outs[c0..c1]);
+            let mut buf: [&[f32]; GROUP_PASS] = [&[]; GROUP_PASS];
+            self.page_runs(lo, n, kv_head, 1, |i, page, off, run| {
+                for (b, w) in buf.iter_mut().zip(ws) {
+                    *b = &w[i..i + run];
+                }
+                let sub = &buf[..ws.len()];
+                let rows = off..off + run * d;
+                match self.pages {
+                    Pages::F32(p) => self.ops.axpy_rows_heads(sub, &p[page][rows], d, outs),
+                    Pages::F16(p) => self.ops.axpy_rows_heads_f16(sub, &p[page][rows], d, outs),
+                }
+            })
         }
-        let mut buf: [&[f32]; ON_STACK] = [&[]; ON_STACK];
-        self.page_runs(lo, n, kv_head, 1, |i, page, off, run| {
-            for (b, w) in buf.iter_mut().zip(ws) {
-                *b = &w[i..i + run];
-            }
-            let sub = &buf[..ws.len()];
-            match self.pages {
-                Pages::F32(p) => {
-                    let rows = &p[page][off..off + run * d];
-                    self.ops.axpy_rows_heads(sub, rows, d, outs);
-                }
-                Pages::F16(p) => {
-                    let rows = &p[page][off..off + run * d];
-                    self.ops.axpy_rows_heads_f16(sub, rows, d, outs);
-                }
-            }
-        })
     }
 }
 

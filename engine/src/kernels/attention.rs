@@ -122,6 +122,21 @@ impl<'a> ContiguousKv<'a> {
         let start = (pos * self.n_kv_heads + kv_head) * self.head_dim;
         start..start + self.head_dim
     }
+
+    /// The `n` rows of `kv_head` from position `lo` in `data` (`self.k` or `self.v`),
+    /// from the first row's start to the last row's end, with their stride; `None` for
+    /// no rows.
+    fn run<'d>(
+        &self,
+        data: &'d [f32],
+        lo: usize,
+        n: usize,
+        kv_head: usize,
+    ) -> Option<(&'d [f32], usize)> {
+        let last = lo + n.checked_sub(1)?;
+        let span = self.row(lo, kv_head).start..self.row(last, kv_head).end;
+        Some((&data[span], self.n_kv_heads * self.head_dim))
+    }
 }
 
 impl KvSource for ContiguousKv<'_> {
@@ -141,48 +156,41 @@ impl KvSource for ContiguousKv<'_> {
         self.ops.axpy(w, &self.v[self.row(pos, kv_head)], out)
     }
     fn dot_keys(&self, lo: usize, kv_head: usize, q: &[f32], out: &mut [f32]) {
-        if out.is_empty() {
-            return;
+        if let Some((rows, stride)) = self.run(self.k, lo, out.len(), kv_head) {
+            self.ops.dot_rows(q, rows, stride, out)
         }
-        let first = self.row(lo, kv_head).start;
-        let last = self.row(lo + out.len() - 1, kv_head).end;
-        let stride = self.n_kv_heads * self.head_dim;
-        self.ops.dot_rows(q, &self.k[first..last], stride, out)
     }
     fn dot_keys_heads(&self, lo: usize, kv_head: usize, qs: &[&[f32]], outs: &mut [&mut [f32]]) {
-        let Some(n) = outs.first().map(|o| o.len()).filter(|&n| n > 0) else {
-            return;
-        };
-        let first = self.row(lo, kv_head).start;
-        let last = self.row(lo + n - 1, kv_head).end;
-        let stride = self.n_kv_heads * self.head_dim;
-        self.ops
-            .dot_rows_heads(qs, &self.k[first..last], stride, outs)
+        let n = outs.first().map_or(0, |o| o.len());
+        if let Some((rows, stride)) = self.run(self.k, lo, n, kv_head) {
+            self.ops.dot_rows_heads(qs, rows, stride, outs)
+        }
     }
     fn add_values(&self, lo: usize, kv_head: usize, w: &[f32], out: &mut [f32]) {
-        if w.is_empty() {
-            return;
+        if let Some((rows, stride)) = self.run(self.v, lo, w.len(), kv_head) {
+            self.ops.axpy_rows(w, rows, stride, out)
         }
-        let first = self.row(lo, kv_head).start;
-        let last = self.row(lo + w.len() - 1, kv_head).end;
-        let stride = self.n_kv_heads * self.head_dim;
-        self.ops.axpy_rows(w, &self.v[first..last], stride, out)
     }
     fn add_values_heads(&self, lo: usize, kv_head: usize, ws: &[&[f32]], outs: &mut [&mut [f32]]) {
-        let Some(n) = ws.first().map(|w| w.len()).filter(|&n| n > 0) else {
-            return;
-        };
-        let first = self.row(lo, kv_head).start;
-        let last = self.row(lo + n - 1, kv_head).end;
-        let stride = self.n_kv_heads * self.head_dim;
-        self.ops
-            .axpy_rows_heads(ws, &self.v[first..last], stride, outs)
+        let n = ws.first().map_or(0, |w| w.len());
+        if let Some((rows, stride)) = self.run(self.v, lo, n, kv_head) {
+            self.ops.axpy_rows_heads(ws, rows, stride, outs)
+        }
     }
 }
 
-/// Largest GQA group whose per-head slices [`gqa_attention`] keeps on the stack (larger
-/// groups allocate them once per KV head).
-const STACK_GROUP: usize = 8;
+/// Most query heads one call of a group form ([`KvSource::dot_keys_heads`],
+/// [`KvSource::add_values_heads`]) takes from decode attention, and that the paged cache
+/// serves in one pass: their per-head slices live on the stack. A larger group goes in
+/// passes of this many heads (each head's result is its own either way).
+pub const GROUP_PASS: usize = 8;
+
+/// The passes `[c0, c1)` of at most [`GROUP_PASS`] heads that cover a group of `group`.
+pub fn group_passes(group: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..group)
+        .step_by(GROUP_PASS)
+        .map(move |c0| (c0, (c0 + GROUP_PASS).min(group)))
+}
 
 /// Key positions per attention tile. Tiles are aligned to multiples of this in absolute
 /// position, so a query's tiles do not depend on the window's start, the rows it is
@@ -629,34 +637,24 @@ fn grouped(
     {
         // Scores of every head of the group, tile by tile: a tile of keys is read from
         // memory once and reused from the L1 cache by the group's other heads.
-        // The next tile's rows are prefetched while this one is computed. The heads'
-        // slices live on the stack (no allocation per tile) for groups of up to
-        // `STACK_GROUP` heads.
-        let mut qs: [&[f32]; STACK_GROUP] = [&[]; STACK_GROUP];
-        let qs_heap: Vec<&[f32]>;
-        let qs: &[&[f32]] = if group <= STACK_GROUP {
-            for (slot, qh) in qs.iter_mut().zip(qg.chunks_exact(d)) {
+        // The next tile's rows are prefetched while this one is computed. The heads go
+        // in passes of at most `GROUP_PASS`, their slices on the stack (no allocation
+        // per tile); a group of up to `GROUP_PASS` heads is one pass.
+        for (c0, c1) in group_passes(group) {
+            let mut qs: [&[f32]; GROUP_PASS] = [&[]; GROUP_PASS];
+            for (slot, qh) in qs.iter_mut().zip(qg[c0 * d..c1 * d].chunks_exact(d)) {
                 *slot = qh;
             }
-            &qs[..group]
-        } else {
-            qs_heap = qg.chunks_exact(d).collect();
-            &qs_heap
-        };
-        for (a, b) in tiles(lo, hi) {
-            kv.prefetch(b, KV_TILE.min(hi - b), kvh, false);
-            let rows = scratch[..group * n]
-                .chunks_exact_mut(n)
-                .map(|row| &mut row[a - lo..b - lo]);
-            if group <= STACK_GROUP {
-                let mut outs: [&mut [f32]; STACK_GROUP] = Default::default();
-                for (slot, row) in outs.iter_mut().zip(rows) {
-                    *slot = row;
+            for (a, b) in tiles(lo, hi) {
+                kv.prefetch(b, KV_TILE.min(hi - b), kvh, false);
+                let mut outs: [&mut [f32]; GROUP_PASS] = Default::default();
+                for (slot, row) in outs
+                    .iter_mut()
+                    .zip(scratch[c0 * n..c1 * n].chunks_exact_mut(n))
+                {
+                    *slot = &mut row[a - lo..b - lo];
                 }
-                kv.dot_keys_heads(a, kvh, qs, &mut outs[..group]);
-            } else {
-                let mut outs: Vec<&mut [f32]> = rows.collect();
-                kv.dot_keys_heads(a, kvh, qs, &mut outs);
+                kv.dot_keys_heads(a, kvh, &qs[..c1 - c0], &mut outs[..c1 - c0]);
             }
         }
         kv.prefetch(lo, (KV_TILE - lo % KV_TILE).min(n), kvh, true);
@@ -679,31 +677,19 @@ fn grouped(
         }
         // Values likewise: one tile of V rows serves every head of the group, each row
         // read once for all of them.
-        let mut outs_stack: [&mut [f32]; STACK_GROUP] = Default::default();
-        let mut outs_heap: Vec<&mut [f32]>;
-        let outs: &mut [&mut [f32]] = if group <= STACK_GROUP {
-            for (slot, o) in outs_stack.iter_mut().zip(og.chunks_exact_mut(d)) {
+        for (c0, c1) in group_passes(group) {
+            let mut outs: [&mut [f32]; GROUP_PASS] = Default::default();
+            for (slot, o) in outs.iter_mut().zip(og[c0 * d..c1 * d].chunks_exact_mut(d)) {
                 *slot = o;
             }
-            &mut outs_stack[..group]
-        } else {
-            outs_heap = og.chunks_exact_mut(d).collect();
-            &mut outs_heap
-        };
-        let mut ws_stack: [&[f32]; STACK_GROUP] = [&[]; STACK_GROUP];
-        let mut ws_heap: Vec<&[f32]> = Vec::new();
-        for (a, b) in tiles(lo, hi) {
-            kv.prefetch(b, KV_TILE.min(hi - b), kvh, true);
-            let ws: &mut [&[f32]] = if group <= STACK_GROUP {
-                &mut ws_stack[..group]
-            } else {
-                ws_heap.resize(group, &[]);
-                &mut ws_heap
-            };
-            for (g, w) in ws.iter_mut().enumerate() {
-                *w = &scratch[g * n + (a - lo)..g * n + (b - lo)];
+            let mut ws: [&[f32]; GROUP_PASS] = [&[]; GROUP_PASS];
+            for (a, b) in tiles(lo, hi) {
+                kv.prefetch(b, KV_TILE.min(hi - b), kvh, true);
+                for (w, g) in ws.iter_mut().zip(c0..c1) {
+                    *w = &scratch[g * n + (a - lo)..g * n + (b - lo)];
+                }
+                kv.add_values_heads(a, kvh, &ws[..c1 - c0], &mut outs[..c1 - c0]);
             }
-            kv.add_values_heads(a, kvh, ws, outs);
         }
     }
 }
