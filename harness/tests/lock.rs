@@ -154,3 +154,42 @@ fn lock_run_passes_the_command_exit_code_through() {
     sb.run(&["lock", "run", "--", "sh", "-c", "exit 7"])
         .expect_code(7);
 }
+
+/// Takes `state/host.lock` the way `lock status` probes it (an exclusive `flock`, held for
+/// an instant) for `hold`, from another thread; returns once the probe holds it.
+fn probe_lock_for(state: &std::path::Path, hold: Duration) -> std::thread::JoinHandle<()> {
+    use std::os::fd::AsRawFd;
+    std::fs::create_dir_all(state).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(state.join("host.lock"))
+        .unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(taken, 0, "the probe could not take the free lock");
+    std::thread::spawn(move || {
+        std::thread::sleep(hold);
+        drop(file);
+    })
+}
+
+/// `lock status` finds the lock free by taking it for an instant. A `lock run` or another
+/// `lock status` that starts during such a probe must not take the prober for a holder:
+/// it once refused with LOCKED (an unknown holder, or the last holder's stale record), at
+/// random, whenever a status poll and a `lock run` met.
+#[test]
+fn a_status_probe_is_never_taken_for_a_holder() {
+    let sb = Sandbox::new();
+    let probe = probe_lock_for(&sb.state, Duration::from_millis(40));
+    sb.run(&["lock", "run", "--owner", "after-probe", "--", "true"])
+        .expect_code(0);
+    probe.join().unwrap();
+
+    let probe = probe_lock_for(&sb.state, Duration::from_millis(40));
+    let status = sb.run(&["lock", "status"]);
+    probe.join().unwrap();
+    assert!(status.stdout.contains("free"), "{status:?}");
+}

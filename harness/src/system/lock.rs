@@ -15,7 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
@@ -246,6 +246,26 @@ fn try_flock(file: &File) -> bool {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
+/// How long a caller that finds the lock taken keeps trying before it asks who holds it:
+/// [`status`] probes by taking the lock for an instant, and without this grace a `lock
+/// run` (or another `status`) starting during a probe took the prober for a holder and
+/// refused, naming whatever record the file held.
+const PROBE_GRACE: Duration = Duration::from_millis(100);
+
+/// [`try_flock`], retried every few milliseconds for up to [`PROBE_GRACE`].
+fn try_flock_past_probes(file: &File) -> bool {
+    let start = Instant::now();
+    loop {
+        if try_flock(file) {
+            return true;
+        }
+        if start.elapsed() >= PROBE_GRACE {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn read_record(path: &Path) -> Option<LockRecord> {
     let mut s = String::new();
     File::open(path).ok()?.read_to_string(&mut s).ok()?;
@@ -285,7 +305,7 @@ pub fn acquire(
     let (mut file, path) = open(dir)?;
     let mut told: Option<ProcessId> = None;
     loop {
-        if try_flock(&file) {
+        if try_flock_past_probes(&file) {
             let json = serde_json::to_vec(&record).expect("record serializes");
             let io = |op| {
                 let path = path.clone();
@@ -335,7 +355,7 @@ pub fn acquire(
 /// The lock's state: `Some(holder)` when held, `None` when free.
 pub fn status(dir: &Path) -> Result<Option<LockRecord>, LockError> {
     let (file, path) = open(dir)?;
-    if try_flock(&file) {
+    if try_flock_past_probes(&file) {
         // SAFETY: releasing the probe lock on our own descriptor.
         unsafe {
             libc::flock(file.as_raw_fd(), libc::LOCK_UN);
