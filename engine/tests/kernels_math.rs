@@ -354,6 +354,22 @@ proptest! {
             rope.apply_angles(&mut pre, n_heads, &rope.angles(pos));
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             prop_assert_eq!(bits(&pre), bits(&got), "{:?}: apply_angles differs from apply", style);
+            // Every output is the f32 formula on its pair, two rounded products and one
+            // rounded sum (no fused multiply-add, no other order), whatever the loop order.
+            let angles = rope.angles(pos);
+            let mut exact = x.clone();
+            for head in exact.chunks_exact_mut(d) {
+                for (i, &(s, c)) in angles.iter().enumerate() {
+                    let (a, b) = match style {
+                        RopeStyle::Adjacent => (2 * i, 2 * i + 1),
+                        RopeStyle::RotateHalf => (i, i + half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * c - x1 * s;
+                    head[b] = x0 * s + x1 * c;
+                }
+            }
+            prop_assert_eq!(bits(&exact), bits(&got), "{:?}: not the per-pair f32 formula", style);
             for h in 0..n_heads {
                 let xh = &x[h * d..(h + 1) * d];
                 let gh = &got[h * d..(h + 1) * d];

@@ -72,7 +72,7 @@ impl Rope {
     /// # Panics
     /// If `x.len() != n_heads * head_dim`.
     pub fn apply(&self, x: &mut [f32], n_heads: usize, pos: usize) {
-        self.rotate(x, n_heads, |i| self.angle(i, pos));
+        self.rotate(x, n_heads, &self.angles(pos));
     }
 
     /// The `(sin, cos)` of every pair's angle at absolute position `pos`
@@ -96,7 +96,7 @@ impl Rope {
             "rope: angles must be [head_dim / 2 = {}]",
             self.head_dim / 2
         );
-        self.rotate(x, n_heads, |i| angles[i]);
+        self.rotate(x, n_heads, angles);
     }
 
     /// `(sin, cos)` of pair `i`'s angle at `pos`: computed in f64, rounded to f32 once.
@@ -105,8 +105,11 @@ impl Rope {
         (s as f32, c as f32)
     }
 
-    /// Rotate pair `i` of every head by the angle whose `(sin, cos)` is `angle(i)`.
-    fn rotate(&self, x: &mut [f32], n_heads: usize, angle: impl Fn(usize) -> (f32, f32)) {
+    /// Rotate pair `i` of every head by the angle whose `(sin, cos)` is `angles[i]`, head
+    /// by head (each head's pairs are contiguous, so the loop vectorises). Each output is
+    /// `x0 · cos − x1 · sin` or `x0 · sin + x1 · cos`, two rounded products and one rounded
+    /// sum, in any order of heads and pairs the same bits.
+    fn rotate(&self, x: &mut [f32], n_heads: usize, angles: &[(f32, f32)]) {
         let d = self.head_dim;
         assert_eq!(
             x.len(),
@@ -114,16 +117,23 @@ impl Rope {
             "rope: x must be [n_heads = {n_heads}, head_dim = {d}]"
         );
         let half = d / 2;
-        for i in 0..half {
-            let (s, c) = angle(i);
-            let (a, b) = match self.style {
-                RopeStyle::Adjacent => (2 * i, 2 * i + 1),
-                RopeStyle::RotateHalf => (i, i + half),
-            };
-            for head in x.chunks_exact_mut(d) {
-                let (x0, x1) = (head[a], head[b]);
-                head[a] = x0 * c - x1 * s;
-                head[b] = x0 * s + x1 * c;
+        for head in x.chunks_exact_mut(d) {
+            match self.style {
+                RopeStyle::Adjacent => {
+                    for (p, &(s, c)) in head.chunks_exact_mut(2).zip(angles) {
+                        let (x0, x1) = (p[0], p[1]);
+                        p[0] = x0 * c - x1 * s;
+                        p[1] = x0 * s + x1 * c;
+                    }
+                }
+                RopeStyle::RotateHalf => {
+                    let (lo, hi) = head.split_at_mut(half);
+                    for ((a, b), &(s, c)) in lo.iter_mut().zip(hi.iter_mut()).zip(angles) {
+                        let (x0, x1) = (*a, *b);
+                        *a = x0 * c - x1 * s;
+                        *b = x0 * s + x1 * c;
+                    }
+                }
             }
         }
     }
