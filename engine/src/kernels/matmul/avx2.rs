@@ -10,7 +10,9 @@ use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
 /// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
-/// contiguous, so this runs on into the next row. A prefetch never faults.
+/// contiguous, so this runs on into the next row, and past the end of the matrix: the
+/// address is formed with `wrapping_add` (no in-bounds promise) and a prefetch never
+/// faults.
 const PREFETCH: usize = 2048;
 
 /// Horizontal sum of 8 lanes.
@@ -82,7 +84,7 @@ pub(super) fn q4_1<const N: usize>(w: &[u8], a: &[Q8Row<'_>; N]) -> [f32; N] {
         // SAFETY: b < nb blocks of the weight row and of every activation row (checked).
         unsafe {
             let p = w.as_ptr().add(b * 20);
-            _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
             let (dw, mw) = (h2f(p), h2f(p.add(2)));
             let q = nibbles(p.add(4));
             for i in 0..N {
@@ -108,7 +110,7 @@ pub(super) fn q4_0<const N: usize>(w: &[u8], a: &[Q8Row<'_>; N]) -> [f32; N] {
         // SAFETY: as in `q4_1`.
         unsafe {
             let p = w.as_ptr().add(b * 18);
-            _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
             let dw = h2f(p);
             let q = _mm256_sub_epi8(nibbles(p.add(2)), _mm256_set1_epi8(8));
             for i in 0..N {
@@ -134,7 +136,7 @@ pub(super) fn q8<const N: usize, const STRIDE: usize>(w: &[u8], a: &[Q8Row<'_>; 
         // SAFETY: as in `q4_1`.
         unsafe {
             let p = w.as_ptr().add(b * STRIDE);
-            _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
             let dw = h2f(p);
             let q = load32(p.add(STRIDE - QK) as *const i8);
             for i in 0..N {

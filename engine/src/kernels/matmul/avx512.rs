@@ -14,12 +14,14 @@ use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
 /// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
-/// contiguous, so this runs on into the next row. A prefetch never faults. 8 KiB: on
-/// the two-core AVX-512 machine these kernels were tuned on, a decode step of SmolLM2
-/// (`cargo bench -p engine --bench step -- --rows 4 --context 128`, builds taking turns)
-/// took 2.10–2.14 ms at one row and 3.52–3.61 ms at four with 2 KiB, 1.88–1.94 ms and
-/// 3.19–3.28 ms with 8 KiB (12 KiB alike, 16 KiB a little slower): at 2 KiB the stream
-/// ran too few lines ahead to cover the memory latency at this bandwidth.
+/// contiguous, so this runs on into the next row, and past the end of the matrix: the
+/// address is formed with `wrapping_add` (no in-bounds promise) and a prefetch never
+/// faults. 8 KiB: on the two-core AVX-512 machine these kernels were tuned on, a decode
+/// step of SmolLM2 (`cargo bench -p engine --bench step -- --rows 4 --context 128`,
+/// builds taking turns) took 2.10–2.14 ms at one row and 3.52–3.61 ms at four with 2 KiB,
+/// 1.88–1.94 ms and 3.19–3.28 ms with 8 KiB (12 KiB alike, 16 KiB a little slower): at
+/// 2 KiB the stream ran too few lines ahead to cover the memory latency at this bandwidth.
+/// (The AVX2 kernels, bound by their arithmetic, gained nothing from it.)
 const PREFETCH: usize = 8192;
 
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
@@ -151,7 +153,7 @@ macro_rules! avx512_kernels {
                 unsafe {
                     let p = g.as_ptr().add(b * X16_BLOCK);
                     for l in 0..X16_BLOCK / 64 {
-                        _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64 * l) as *const i8);
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
                     }
                     let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
                     let mw = _mm512_cvtph_ps(_mm256_loadu_si256(p.add(32) as *const _));
@@ -213,7 +215,7 @@ macro_rules! avx512_kernels {
                 // SAFETY: blocks b, b+1 < nb exist in the weight row and every activation row.
                 unsafe {
                     let p = w.as_ptr().add(b * 20);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
                     let q = nibbles2(p.add(4), p.add(24));
                     // [d0, m0, d1, m1]
                     let dm = _mm_cvtph_ps(_mm_insert_epi32::<1>(
@@ -267,7 +269,7 @@ macro_rules! avx512_kernels {
                 // SAFETY: as in `q4_1`.
                 unsafe {
                     let p = w.as_ptr().add(b * 18);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
                     let q = _mm512_sub_epi8(nibbles2(p.add(2), p.add(20)), _mm512_set1_epi8(8));
                     let dw = scales2(p, p.add(18));
                     for i in 0..N {
@@ -310,8 +312,8 @@ macro_rules! avx512_kernels {
                 // SAFETY: as in `q4_1`.
                 unsafe {
                     let p = w.as_ptr().add(b * STRIDE);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH) as *const i8);
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64) as *const i8);
                     let q = _mm512_inserti64x4::<1>(
                         _mm512_castsi256_si512(_mm256_loadu_si256(p.add(off) as *const _)),
                         _mm256_loadu_si256(p.add(STRIDE + off) as *const _),
@@ -459,7 +461,7 @@ pub(super) mod vnni {
             unsafe {
                 let p = g.as_ptr().add(b * X16_BLOCK_Q8_0);
                 for l in 0..X16_BLOCK_Q8_0 / 64 {
-                    _mm_prefetch::<_MM_HINT_T0>(p.add(PREFETCH + 64 * l) as *const i8);
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
                 }
                 let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
                 let mut q = [_mm512_setzero_si512(); 8];
