@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, CatalogSpec};
 use crate::interrupt;
 use crate::system::runner::{RunError, Runner};
 
@@ -63,27 +63,31 @@ pub struct PackageMeta {
     pub dir: PathBuf,
     /// Names of its integration test targets (`kind` `test`).
     pub test_targets: Vec<String>,
+    /// Names of its binary targets (`kind` `bin`).
+    pub bins: Vec<String>,
     /// Whether it has a library target.
     pub has_lib: bool,
+    /// Whether its library's doc tests run (`doctest`, true unless the manifest turns it off).
+    pub lib_doctest: bool,
     /// The features it declares (`[features]`, and the implicit feature of each optional
     /// dependency), as `cargo metadata` lists them.
     pub features: Vec<String>,
+    /// What each feature enables (`cargo metadata`'s `features` table: `name -> [feature,
+    /// dep:name, dep/feature...]`).
+    pub feature_table: BTreeMap<String, Vec<String>>,
     /// The directories of its path dependencies (any kind: normal, dev, build), as
     /// `cargo metadata` gives them.
     pub path_deps: Vec<PathBuf>,
 }
 
 impl PackageMeta {
-    /// Checks that `package` exists among `packages` with the test targets (and library)
-    /// and the features the catalog names; the error says what is missing and what exists.
-    /// A feature of a dependency (`dep/feature`) is cargo's to check.
-    pub fn check_targets(
-        packages: &[PackageMeta],
-        package: &str,
-        test_targets: &[String],
-        lib: bool,
-        features: &[String],
-    ) -> Result<(), String> {
+    /// Checks that the catalog's package exists among `packages` with the test targets,
+    /// binary targets (and library, for `lib_tests` and `doc_tests`) and the features the
+    /// catalog names; the error says what is missing and what exists. A feature of a
+    /// dependency (`dep/feature`) is cargo's to check.
+    pub fn check_targets(packages: &[PackageMeta], spec: &CatalogSpec) -> Result<(), String> {
+        let package = spec.package.as_str();
+        let (test_targets, lib, features) = (&spec.test_targets, spec.lib_tests, &spec.features);
         let Some(p) = packages.iter().find(|p| p.name == package) else {
             let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
             return Err(format!(
@@ -99,9 +103,31 @@ impl PackageMeta {
                 ));
             }
         }
+        for b in &spec.bin_targets {
+            if !p.bins.contains(b) {
+                let have = if p.bins.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    format!("it has: {}", p.bins.join(", "))
+                };
+                return Err(format!(
+                    "package {package} has no binary target {b:?} ({have})"
+                ));
+            }
+        }
         if lib && !p.has_lib {
             return Err(format!(
                 "package {package} has no library target, but lib_tests = true"
+            ));
+        }
+        if spec.doc_tests && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but doc_tests = true"
+            ));
+        }
+        if spec.doc_tests && !p.lib_doctest {
+            return Err(format!(
+                "package {package} turns its library's doc tests off (`doctest = false`), but doc_tests = true"
             ));
         }
         for f in features.iter().flat_map(|f| f.split([',', ' '])) {
@@ -264,18 +290,60 @@ pub struct TestRun {
 }
 
 /// How to invoke `cargo test` for one catalog.
+///
+/// A catalog's tests come from up to two cargo invocations, since cargo refuses to mix
+/// `--doc` with any other target selection: the libtest targets (`--lib`, `--bin NAME`,
+/// `--test NAME`) and, with `doc_tests`, the library's doc tests (`--doc`). Building,
+/// listing and running go through both; a test run's results are joined by test name (a
+/// doc test's name holds spaces, no other test's does: [`crate::libtest::is_doc_test`]).
 #[derive(Debug, Clone)]
 pub struct CargoCmd {
     cargo: OsString,
     root: PathBuf,
     package: String,
     targets: Vec<String>,
+    bins: Vec<String>,
     lib: bool,
+    doc: bool,
     features: Vec<String>,
     no_default_features: bool,
     env: BTreeMap<String, String>,
     target_dir: PathBuf,
     state_dir: Option<PathBuf>,
+    doc_lines: std::sync::Arc<DocLines>,
+}
+
+/// Per source file as a doc test's name spells it (`src/lib.rs`), the line of each doc
+/// test in the tree that was built (switch mode's scratch copy, whose switched files hold
+/// more lines) to its line in the user's file, for the names (`FILE - ITEM (line N)`) the
+/// catalog lists.
+pub type DocLines = BTreeMap<String, BTreeMap<usize, usize>>;
+
+/// The lines of `text` that open or close a code block in a `///` or `//!` doc comment
+/// (a fence, `` ``` `` or `~~~`), 1-based, in order: where rustdoc's doc test names point
+/// (`(line N)` is the line of the block's opening fence).
+pub fn doc_fence_lines(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let t = l.trim_start();
+            let rest = t.strip_prefix("///").or_else(|| t.strip_prefix("//!"));
+            rest.is_some_and(|r| {
+                let r = r.trim_start();
+                r.starts_with("```") || r.starts_with("~~~")
+            })
+        })
+        .map(|(i, _)| i + 1)
+        .collect()
+}
+
+/// One of the (at most two) cargo invocations that make up a catalog's test run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    /// `--lib`, `--bin NAME`, `--test NAME`: libtest harnesses cargo builds with `--no-run`.
+    Harness,
+    /// `--doc`: rustdoc compiles and runs the examples against the library at test time.
+    Doc,
 }
 
 fn tail(s: &str, lines: usize) -> String {
@@ -291,12 +359,43 @@ impl CargoCmd {
             root: c.root.clone(),
             package: c.spec.package.clone(),
             targets: c.spec.test_targets.clone(),
+            bins: c.spec.bin_targets.clone(),
             lib: c.spec.lib_tests,
+            doc: c.spec.doc_tests,
             features: c.spec.features.clone(),
             no_default_features: c.spec.no_default_features,
             env: c.spec.env.clone(),
             target_dir: c.target_dir.clone(),
             state_dir: None,
+            doc_lines: std::sync::Arc::new(DocLines::new()),
+        }
+    }
+
+    /// Reads the doc tests' names of the built tree back in the user's lines (see
+    /// [`DocLines`]).
+    pub fn with_doc_lines(mut self, lines: std::sync::Arc<DocLines>) -> CargoCmd {
+        self.doc_lines = lines;
+        self
+    }
+
+    /// `name` as the catalog spells it: a doc test's `(line N)` mapped back through
+    /// [`DocLines`]; any other name unchanged.
+    fn original_name(&self, name: &str) -> String {
+        if self.doc_lines.is_empty() || !crate::libtest::is_doc_test(name) {
+            return name.to_string();
+        }
+        let Some((file, _)) = name.split_once(" - ") else {
+            return name.to_string();
+        };
+        let Some((head, n)) = name
+            .rsplit_once(" (line ")
+            .and_then(|(h, n)| Some((h, n.strip_suffix(')')?.parse::<usize>().ok()?)))
+        else {
+            return name.to_string();
+        };
+        match self.doc_lines.get(file).and_then(|m| m.get(&n)) {
+            Some(orig) => format!("{head} (line {orig})"),
+            None => name.to_string(),
         }
     }
 
@@ -317,10 +416,22 @@ impl CargoCmd {
         self.root.join("Cargo.toml")
     }
 
-    /// `test --manifest-path M -p P --target-dir T [--lib] [--test X]... [features]`.
-    fn test_args(&self) -> Vec<OsString> {
+    /// The invocations the catalog's tests need, libtest targets first.
+    fn groups(&self) -> Vec<Group> {
+        let mut g = Vec::new();
+        if self.lib || !self.bins.is_empty() || !self.targets.is_empty() {
+            g.push(Group::Harness);
+        }
+        if self.doc {
+            g.push(Group::Doc);
+        }
+        g
+    }
+
+    /// `SUB --manifest-path M -p P --target-dir T [features]`.
+    fn common_args(&self, sub: &str) -> Vec<OsString> {
         let mut a: Vec<OsString> = vec![
-            "test".into(),
+            sub.into(),
             "--manifest-path".into(),
             self.manifest().into(),
             "-p".into(),
@@ -328,13 +439,6 @@ impl CargoCmd {
             "--target-dir".into(),
             self.target_dir.clone().into(),
         ];
-        if self.lib {
-            a.push("--lib".into());
-        }
-        for t in &self.targets {
-            a.push("--test".into());
-            a.push(t.into());
-        }
         if !self.features.is_empty() {
             a.push("--features".into());
             a.push(self.features.join(",").into());
@@ -342,6 +446,54 @@ impl CargoCmd {
         if self.no_default_features {
             a.push("--no-default-features".into());
         }
+        a
+    }
+
+    /// `--lib`, `--bin X`..., `--test X`...: the libtest targets.
+    fn harness_selection(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        if self.lib {
+            a.push("--lib".into());
+        }
+        for b in &self.bins {
+            a.push("--bin".into());
+            a.push(b.into());
+        }
+        for t in &self.targets {
+            a.push("--test".into());
+            a.push(t.into());
+        }
+        a
+    }
+
+    /// `cargo test` of one group, before any `--no-run`, `--` or test arguments.
+    fn test_args(&self, g: Group) -> Vec<OsString> {
+        let mut a = self.common_args("test");
+        match g {
+            Group::Harness => a.extend(self.harness_selection()),
+            Group::Doc => a.push("--doc".into()),
+        }
+        a
+    }
+
+    /// The build of one group: `cargo test --no-run` of the libtest targets; for the doc
+    /// tests (which cargo cannot build without running them, `--doc --no-run` is refused)
+    /// the library they link against, as `cargo test --doc` builds it (`cargo build
+    /// --profile test --lib`: the same artifact, which the test run then finds fresh).
+    fn build_args(&self, g: Group) -> Vec<OsString> {
+        let mut a = match g {
+            Group::Harness => {
+                let mut a = self.test_args(g);
+                a.push("--no-run".into());
+                a
+            }
+            Group::Doc => {
+                let mut a = self.common_args("build");
+                a.extend(["--profile".into(), "test".into(), "--lib".into()]);
+                a
+            }
+        };
+        a.push("--message-format=json".into());
         a
     }
 
@@ -442,6 +594,8 @@ impl CargoCmd {
         struct Target {
             name: String,
             kind: Vec<String>,
+            #[serde(default)]
+            doctest: bool,
         }
         let meta: Meta = serde_json::from_slice(&out.stdout).map_err(|e| CargoError::Output {
             command,
@@ -457,11 +611,36 @@ impl CargoCmd {
                     .filter(|t| t.kind.iter().any(|k| k == "test"))
                     .map(|t| t.name.clone())
                     .collect(),
+                bins: p
+                    .targets
+                    .iter()
+                    .filter(|t| t.kind.iter().any(|k| k == "bin"))
+                    .map(|t| t.name.clone())
+                    .collect(),
+                lib_doctest: p
+                    .targets
+                    .iter()
+                    .any(|t| t.kind.iter().any(|k| k.contains("lib")) && t.doctest),
                 has_lib: p
                     .targets
                     .iter()
                     .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
-                features: p.features.into_keys().collect(),
+                features: p.features.keys().cloned().collect(),
+                feature_table: p
+                    .features
+                    .iter()
+                    .map(|(k, v)| {
+                        let on = v
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .filter_map(|x| x.as_str().map(str::to_string))
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        (k.clone(), on)
+                    })
+                    .collect(),
                 path_deps: p.dependencies.into_iter().filter_map(|d| d.path).collect(),
                 id: p.id,
                 name: p.name,
@@ -474,57 +653,179 @@ impl CargoCmd {
             .collect())
     }
 
-    /// Builds the test targets without running them (`--no-run --message-format=json`).
+    /// Builds every group's targets without running tests (see [`CargoCmd::build_output`]).
     pub fn build(&self) -> Result<Build, CargoError> {
-        let mut args = self.test_args();
-        args.push("--no-run".into());
-        args.push("--message-format=json".into());
-        let (out, _, seconds) = self.exec(&args, None, false)?;
-        let (artifacts, first_error) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
-        let success = out.status.success();
-        let first_error = if success {
-            None
-        } else {
-            first_error.or_else(|| Some(tail(&String::from_utf8_lossy(&out.stderr), 20)))
+        Ok(self.build_output()?.0)
+    }
+
+    /// Builds the test targets without running them (`cargo test --no-run
+    /// --message-format=json`; for the doc tests, the library they link against), and
+    /// returns the build with cargo's JSON messages of every invocation.
+    pub fn build_output(&self) -> Result<(Build, String), CargoError> {
+        let mut build = Build {
+            success: true,
+            artifacts: Vec::new(),
+            first_error: None,
+            seconds: 0.0,
         };
-        Ok(Build {
-            success,
-            artifacts,
-            first_error,
-            seconds,
-        })
-    }
-
-    /// Every test the targets hold (`-- --list`), in listing order.
-    pub fn list(&self) -> Result<Vec<String>, CargoError> {
-        let mut args = self.test_args();
-        args.push("--".into());
-        args.push("--list".into());
-        let (out, _, _) = self.exec(&args, None, false)?;
-        if !out.status.success() {
-            return Err(CargoError::Failed {
-                command: self.render(&args),
-                status: out.status.to_string(),
-                stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
-            });
+        let mut messages = String::new();
+        for g in self.groups() {
+            let (out, _, seconds) = self.exec(&self.build_args(g), None, false)?;
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let (artifacts, first_error) = parse_build_messages(&stdout);
+            messages.push_str(&stdout);
+            build.artifacts.extend(artifacts);
+            build.seconds += seconds;
+            if !out.status.success() {
+                build.success = false;
+                build.first_error =
+                    first_error.or_else(|| Some(tail(&String::from_utf8_lossy(&out.stderr), 20)));
+                break;
+            }
         }
-        Ok(crate::libtest::parse_list(&String::from_utf8_lossy(
-            &out.stdout,
-        )))
+        Ok((build, messages))
     }
 
-    /// Runs exactly `tests` in one invocation (`--no-fail-fast -- --exact NAMES...`),
-    /// killed after `timeout`, under [`crate::workspace::RUN_UMASK`].
+    /// `cargo check --profile test --message-format=json` of the libtest targets (the
+    /// library for the doc tests). Returns (success, cargo's JSON messages, its stderr).
+    pub fn check(&self) -> Result<(bool, String, String), CargoError> {
+        let mut args = self.common_args("check");
+        args.extend(["--profile".into(), "test".into()]);
+        let mut sel = self.harness_selection();
+        if self.doc && !self.lib {
+            sel.push("--lib".into());
+        }
+        args.extend(sel);
+        args.push("--message-format=json".into());
+        let (out, _, _) = self.exec(&args, None, false)?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// Every test the targets hold (`-- --list`), in listing order: the libtest targets'
+    /// first, then the doc tests.
+    pub fn list(&self) -> Result<Vec<String>, CargoError> {
+        let mut all = Vec::new();
+        for g in self.groups() {
+            let mut args = self.test_args(g);
+            args.push("--".into());
+            args.push("--list".into());
+            let (out, _, _) = self.exec(&args, None, false)?;
+            if !out.status.success() {
+                return Err(CargoError::Failed {
+                    command: self.render(&args),
+                    status: out.status.to_string(),
+                    stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
+                });
+            }
+            all.extend(
+                crate::libtest::parse_list(&String::from_utf8_lossy(&out.stdout))
+                    .iter()
+                    .map(|n| self.original_name(n)),
+            );
+        }
+        Ok(all)
+    }
+
+    /// Runs exactly `tests` (`--no-fail-fast`), killed after `timeout`, under
+    /// [`crate::workspace::RUN_UMASK`]: the libtest targets' tests in one invocation
+    /// (`-- --exact NAMES...`), then the doc tests in another within what is left of
+    /// `timeout`. rustdoc splits its test arguments at whitespace, so a doc test's name
+    /// cannot be given whole: that invocation is given a space-free part of each name
+    /// ([`crate::libtest::doc_test_filter`]), which selects a superset, and only the
+    /// requested tests' results are read. A test no invocation reports is
+    /// [`Outcome::Missing`] (or unfinished when the time ran out first).
     pub fn run(&self, tests: &[String], timeout: Option<Duration>) -> Result<TestRun, CargoError> {
-        let mut args = self.test_args();
-        args.push("--no-fail-fast".into());
-        args.push("--".into());
-        args.push("--exact".into());
-        args.extend(tests.iter().map(OsString::from));
-        let (out, timed_out, seconds) = self.exec(&args, timeout, true)?;
+        let (doc, lib): (Vec<String>, Vec<String>) = tests
+            .iter()
+            .cloned()
+            .partition(|t| crate::libtest::is_doc_test(t));
+        let groups = self.groups();
+        let mut total = TestRun {
+            outcomes: BTreeMap::new(),
+            messages: BTreeMap::new(),
+            timed_out: false,
+            success: true,
+            stderr_tail: String::new(),
+            died: Vec::new(),
+            seconds: 0.0,
+        };
+        for (g, names) in [(Group::Harness, &lib), (Group::Doc, &doc)] {
+            if names.is_empty() || !groups.contains(&g) {
+                continue;
+            }
+            let left = timeout.map(|t| t.saturating_sub(Duration::from_secs_f64(total.seconds)));
+            if total.timed_out || left.is_some_and(|l| l.is_zero()) {
+                total.timed_out = true;
+                continue;
+            }
+            let mut args = self.test_args(g);
+            args.push("--no-fail-fast".into());
+            args.push("--".into());
+            match g {
+                Group::Harness => {
+                    args.push("--exact".into());
+                    args.extend(names.iter().map(OsString::from));
+                }
+                Group::Doc => {
+                    let mut filters: Vec<&str> = names
+                        .iter()
+                        .map(|n| crate::libtest::doc_test_filter(n))
+                        .collect();
+                    filters.sort_unstable();
+                    filters.dedup();
+                    args.extend(filters.into_iter().map(OsString::from));
+                }
+            }
+            let r = self.run_group(&args, names, left)?;
+            total.outcomes.extend(r.outcomes);
+            total.messages.extend(r.messages);
+            total.timed_out |= r.timed_out;
+            total.success &= r.success;
+            if !total.stderr_tail.is_empty() && !r.stderr_tail.is_empty() {
+                total.stderr_tail.push('\n');
+            }
+            total.stderr_tail.push_str(&r.stderr_tail);
+            total.died.extend(r.died);
+            total.seconds += r.seconds;
+        }
+        for t in tests {
+            if !total.outcomes.contains_key(t) {
+                let o = if total.timed_out {
+                    Outcome::Unfinished
+                } else {
+                    Outcome::Missing
+                };
+                total.outcomes.insert(t.clone(), o);
+            }
+        }
+        Ok(total)
+    }
+
+    /// One `cargo test` invocation (`args` complete), read for `tests`.
+    fn run_group(
+        &self,
+        args: &[OsString],
+        tests: &[String],
+        timeout: Option<Duration>,
+    ) -> Result<TestRun, CargoError> {
+        let (out, timed_out, seconds) = self.exec(args, timeout, true)?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let parsed = crate::libtest::parse_transcript(&stdout);
+        let mut parsed = crate::libtest::parse_transcript(&stdout);
+        if !self.doc_lines.is_empty() {
+            parsed.results = std::mem::take(&mut parsed.results)
+                .into_iter()
+                .map(|(k, v)| (self.original_name(&k), v))
+                .collect();
+            parsed.messages = std::mem::take(&mut parsed.messages)
+                .into_iter()
+                .map(|(k, v)| (self.original_name(&k), v))
+                .collect();
+        }
         let died = if timed_out {
             Vec::new()
         } else {
@@ -560,7 +861,8 @@ impl CargoCmd {
 }
 
 /// The test binaries of a finished `cargo test` run that stopped before their summary line.
-/// `stderr` is cargo's standard error: one `Running SRC (PATH)` line per test binary started,
+/// `stderr` is cargo's standard error: one `Running SRC (PATH)` line per test binary started
+/// (`Doc-tests NAME` for rustdoc's run of a library's doc tests),
 /// in the order they ran, and `process didn't exit successfully: `PATH ARGS...` (STATUS)` for
 /// each binary that exited non-zero. `blocks` is, per `running N tests` block of libtest's
 /// standard output (same order), whether its `test result:` summary followed
@@ -586,6 +888,9 @@ pub fn dead_binaries(stderr: &str, blocks: &[bool]) -> Vec<String> {
                 .map(|(s, p)| (s, p.strip_suffix(')').unwrap_or(p)))
                 .unwrap_or((rest, rest));
             started.push((src.to_string(), file_name(path)));
+        } else if let Some(krate) = t.strip_prefix("Doc-tests ") {
+            // `Doc-tests NAME`: rustdoc runs the library's doc tests.
+            started.push((format!("the doc tests of {krate}"), String::new()));
         } else if let Some((_, rest)) = t.split_once("process didn't exit successfully: `")
             && let Some((cmd, status)) = rest.rsplit_once("` (")
         {

@@ -536,22 +536,16 @@ fn check(catalogs: &[PathBuf]) -> i32 {
     let mut code = EXIT_ALL_MET;
     for path in catalogs {
         match Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p))) {
-            Ok((c, _)) if check_targets(&c).is_err() => {
-                let e = check_targets(&c).unwrap_err();
-                eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
-                code = EXIT_REFUSED;
-            }
-            Ok((c, p)) => match c.check_target_dir() {
-                Ok(place) => println!(
-                    "{}: ok ({} mutations, {} tests, workspace {}, target directory {place})",
-                    path.display(),
-                    p.len(),
-                    c.spec.tests.len(),
-                    c.root.display()
-                ),
+            Ok((c, p)) => match check_targets(&c) {
                 Err(e) => {
-                    report_catalog_error(&e);
+                    eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
                     code = EXIT_REFUSED;
+                }
+                Ok(packages) => {
+                    for w in battery::gates::unreachable_mutations(&c, &p, &packages) {
+                        eprintln!("harness: warning: {}: {w}", path.display());
+                    }
+                    code = check_place(&c, &p, path, code);
                 }
             },
             Err(e) => {
@@ -563,16 +557,32 @@ fn check(catalogs: &[PathBuf]) -> i32 {
     code
 }
 
-/// The package and test targets named by the catalog exist (`cargo metadata`, no build).
-fn check_targets(c: &Catalog) -> Result<(), String> {
+/// `check`'s last word on one catalog: where its target directory lies (or why it cannot).
+fn check_place(c: &Catalog, p: &[crate::catalog::PreparedMutation], path: &Path, code: i32) -> i32 {
+    match c.check_target_dir() {
+        Ok(place) => {
+            println!(
+                "{}: ok ({} mutations, {} tests, workspace {}, target directory {place})",
+                path.display(),
+                p.len(),
+                c.spec.tests.len(),
+                c.root.display()
+            );
+            code
+        }
+        Err(e) => {
+            report_catalog_error(&e);
+            EXIT_REFUSED
+        }
+    }
+}
+
+/// The package and test targets named by the catalog exist (`cargo metadata`, no build);
+/// returns the workspace's packages.
+fn check_targets(c: &Catalog) -> Result<Vec<PackageMeta>, String> {
     let packages = CargoCmd::new(c).metadata().map_err(|e| e.to_string())?;
-    PackageMeta::check_targets(
-        &packages,
-        &c.spec.package,
-        &c.spec.test_targets,
-        c.spec.lib_tests,
-        &c.spec.features,
-    )
+    PackageMeta::check_targets(&packages, &c.spec)?;
+    Ok(packages)
 }
 
 fn show(path: &Path, id: &str) -> i32 {
@@ -972,14 +982,36 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
 }
 
 fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
-    use crate::mutants;
-    let base = match Catalog::load(&args.catalog[0]) {
+    // Only its workspace, package, targets and tests are used: it needs no mutation.
+    let base = match Catalog::load_base(&args.catalog[0]) {
         Ok(c) => c,
         Err(e) => {
             report_catalog_error(&e);
             return EXIT_REFUSED;
         }
     };
+    // cargo-mutants' listing (`cargo metadata`), the listing of another package's tests
+    // and the batteries' builds create the workspace's Cargo.lock when it has none: that
+    // lock is this command's, removed at the end, so the tree is left as it was found.
+    let lock_path = base.root.join("Cargo.lock");
+    let lock_absent = std::fs::symlink_metadata(&lock_path).is_err();
+    let code = via_harness(state, args, &base);
+    if lock_absent && lock_path.is_file() {
+        match std::fs::remove_file(&lock_path) {
+            Ok(()) => eprintln!(
+                "harness: removed the Cargo.lock this command's cargo created (the tree had none)"
+            ),
+            Err(e) => {
+                eprintln!("harness: {}: cannot remove: {e}", lock_path.display());
+                return ExitCode::of(code).worst(ExitCode::Refused).code();
+            }
+        }
+    }
+    code
+}
+
+fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> i32 {
+    use crate::mutants;
     let out = base
         .root
         .join("target")
@@ -1002,28 +1034,6 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
             return EXIT_REFUSED;
         }
     };
-    let (spec, skipped) = mutants::generated_catalog(&base, &listed);
-    for s in &skipped {
-        eprintln!("harness: generated mutant left out: {s}");
-    }
-    let name = spec.name.clone().unwrap_or_default();
-    let path = out.join(format!("{name}.toml"));
-    let text = match toml::to_string(&spec) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("harness: cannot write the generated catalog: {e}");
-            return EXIT_REFUSED;
-        }
-    };
-    if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
-        eprintln!("harness: {}: {e}", path.display());
-        return EXIT_REFUSED;
-    }
-    eprintln!(
-        "harness: {} generated mutants as catalog {}",
-        spec.mutations.len(),
-        path.display()
-    );
     let named = match mutants::named_sites(&args.catalog) {
         Ok(n) => n,
         Err(e) => {
@@ -1035,6 +1045,148 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         Ok(x) => x,
         Err(f) => return f.code,
     };
+    let code = via_harness_batteries(state, args, base, &listed, &named, lock_note);
+    drop(hold);
+    code
+}
+
+/// The run settings (package, targets, tests) each package's generated mutants are
+/// tested with, as cargo-mutants tests a mutant with the tests of the package it lies in:
+/// the base catalog's own for its package; for another package every test of its
+/// library, binaries, test targets and doc tests (`cargo test -p P`'s tests), listed with
+/// `--list` (which builds them). `Err` is the exit code, the error printed.
+fn package_spec(
+    state: &Path,
+    base: &Catalog,
+    packages: &[PackageMeta],
+    package: &str,
+) -> Result<Option<crate::catalog::CatalogSpec>, i32> {
+    if package == base.spec.package {
+        return Ok(Some(base.spec.clone()));
+    }
+    let Some(p) = packages.iter().find(|p| p.name == package) else {
+        eprintln!(
+            "harness: cargo-mutants listed mutants of package {package}, which cargo metadata does not list"
+        );
+        return Err(EXIT_REFUSED);
+    };
+    let mut spec = base.spec.clone();
+    spec.package = package.to_string();
+    spec.lib_tests = p.has_lib;
+    spec.bin_targets = p.bins.clone();
+    spec.test_targets = p.test_targets.clone();
+    spec.doc_tests = p.has_lib && p.lib_doctest;
+    // The base catalog's features are its package's; another package is tested with its
+    // default features, as cargo-mutants does.
+    spec.features = Vec::new();
+    spec.no_default_features = false;
+    spec.select = String::new();
+    spec.tests = Vec::new();
+    spec.mutations = Vec::new();
+    let probe = Catalog {
+        path: base.path.clone(),
+        name: base.name.clone(),
+        root: base.root.clone(),
+        target_dir: base.target_dir.clone(),
+        spec: spec.clone(),
+    };
+    eprintln!("harness: listing the tests of package {package}");
+    match CargoCmd::new(&probe).with_state_dir(state).list() {
+        Ok(tests) if tests.is_empty() => Ok(None),
+        Ok(tests) => {
+            spec.tests = tests;
+            Ok(Some(spec))
+        }
+        Err(crate::cargo::CargoError::Interrupted(_)) => Err(interrupt::EXIT_INTERRUPTED),
+        Err(e) => {
+            eprintln!("harness: cannot list the tests of package {package}: {e}");
+            Err(EXIT_REFUSED)
+        }
+    }
+}
+
+/// The generated catalogs of `listed` (one per package, each with the tests of its
+/// package) run as batteries, one after another, and joined into one report of the
+/// mutants in their own terms. Returns the exit code.
+fn via_harness_batteries(
+    state: &Path,
+    args: &MutantsArgs,
+    base: &Catalog,
+    listed: &[crate::mutants::MutantInfo],
+    named: &[crate::mutants::NamedSite],
+    lock_note: String,
+) -> i32 {
+    use crate::mutants;
+    let out = base
+        .root
+        .join("target")
+        .join("harness")
+        .join("cargo-mutants");
+    let mut by_package: Vec<(String, Vec<(usize, &mutants::MutantInfo)>)> = Vec::new();
+    for (n, m) in listed.iter().enumerate() {
+        match by_package.iter_mut().find(|(p, _)| *p == m.package) {
+            Some((_, v)) => v.push((n, m)),
+            None => by_package.push((m.package.clone(), vec![(n, m)])),
+        }
+    }
+    let several = by_package.len() > 1 || by_package.iter().any(|(p, _)| *p != base.spec.package);
+    let packages = if several {
+        match CargoCmd::new(base).with_state_dir(state).metadata() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return EXIT_REFUSED;
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let mut paths = Vec::new();
+    for (package, mutants_of) in &by_package {
+        let spec = match package_spec(state, base, &packages, package) {
+            Ok(Some(s)) => s,
+            Ok(None) => {
+                eprintln!(
+                    "harness: package {package} has no tests: its {} generated mutants are left out (no test can catch them)",
+                    mutants_of.len()
+                );
+                continue;
+            }
+            Err(code) => return code,
+        };
+        let mut spec = spec;
+        spec.name = Some(if several {
+            format!("{}-generated-{package}", base.name)
+        } else {
+            format!("{}-generated", base.name)
+        });
+        let (spec, skipped) = mutants::generated_mutations(base, spec, mutants_of);
+        for s in &skipped {
+            eprintln!("harness: generated mutant left out: {s}");
+        }
+        if spec.mutations.is_empty() {
+            continue;
+        }
+        let name = spec.name.clone().unwrap_or_default();
+        let path = out.join(format!("{name}.toml"));
+        let text = match toml::to_string(&spec) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("harness: cannot write the generated catalog: {e}");
+                return EXIT_REFUSED;
+            }
+        };
+        if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
+            eprintln!("harness: {}: {e}", path.display());
+            return EXIT_REFUSED;
+        }
+        eprintln!(
+            "harness: {} generated mutants of package {package} as catalog {}",
+            spec.mutations.len(),
+            path.display()
+        );
+        paths.push(path);
+    }
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
         reports_root: args.reports.reports.clone(),
@@ -1047,31 +1199,34 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         jobs: 1,
         diff_scope: battery::DiffScope::default(),
     };
-    let progress = Progress::auto();
-    progress.line(&format!("battery {}", path.display()));
-    let res = battery::run_mode(&path, &opts, &progress, args.mode);
-    progress.finish();
-    drop(hold);
-    let run = match res {
-        Ok(r) => r,
-        Err(BatteryError::Catalog(e)) => {
-            report_catalog_error(&e);
-            return EXIT_REFUSED;
+    let mut runs = Vec::new();
+    for path in &paths {
+        let progress = Progress::auto();
+        progress.line(&format!("battery {}", path.display()));
+        let res = battery::run_mode(path, &opts, &progress, args.mode);
+        progress.finish();
+        let run = match res {
+            Ok(r) => r,
+            Err(BatteryError::Catalog(e)) => {
+                report_catalog_error(&e);
+                return EXIT_REFUSED;
+            }
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return EXIT_REFUSED;
+            }
+        };
+        let battery_code = ExitCode::of(run.report.exit_code);
+        if battery_code.stops() {
+            if let Some(f) = &run.report.refusal {
+                eprintln!("harness: {}: {}", f.kind, f.detail);
+            }
+            return battery_code.code();
         }
-        Err(e) => {
-            eprintln!("harness: {e}");
-            return EXIT_REFUSED;
-        }
-    };
-    let battery_code = ExitCode::of(run.report.exit_code);
-    if battery_code.stops() {
-        if let Some(f) = &run.report.refusal {
-            eprintln!("harness: {}: {}", f.kind, f.detail);
-        }
-        return battery_code.code();
+        runs.push(run);
     }
-    let report =
-        mutants::from_battery(&run.report, &listed, mutants::CARGO_MUTANTS_VERSION, &named);
+    let reports: Vec<&report::BatteryReport> = runs.iter().map(|r| &r.report).collect();
+    let report = mutants::from_battery(&reports, listed, mutants::CARGO_MUTANTS_VERSION, named);
     print!("{}", mutants::markdown(&report));
     let dir = args
         .reports
@@ -1080,7 +1235,11 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
         .unwrap_or_else(|| base.root.join("reports"))
         .join("mutants");
     let written = mutants::write_reports(&dir, &report);
-    for p in run.written.iter().chain(written.iter().flatten()) {
+    for p in runs
+        .iter()
+        .flat_map(|r| r.written.iter())
+        .chain(written.iter().flatten())
+    {
         println!("report: {}", p.display());
     }
     if let Err(e) = written {

@@ -205,6 +205,35 @@ pub fn is_terse_progress(t: &str) -> bool {
             .all(|b| matches!(b, b'.' | b'F' | b'i' | b'b'))
 }
 
+/// Whether `name` is a doc test's, as rustdoc names them: `FILE - ITEM (line N)`
+/// (`src/lib.rs - Either<L,R>::left (line 34)`; ITEM is empty for a crate's own docs:
+/// `src/lib.rs - (line 1)`). The test of a `--lib`, `--bin` or `--test` target is a path of
+/// identifiers joined by `::` and never holds a space.
+pub fn is_doc_test(name: &str) -> bool {
+    name.contains(" - ") && name.ends_with(')') && name.contains(" (line ")
+}
+
+/// The filter that selects doc test `name` when given to `cargo test --doc -- FILTER`:
+/// rustdoc splits its test arguments at whitespace (each piece is a substring filter of
+/// its own), so a doc test's whole name would select every doc test (its ` - ` piece
+/// matches them all). The filter is the name's ITEM part when it holds no whitespace, else
+/// its FILE part, else its longest whitespace-free piece: always a substring of `name`, so
+/// the tests it selects are a superset holding `name`.
+pub fn doc_test_filter(name: &str) -> &str {
+    if let Some((file, rest)) = name.split_once(" - ") {
+        let item = rest.rsplit_once(" (line ").map_or(rest, |(i, _)| i);
+        if !item.is_empty() && !item.contains(char::is_whitespace) {
+            return item;
+        }
+        if !file.is_empty() && !file.contains(char::is_whitespace) {
+            return file;
+        }
+    }
+    name.split_whitespace()
+        .max_by_key(|p| p.len())
+        .unwrap_or(name)
+}
+
 /// Test names from `--list` output (`NAME: test` lines, in order; benchmarks skipped).
 pub fn parse_list(stdout: &str) -> Vec<String> {
     stdout
@@ -296,6 +325,24 @@ impl From<Status> for crate::cargo::Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doc_test_names_and_their_filters() {
+        // Names as `cargo test --doc -- --list` prints them (rustdoc of Rust 1.95).
+        let item = "src/lib.rs - Either<L,R>::left (line 34)";
+        assert!(is_doc_test(item));
+        assert_eq!(doc_test_filter(item), "Either<L,R>::left");
+        let krate = "src/lib.rs - (line 1)";
+        assert!(is_doc_test(krate));
+        assert_eq!(doc_test_filter(krate), "src/lib.rs");
+        let spaced = "src/my lib.rs - Pair<A, B>::new (line 9)";
+        assert_eq!(doc_test_filter(spaced), "B>::new");
+        for n in [item, krate, spaced] {
+            assert!(n.contains(doc_test_filter(n)), "{n}");
+        }
+        assert!(!is_doc_test("tests::is_right_sees_the_right_side"));
+        assert!(!is_doc_test("left_and_right_are_told_apart"));
+    }
     use proptest::prelude::*;
 
     const SAMPLE: &str = "\nrunning 3 tests\ntest a::one ... ok\ntest a::two ... FAILED\ntest a::three - should panic ... ok\ntest a::four ... ignored, too slow\n\nfailures:\n\n---- a::two stdout ----\n\nthread 'a::two' panicked at tests/x.rs:3:5:\nassertion `left == right` failed\n  left: 1\n right: 2\nnote: run with `RUST_BACKTRACE=1`\n\n\nfailures:\n    a::two\n\ntest result: FAILED. 2 passed; 1 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s\n";

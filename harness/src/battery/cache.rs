@@ -294,8 +294,11 @@ mod tests {
             name: name.into(),
             dir: PathBuf::from("/ws").join(dir),
             test_targets: Vec::new(),
+            bins: Vec::new(),
             has_lib: true,
+            lib_doctest: true,
             features: Vec::new(),
+            feature_table: BTreeMap::new(),
             path_deps: deps.iter().map(|d| PathBuf::from("/ws").join(d)).collect(),
         }
     }

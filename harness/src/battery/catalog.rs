@@ -9,6 +9,8 @@
 //! workspace = ".."                # relative to the catalog file's directory
 //! package = "sample"
 //! test_targets = ["contract"]     # `cargo test --test NAME`; `lib_tests = true` adds `--lib`
+//! bin_targets = []                # `cargo test --bin NAME`: a binary's unit tests
+//! doc_tests = false               # `cargo test --doc`: the library's doc tests
 //! select = "contract::"           # libtest filter (substring) the listed tests come from
 //! tests = ["contract::adds_two_numbers"]
 //! timeout_factor = 5.0            # test timeout = max(floor, factor x slowest baseline run)
@@ -55,6 +57,14 @@ pub struct CatalogSpec {
     /// Whether the library's unit tests (`cargo test --lib`) are part of the run.
     #[serde(default)]
     pub lib_tests: bool,
+    /// Binary targets whose unit tests are part of the run (`cargo test --bin NAME`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bin_targets: Vec<String>,
+    /// Whether the library's doc tests are part of the run (`cargo test --doc`, which cargo
+    /// runs as an invocation of its own). Their names are rustdoc's, as `--list` prints
+    /// them: `src/lib.rs - Either::is_left (line 120)`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub doc_tests: bool,
     /// Cargo features enabled for the build (`--features`).
     #[serde(default)]
     pub features: Vec<String>,
@@ -80,6 +90,10 @@ pub struct CatalogSpec {
     /// The mutations, in run order.
     #[serde(rename = "mutation", default)]
     pub mutations: Vec<Mutation>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn default_timeout_factor() -> f64 {
@@ -235,8 +249,20 @@ impl Catalog {
     /// Reads, parses and statically validates the catalog at `path` (no files of the
     /// workspace are read except to resolve the workspace root).
     ///
-    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`].
+    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`]
+    /// (among them a catalog without any `[[mutation]]`).
     pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
+        Catalog::load_with(path, true)
+    }
+
+    /// Like [`Catalog::load`], for a catalog used only for its workspace, package, targets
+    /// and tests (`harness mutants --via-harness`, whose mutations are generated): it may
+    /// hold no `[[mutation]]`; the ones it holds are validated as usual.
+    pub fn load_base(path: &Path) -> Result<Catalog, CatalogError> {
+        Catalog::load_with(path, false)
+    }
+
+    fn load_with(path: &Path, need_mutations: bool) -> Result<Catalog, CatalogError> {
         let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
             path: path.to_path_buf(),
             source,
@@ -286,7 +312,7 @@ impl Catalog {
             Some(t) => root.join(t),
             None => root.join("target").join("harness").join(&name),
         };
-        validate_static(&spec, path)?;
+        validate_static(&spec, path, need_mutations)?;
         Ok(Catalog {
             path: path.to_path_buf(),
             name,
@@ -519,7 +545,11 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
-fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
+fn validate_static(
+    spec: &CatalogSpec,
+    path: &Path,
+    need_mutations: bool,
+) -> Result<(), CatalogError> {
     let invalid = |field: &str, reason: String| CatalogError::Invalid {
         path: path.to_path_buf(),
         field: field.to_string(),
@@ -528,10 +558,14 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
     if spec.package.is_empty() {
         return Err(invalid("package", "must not be empty".into()));
     }
-    if spec.test_targets.is_empty() && !spec.lib_tests {
+    if spec.test_targets.is_empty()
+        && !spec.lib_tests
+        && spec.bin_targets.is_empty()
+        && !spec.doc_tests
+    {
         return Err(invalid(
             "test_targets",
-            "name at least one test target or set lib_tests = true".into(),
+            "name at least one test target or binary target (bin_targets), or set lib_tests = true or doc_tests = true".into(),
         ));
     }
     if !(spec.timeout_factor.is_finite() && spec.timeout_factor >= 1.0) {
@@ -567,7 +601,7 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
             ));
         }
     }
-    if spec.mutations.is_empty() {
+    if need_mutations && spec.mutations.is_empty() {
         return Err(invalid("mutation", "the catalog has no mutations".into()));
     }
     let mut ids = BTreeMap::new();

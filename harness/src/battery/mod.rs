@@ -11,6 +11,7 @@ pub mod cache;
 pub mod catalog;
 pub mod diagnostics;
 pub mod diffscope;
+pub mod gates;
 pub mod html;
 pub mod inert;
 pub mod lints;
@@ -435,6 +436,8 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
             package: catalog.spec.package.clone(),
             test_targets: catalog.spec.test_targets.clone(),
             lib_tests: catalog.spec.lib_tests,
+            bin_targets: catalog.spec.bin_targets.clone(),
+            doc_tests: catalog.spec.doc_tests,
             select: catalog.spec.select.clone(),
             tests: catalog.spec.tests.clone(),
         },

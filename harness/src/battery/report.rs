@@ -105,6 +105,12 @@ pub struct CatalogInfo {
     pub test_targets: Vec<String>,
     /// Whether `--lib` tests are included.
     pub lib_tests: bool,
+    /// Binary targets whose unit tests are included (`--bin`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bin_targets: Vec<String>,
+    /// Whether the library's doc tests are included (`--doc`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub doc_tests: bool,
     /// Selection pattern.
     pub select: String,
     /// The listed tests.
@@ -236,6 +242,9 @@ pub struct Summary {
     /// TESTS_MISSING.
     #[serde(default)]
     pub tests_missing: usize,
+    /// NOT_COMPILED.
+    #[serde(default)]
+    pub not_compiled: usize,
     /// MET.
     pub met: usize,
     /// UNMET.
@@ -260,6 +269,7 @@ impl Summary {
                 Verdict::Timeout => s.timeout += 1,
                 Verdict::Crashed => s.crashed += 1,
                 Verdict::TestsMissing => s.tests_missing += 1,
+                Verdict::NotCompiled => s.not_compiled += 1,
             }
             match m.expectation {
                 Expectation::Met => s.met += 1,
@@ -336,6 +346,9 @@ fn headline(r: &BatteryReport) -> String {
             }
             if s.tests_missing > 0 {
                 rare.push_str(&format!(", {} tests missing", s.tests_missing));
+            }
+            if s.not_compiled > 0 {
+                rare.push_str(&format!(", {} not compiled", s.not_compiled));
             }
             format!(
                 "{} mutations: {} killed, {} survived, {} unviable, {} timeout{rare}; {} met, {} unmet; {}",
@@ -592,6 +605,7 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
             Verdict::Timeout => "Timeout",
             Verdict::Crashed => "RuntimeError",
             Verdict::TestsMissing => "NoCoverage",
+            Verdict::NotCompiled => "Ignored",
         };
         let reason = match (&m.compiler_error, m.reasons.is_empty()) {
             (Some(e), _) => e.clone(),

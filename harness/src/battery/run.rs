@@ -84,6 +84,12 @@ pub(crate) enum Built {
         /// Wall seconds of the build.
         seconds: f64,
     },
+    /// The mutated file is not compiled under the catalog's features ([`not_compiled`]):
+    /// nothing built, no test run.
+    NotCompiled {
+        /// Which gate keeps it out, and the features enabled.
+        why: String,
+    },
     /// Does not compile.
     Unviable {
         /// The compiler's first error (rendered at its place in the mutated file).
@@ -206,6 +212,14 @@ pub(crate) struct Run<'a> {
     pub overheads: Vec<f64>,
     /// `--incremental`: the cache, each selected mutation's evidence, what is reused.
     pub reuse: Option<Reuse>,
+    /// The user's tree had no `Cargo.lock` at its root when the run started.
+    lock_absent: bool,
+    /// The `Cargo.lock` the run's own cargo created in the user's tree (the content hash
+    /// it had when first seen), removed when the run ends ([`Run::remove_run_lock`]).
+    run_lock: Option<String>,
+    /// Selected mutations whose file the baseline build does not compile under the
+    /// catalog's features ([`not_compiled`]), by index into the catalog, with why.
+    not_compiled: BTreeMap<usize, String>,
 }
 
 /// The state of `--incremental` in one run.
@@ -239,13 +253,24 @@ impl<'a> Run<'a> {
             results: BTreeMap::new(),
             overheads: Vec::new(),
             reuse: None,
+            lock_absent: false,
+            run_lock: None,
+            not_compiled: BTreeMap::new(),
         }
     }
 
     /// Runs every phase of [`PHASES`] in order; the first refusal or interruption ends it.
     /// A signal is looked for between phases as well as inside them, so that one arriving
     /// at any point ends the run as interrupted.
+    /// However it ends, the `Cargo.lock` the run's cargo created is removed first
+    /// ([`Run::remove_run_lock`]).
     pub fn go(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
+        let res = self.phases(mode);
+        let removed = self.remove_run_lock();
+        res.and(removed)
+    }
+
+    fn phases(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         for phase in PHASES {
             interrupted()?;
             match phase {
@@ -269,6 +294,7 @@ impl<'a> Run<'a> {
     fn opening(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
         self.sh.progress.phase("fingerprinting the tree");
+        self.lock_absent = std::fs::symlink_metadata(c.root.join("Cargo.lock")).is_err();
         let start = workspace::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
         let only = self.sh.opts.only.as_ref();
@@ -301,14 +327,7 @@ impl<'a> Run<'a> {
     fn baseline_build(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
         let packages = mode.metadata()?;
-        PackageMeta::check_targets(
-            &packages,
-            &c.spec.package,
-            &c.spec.test_targets,
-            c.spec.lib_tests,
-            &c.spec.features,
-        )
-        .map_err(|e| {
+        PackageMeta::check_targets(&packages, &c.spec).map_err(|e| {
             refuse(
                 RefusalKind::CatalogDrift,
                 format!("{}: {e}", c.path.display()),
@@ -319,7 +338,9 @@ impl<'a> Run<'a> {
         }
         let to_run = self.to_run();
         let selected: Vec<&PreparedMutation> = to_run.iter().map(|&k| &self.prepared[k]).collect();
-        let build = mode.build_baseline(&self.sh, packages, &selected)?;
+        let build = mode.build_baseline(&self.sh, packages.clone(), &selected);
+        self.claim_run_lock()?;
+        let build = build?;
         if !build.success {
             return Err(refuse(
                 RefusalKind::BaselineRed,
@@ -328,6 +349,15 @@ impl<'a> Run<'a> {
                     build.first_error.clone().unwrap_or_default()
                 ),
             ));
+        }
+        let root = mode.root().to_path_buf();
+        for &k in &to_run {
+            let pm = &self.prepared[k];
+            if let Some(why) =
+                not_compiled(&build, &packages, &root, &root.join(&pm.rel_path), &c.spec)
+            {
+                self.not_compiled.insert(pm.index, why);
+            }
         }
         self.build = Some(build);
         Ok(())
@@ -511,10 +541,31 @@ impl<'a> Run<'a> {
     /// [`concurrent_block`], up to `--jobs` of them at once, the others one at a time.
     fn mutations(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
-        let to_run = self.to_run();
+        let (shut, to_run): (Vec<usize>, Vec<usize>) = self
+            .to_run()
+            .into_iter()
+            .partition(|&k| self.not_compiled.contains_key(&self.prepared[k].index));
+        let total = shut.len() + to_run.len();
+        self.sh.progress.set_total(total);
+        // Not compiled under the catalog's features: judged without building or running.
+        for (j, &k) in shut.iter().enumerate() {
+            let pm = &self.prepared[k];
+            let m = &c.spec.mutations[pm.index];
+            let mu = Mutant {
+                m,
+                pm,
+                tag: format!("[{}/{total}] {}", j + 1, m.id),
+            };
+            let why = self.not_compiled[&pm.index].clone();
+            let ran = Ran {
+                built: Built::NotCompiled { why },
+                run: None,
+                created: Vec::new(),
+            };
+            judged(&self.sh, self.reuse.as_ref(), &mut self.results, &mu, ran)?;
+        }
         let selected: Vec<&PreparedMutation> = to_run.iter().map(|&k| &self.prepared[k]).collect();
         let n = selected.len();
-        self.sh.progress.set_total(n);
         let order = mode.order(&selected);
         let mut ran_again_alone = Vec::new();
         let mut k = 0;
@@ -561,8 +612,60 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// A workspace without a `Cargo.lock` (the norm for a library) gets one from the first
+    /// cargo command that resolves its dependencies: in rebuild mode, the baseline build in
+    /// the user's tree. A lock absent at the start and present after the baseline build
+    /// was written by the run's own cargo: it is the run's, recorded here with its content
+    /// hash, and removed when the run ends. A lock present at the start is the user's and
+    /// is never touched.
+    fn claim_run_lock(&mut self) -> Result<(), Stop> {
+        let path = self.sh.catalog.root.join("Cargo.lock");
+        if !self.lock_absent || self.run_lock.is_some() {
+            return Ok(());
+        }
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                self.run_lock = Some(workspace::sha256_hex(&bytes));
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(refuse(
+                RefusalKind::HarnessFault,
+                format!("{}: cannot read: {e}", path.display()),
+            )),
+        }
+    }
+
+    /// Removes the `Cargo.lock` the run's cargo created ([`Run::claim_run_lock`]), so the
+    /// user's tree is left without one, as it was found. A lock whose content changed since
+    /// (someone else wrote it) is kept, and the closing fingerprint names it.
+    fn remove_run_lock(&mut self) -> Result<(), Stop> {
+        let Some(hash) = self.run_lock.take() else {
+            return Ok(());
+        };
+        let path = self.sh.catalog.root.join("Cargo.lock");
+        let same = std::fs::read(&path).is_ok_and(|b| workspace::sha256_hex(&b) == hash);
+        if !same {
+            return Ok(());
+        }
+        std::fs::remove_file(&path).map_err(|e| {
+            refuse(
+                RefusalKind::HarnessFault,
+                format!(
+                    "{}: cannot remove the Cargo.lock the run's cargo created: {e}",
+                    path.display()
+                ),
+            )
+        })?;
+        self.sh
+            .progress
+            .line("removed the Cargo.lock the run's cargo created (the tree had none)");
+        Ok(())
+    }
+
     fn closing(&mut self) -> Result<(), Stop> {
         let c = self.sh.catalog;
+        self.remove_run_lock()?;
         self.sh.progress.phase("final fingerprint");
         let end = workspace::scan(&c.root, &self.sh.exclude)?;
         let start = self.start.as_ref().expect("the opening phase ran");
@@ -932,6 +1035,9 @@ fn concurrent_block(
 }
 
 fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
+    if let Built::NotCompiled { why } = &ran.built {
+        return Observation::NotCompiled(why);
+    }
     match &ran.run {
         None => Observation::Unviable,
         Some(r) => Observation::Ran {
@@ -963,7 +1069,7 @@ fn mutation_report(
 ) -> (MutationReport, Option<BTreeMap<String, Outcome>>) {
     let j = verdict::judge(m, &observation(ran));
     let (compiler_error, build_seconds) = match &ran.built {
-        Built::Switched => (None, 0.0),
+        Built::Switched | Built::NotCompiled { .. } => (None, 0.0),
         Built::Rebuilt { seconds } => (None, *seconds),
         Built::Unviable { error, seconds } => (Some(error.clone()), *seconds),
     };
@@ -1132,6 +1238,67 @@ pub(crate) fn stale_detail(
         why.push_str(&format!(" (no dep-info found for: {})", unread.join(", ")));
     }
     Some(why)
+}
+
+/// Why the mutated `file` (absolute, in the tree built at `root`) is not compiled under
+/// the catalog's features, or `None`: `file` must be among the sources (rustc's dep-info)
+/// of none of its owning package's artifacts in the successful `build` (build scripts
+/// aside; every one of them with a dep-info file, so the absence is proven), and a
+/// `cfg(feature = ...)` on its way from a crate root ([`super::gates::feature_gate`]) must
+/// not let it in with the features the catalog enables in that package (its `features`
+/// and, unless `no_default_features`, the defaults). Any other file missing from the
+/// build (one no `mod` declares) is not this: it goes on to STALE-BUILD.
+pub(crate) fn not_compiled(
+    build: &Build,
+    packages: &[PackageMeta],
+    root: &Path,
+    file: &Path,
+    spec: &crate::catalog::CatalogSpec,
+) -> Option<String> {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let want = canon(file);
+    let owner = owning_package(packages, &want)?;
+    let of_owner: Vec<&crate::cargo::Artifact> = build
+        .artifacts
+        .iter()
+        .filter(|a| a.package_id == owner.id && !a.kind.iter().any(|k| k == "custom-build"))
+        .collect();
+    if of_owner.is_empty() {
+        return None;
+    }
+    for a in &of_owner {
+        match a.sources(root) {
+            Some(srcs) if srcs.iter().any(|s| canon(s) == want) => return None,
+            Some(_) => {}
+            None => return None,
+        }
+    }
+    let gates = super::gates::feature_gate(&canon(&owner.dir), &want);
+    let (features, no_default): (&[String], bool) = if owner.name == spec.package {
+        (&spec.features, spec.no_default_features)
+    } else {
+        (&[], false)
+    };
+    let on = super::gates::enabled_features(&owner.feature_table, features, no_default);
+    let shut: Vec<String> = gates
+        .iter()
+        .filter(|g| g.enabled(&on) == Some(false))
+        .map(|g| g.describe(&canon(root)))
+        .collect();
+    if shut.is_empty() {
+        return None;
+    }
+    let on_list = if on.is_empty() {
+        "none".to_string()
+    } else {
+        on.iter().cloned().collect::<Vec<_>>().join(", ")
+    };
+    Some(format!(
+        "{} is compiled into no target of package {} (rustc's dep-info), kept out by {} (features enabled: {on_list})",
+        file.strip_prefix(root).unwrap_or(file).display(),
+        owner.name,
+        shut.join(", ")
+    ))
 }
 
 /// The progress line naming the files a mutant's test run created (removed by the harness).

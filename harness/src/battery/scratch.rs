@@ -152,7 +152,7 @@ impl Members {
         for p in packages {
             m.packages.insert(p.name.clone());
             m.crates.insert(p.name.replace('-', "_"));
-            for t in &p.test_targets {
+            for t in p.test_targets.iter().chain(&p.bins) {
                 m.crates.insert(t.replace('-', "_"));
             }
         }

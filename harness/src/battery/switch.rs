@@ -61,7 +61,9 @@ use crate::workspace::TreeScan;
 
 use super::parallel;
 use super::refusal::{RefusalKind, Stop, io_fault, refuse};
-use super::run::{Built, ModeRun, Mutant, Shared, owning_package, rebuilt, stale_detail};
+use super::run::{
+    Built, ModeRun, Mutant, Shared, not_compiled, owning_package, rebuilt, stale_detail,
+};
 use super::{BatteryError, Options, failure_summary};
 
 /// The environment variable that selects the mutant in a switched build: a mutation id,
@@ -441,6 +443,10 @@ pub(crate) struct Switch {
     unviable: BTreeMap<usize, String>,
     /// Original bytes of every scratch file that has held switched code.
     originals: BTreeMap<PathBuf, Vec<u8>>,
+    /// The doc tests' lines in the switched files mapped back to the user's
+    /// ([`crate::cargo::DocLines`]): the switch adds lines, and a doc test's name holds its
+    /// line.
+    doc_lines: std::sync::Arc<crate::cargo::DocLines>,
     /// Whether the scratch copy holds the original sources again (no switched code).
     restored: bool,
     /// The scratch file a fallback mutation is written to, and its original bytes.
@@ -463,36 +469,6 @@ fn remove_switched(switched: &mut SwitchedSet, i: usize) {
         fns.retain(|_, v| !v.is_empty());
     }
     switched.retain(|_, v| !v.is_empty());
-}
-
-/// `cargo HEAD... --manifest-path M -p P --target-dir T [--lib] [--test X]... [features]`:
-/// the package and targets of catalog `c`, as [`CargoCmd`] passes them to `cargo test`
-/// (the same targets and features, so the test runs find the build fresh).
-fn cargo_args(c: &Catalog, head: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = head.iter().map(|s| s.to_string()).collect();
-    args.extend([
-        "--manifest-path".into(),
-        c.root.join("Cargo.toml").display().to_string(),
-        "-p".into(),
-        c.spec.package.clone(),
-        "--target-dir".into(),
-        c.target_dir.display().to_string(),
-    ]);
-    if c.spec.lib_tests {
-        args.push("--lib".into());
-    }
-    for t in &c.spec.test_targets {
-        args.push("--test".into());
-        args.push(t.clone());
-    }
-    if !c.spec.features.is_empty() {
-        args.push("--features".into());
-        args.push(c.spec.features.join(","));
-    }
-    if c.spec.no_default_features {
-        args.push("--no-default-features".into());
-    }
-    args
 }
 
 /// A build of the switched scratch copy, with rustc's errors located.
@@ -615,6 +591,7 @@ impl Switch {
             switched: BTreeMap::new(),
             unviable: BTreeMap::new(),
             originals: BTreeMap::new(),
+            doc_lines: std::sync::Arc::new(crate::cargo::DocLines::new()),
             restored: true,
             fallback: None,
         }
@@ -625,7 +602,40 @@ impl Switch {
         if let Some(id) = mutant {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
-        CargoCmd::new(&c).with_state_dir(&self.state)
+        CargoCmd::new(&c)
+            .with_state_dir(&self.state)
+            .with_doc_lines(self.doc_lines.clone())
+    }
+
+    /// [`Switch::doc_lines`] from the switched files now in the scratch copy: the k-th doc
+    /// comment fence of a switched file is the k-th of its original (the switch adds code,
+    /// never doc comments), keyed by the file's path relative to the workspace root and to
+    /// its package (rustdoc names it relative to the package).
+    fn map_doc_lines(&mut self) {
+        let root = self.scratch.root.clone();
+        let mut map = crate::cargo::DocLines::new();
+        for (file, original) in &self.originals {
+            let Ok(now) = std::fs::read_to_string(root.join(file)) else {
+                continue;
+            };
+            let was = crate::cargo::doc_fence_lines(&String::from_utf8_lossy(original));
+            let is = crate::cargo::doc_fence_lines(&now);
+            if was.len() != is.len() || was == is {
+                continue;
+            }
+            let lines: BTreeMap<usize, usize> = is.into_iter().zip(was).collect();
+            let abs = root.join(file);
+            let mut keys = vec![file.to_string_lossy().replace('\\', "/")];
+            if let Some(p) = owning_package(&self.packages, &abs)
+                && let Ok(rel) = abs.strip_prefix(p.dir.canonicalize().unwrap_or(p.dir.clone()))
+            {
+                keys.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+            for k in keys {
+                map.insert(k, lines.clone());
+            }
+        }
+        self.doc_lines = std::sync::Arc::new(map);
     }
 
     /// One run of the listed tests with `mutant` selected (`None`: the original code), with
@@ -651,50 +661,25 @@ impl Switch {
     /// `cargo check --profile test` of the catalog's package and targets in the scratch copy:
     /// `Ok(None)` when it compiles, `Ok(Some(first error))` when not.
     fn compile_check(&self) -> Result<Option<String>, Stop> {
-        let args = cargo_args(
-            &self.scratch,
-            &["check", "--profile", "test", "--message-format=json"],
-        );
-        let (out, _) = self.cargo(None).run_args(&args)?;
-        if out.status.success() {
+        let (ok, stdout, stderr) = self.cargo(None).check()?;
+        if ok {
             return Ok(None);
         }
-        let (_, first) = parse_build_messages(&String::from_utf8_lossy(&out.stdout));
-        Ok(Some(first.unwrap_or_else(|| {
-            String::from_utf8_lossy(&out.stderr).trim().to_string()
-        })))
+        let (_, first) = parse_build_messages(&stdout);
+        Ok(Some(first.unwrap_or_else(|| stderr.trim().to_string())))
     }
 
     /// Builds the test targets of the scratch copy (`cargo test --no-run`, the arguments
-    /// the test runs use) and locates rustc's errors.
+    /// the test runs use; for doc tests the library they link against) and locates rustc's
+    /// errors.
     fn switched_build(&self) -> Result<SwitchedBuild, Stop> {
-        let mut args = cargo_args(&self.scratch, &["test"]);
-        args.push("--no-run".into());
-        args.push("--message-format=json".into());
-        let (out, seconds) = self.cargo(None).run_args(&args)?;
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let (artifacts, first_error) = parse_build_messages(&stdout);
-        let success = out.status.success();
-        let first_error = (!success).then(|| {
-            first_error.unwrap_or_else(|| {
-                let err = String::from_utf8_lossy(&out.stderr);
-                let lines: Vec<&str> = err.lines().collect();
-                lines[lines.len().saturating_sub(20)..].join("\n")
-            })
-        });
-        Ok(SwitchedBuild {
-            build: crate::cargo::Build {
-                success,
-                artifacts,
-                first_error,
-                seconds,
-            },
-            errors: if success {
-                Vec::new()
-            } else {
-                diagnostics::compiler_errors(&stdout)
-            },
-        })
+        let (build, stdout) = self.cargo(None).build_output()?;
+        let errors = if build.success {
+            Vec::new()
+        } else {
+            diagnostics::compiler_errors(&stdout)
+        };
+        Ok(SwitchedBuild { build, errors })
     }
 
     /// The plan: which selected mutations go behind the switch, grouped per file and
@@ -1026,6 +1011,7 @@ impl ModeRun for Switch {
             self.check_alone(sh, &src)?;
         }
         let build = self.build_until_green(sh, &src, strict.is_some())?;
+        self.map_doc_lines();
         self.info.switched_build_seconds = build.seconds;
         self.info.plan = self.plan.values().cloned().collect();
         let fresh: BTreeSet<String> = build
@@ -1036,10 +1022,15 @@ impl ModeRun for Switch {
             .collect();
         self.info.fresh_packages = fresh.into_iter().collect();
         // Every switched file must be compiled into a target the tests run, as rebuild mode
-        // checks for each mutation (`check_rebuilt`).
+        // checks for each mutation (`check_rebuilt`); a file the catalog's features leave
+        // out is the run's to judge NOT_COMPILED (`run::not_compiled`), not a stale build.
         for (file, fns) in &self.switched {
             if !build.success {
                 break;
+            }
+            let abs = sroot.join(file);
+            if not_compiled(&build, &self.packages, &sroot, &abs, &self.scratch.spec).is_some() {
+                continue;
             }
             if let Some(why) = stale_detail(&build, &self.packages, &sroot, &sroot.join(file)) {
                 let ids: Vec<&str> = fns.values().flatten().map(|&i| self.id(i)).collect();

@@ -28,6 +28,10 @@ pub enum Verdict {
     /// mutation: every test binary ran to its summary without them (a test renamed away,
     /// a target compiled out). Nothing is killed.
     TestsMissing,
+    /// The mutated file is in no target the catalog's build compiles (rustc's dep-info)
+    /// and a `cfg(feature = ...)` the catalog's features do not enable keeps it out: no
+    /// test could see the mutation, so nothing ran.
+    NotCompiled,
 }
 
 impl fmt::Display for Verdict {
@@ -39,6 +43,7 @@ impl fmt::Display for Verdict {
             Verdict::Timeout => "TIMEOUT",
             Verdict::Crashed => "CRASHED",
             Verdict::TestsMissing => "TESTS_MISSING",
+            Verdict::NotCompiled => "NOT_COMPILED",
         })
     }
 }
@@ -75,6 +80,9 @@ pub fn is_kill(o: Outcome) -> bool {
 pub enum Observation<'a> {
     /// The build failed.
     Unviable,
+    /// The mutated file is not compiled under the catalog's features (the text says which
+    /// gate keeps it out); nothing was built or run.
+    NotCompiled(&'a str),
     /// The tests ran (possibly until the timeout).
     Ran {
         /// Outcome per listed test.
@@ -111,6 +119,16 @@ pub struct Judgement {
 pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
     let mut reasons = Vec::new();
     let (outcomes, messages, timed_out, died) = match obs {
+        Observation::NotCompiled(why) => {
+            return Judgement {
+                verdict: Verdict::NotCompiled,
+                expectation: Expectation::Unmet,
+                reasons: vec![format!(
+                    "not compiled under the catalog's features: {why}; no test ran (enable the feature in `features`, or move the mutation to a catalog that does)"
+                )],
+                other_killers: Vec::new(),
+            };
+        }
         Observation::Unviable => {
             return Judgement {
                 verdict: Verdict::Unviable,

@@ -311,9 +311,10 @@ pub struct GateOutcome {
 /// The must-run tests of a catalog: its listed tests, in its package; in its test target
 /// when it names exactly one and no library tests, else in any target of the package.
 pub fn must_run_of(c: &Catalog) -> Vec<MustRun> {
-    let target = match (c.spec.test_targets.as_slice(), c.spec.lib_tests) {
-        ([one], false) => Some(one.clone()),
-        ([], true) => Some("lib".to_string()),
+    let others = !c.spec.bin_targets.is_empty() || c.spec.doc_tests;
+    let target = match (c.spec.test_targets.as_slice(), c.spec.lib_tests, others) {
+        ([one], false, false) => Some(one.clone()),
+        ([], true, false) => Some("lib".to_string()),
         _ => None,
     };
     c.spec

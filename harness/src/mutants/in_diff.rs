@@ -159,7 +159,7 @@ pub fn run(
         out.exit_code = code.code();
         return Ok((out, written));
     }
-    let r = super::from_battery(&run.report, &listed, CARGO_MUTANTS_VERSION, &[]);
+    let r = super::from_battery(&[&run.report], &listed, CARGO_MUTANTS_VERSION, &[]);
     let mdir = reports_root.join(&name);
     written.extend(
         super::write_reports(&mdir, &r).map_err(|source| BatteryError::Reports {

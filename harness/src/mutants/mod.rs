@@ -234,6 +234,9 @@ pub enum Status {
     /// The harness's runner only: no test failed or died, but some listed tests do not
     /// exist under the mutant.
     TestsMissing,
+    /// The harness's runner only: the mutated file is not compiled under the features the
+    /// package is tested with (a `cfg(feature = ...)` keeps it out); nothing ran.
+    NotCompiled,
 }
 
 impl Status {
@@ -247,6 +250,7 @@ impl Status {
             Status::Unviable => "unviable",
             Status::Crashed => "crashed",
             Status::TestsMissing => "tests missing",
+            Status::NotCompiled => "not compiled",
         }
     }
 }
@@ -325,6 +329,9 @@ pub struct MutantsReport {
     /// Tests missing (harness runner only).
     #[serde(default)]
     pub tests_missing: usize,
+    /// Not compiled under the package's features (harness runner only).
+    #[serde(default)]
+    pub not_compiled: usize,
     /// Totals.
     pub caught: usize,
     /// Missed.
@@ -368,6 +375,7 @@ impl Accumulator {
                 unviable: 0,
                 crashed: 0,
                 tests_missing: 0,
+                not_compiled: 0,
                 baseline_seconds: BTreeMap::new(),
                 mutant_seconds: BTreeMap::new(),
                 mutants: Vec::new(),
@@ -397,6 +405,7 @@ impl Accumulator {
             Status::Unviable => report.unviable += 1,
             Status::Crashed => report.crashed += 1,
             Status::TestsMissing => report.tests_missing += 1,
+            Status::NotCompiled => report.not_compiled += 1,
         }
         let (fname, line, end_line) = match &m.function {
             Some(f) => (f.function_name.clone(), f.span.start.line, f.span.end.line),
@@ -423,7 +432,7 @@ impl Accumulator {
             Status::Missed => g.missed += 1,
             Status::Timeout => g.timeout += 1,
             Status::Unviable => g.unviable += 1,
-            Status::Crashed | Status::TestsMissing => g.other += 1,
+            Status::Crashed | Status::TestsMissing | Status::NotCompiled => g.other += 1,
         }
         report.mutants.push(GeneratedMutant {
             name: m.name.clone(),
@@ -468,28 +477,45 @@ impl Accumulator {
 /// failing tests), SURVIVED missed, UNVIABLE unviable, TIMEOUT timeout, CRASHED crashed,
 /// TESTS_MISSING tests missing. Mutants the run did not reach are left out. `version` is the
 /// cargo-mutants version that listed them; `named` as for [`import`].
+///
+/// `batteries` are the runs of one such catalog per package (the mutants of several
+/// packages are each tested with their own package's tests); their mutations keep the
+/// numbering of `listed`, and the report lists them in `listed` order.
 pub fn from_battery(
-    battery: &crate::report::BatteryReport,
+    batteries: &[&crate::report::BatteryReport],
     listed: &[MutantInfo],
     version: &str,
     named: &[NamedSite],
 ) -> MutantsReport {
     use crate::verdict::Verdict;
     let mut acc = Accumulator::new(version, "harness");
-    if let Some(b) = &battery.baseline {
-        acc.report
-            .baseline_seconds
-            .insert("build".into(), b.build_seconds);
-        acc.report
-            .baseline_seconds
-            .insert("test".into(), b.run_seconds.iter().sum());
+    for battery in batteries {
+        if let Some(b) = &battery.baseline {
+            *acc.report
+                .baseline_seconds
+                .entry("build".into())
+                .or_default() += b.build_seconds;
+            *acc.report
+                .baseline_seconds
+                .entry("test".into())
+                .or_default() += b.run_seconds.iter().sum::<f64>();
+        }
     }
-    for r in &battery.mutations {
-        let Some(m) =
-            r.id.strip_prefix("gen-")
-                .and_then(|n| n.parse::<usize>().ok())
-                .and_then(|n| listed.get(n.wrapping_sub(1)))
-        else {
+    let mut ran: Vec<(
+        usize,
+        &crate::report::BatteryReport,
+        &crate::report::MutationReport,
+    )> = batteries
+        .iter()
+        .flat_map(|b| b.mutations.iter().map(move |r| (b, r)))
+        .filter_map(|(b, r)| {
+            let n = r.id.strip_prefix("gen-")?.parse::<usize>().ok()?;
+            Some((n, *b, r))
+        })
+        .collect();
+    ran.sort_by_key(|(n, _, _)| *n);
+    for (n, battery, r) in ran {
+        let Some(m) = listed.get(n.wrapping_sub(1)) else {
             continue;
         };
         let status = match r.verdict {
@@ -499,6 +525,7 @@ pub fn from_battery(
             Verdict::Timeout => Status::Timeout,
             Verdict::Crashed => Status::Crashed,
             Verdict::TestsMissing => Status::TestsMissing,
+            Verdict::NotCompiled => Status::NotCompiled,
         };
         let diff = (status == Status::Missed).then(|| {
             let name = r.file.display().to_string();
@@ -567,7 +594,7 @@ pub type NamedSite = (String, usize, String);
 pub fn named_sites(catalogs: &[PathBuf]) -> Result<Vec<NamedSite>, MutantsError> {
     let mut out = Vec::new();
     for path in catalogs {
-        let c = Catalog::load(path)?;
+        let c = Catalog::load_base(path)?;
         for pm in c.prepare()? {
             let m = &c.spec.mutations[pm.index];
             out.push((
@@ -635,6 +662,9 @@ pub fn markdown(r: &MutantsReport) -> String {
     }
     if r.tests_missing > 0 {
         rare.push_str(&format!(", {} tests missing", r.tests_missing));
+    }
+    if r.not_compiled > 0 {
+        rare.push_str(&format!(", {} not compiled", r.not_compiled));
     }
     let mut s = format!(
         "{title}\n\n{} caught, {} missed, {} timeout, {} unviable{rare}; {} unguarded function(s)\n\n",
@@ -950,15 +980,29 @@ pub fn generated_catalog(
     base: &Catalog,
     mutants: &[MutantInfo],
 ) -> (crate::catalog::CatalogSpec, Vec<String>) {
+    let all: Vec<(usize, &MutantInfo)> = mutants.iter().enumerate().collect();
     let mut spec = base.spec.clone();
     spec.name = Some(format!("{}-generated", base.name));
+    generated_mutations(base, spec, &all)
+}
+
+/// `spec` (a catalog's run settings: package, targets, tests) with `base`'s workspace
+/// root and target directory and one mutation `gen-N` per generated mutant `(N - 1, m)`
+/// of `mutants` (the numbering of the whole `cargo mutants --list`, so that the mutants
+/// of several packages, run as one catalog each, keep their names). Returns the spec and
+/// the mutants that could not be expressed (with why).
+pub fn generated_mutations(
+    base: &Catalog,
+    mut spec: crate::catalog::CatalogSpec,
+    mutants: &[(usize, &MutantInfo)],
+) -> (crate::catalog::CatalogSpec, Vec<String>) {
     spec.workspace = base.root.clone();
     spec.target_dir = Some(base.target_dir.clone());
     spec.mutations = Vec::new();
     let mut skipped = Vec::new();
     type Parsed = Option<(String, Vec<crate::switch::FnBody>)>;
     let mut texts: BTreeMap<String, Parsed> = BTreeMap::new();
-    for (n, m) in mutants.iter().enumerate() {
+    for &(n, m) in mutants {
         let parsed = texts.entry(m.file.clone()).or_insert_with(|| {
             let text = std::fs::read_to_string(base.root.join(&m.file)).ok()?;
             let bodies =

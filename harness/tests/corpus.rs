@@ -1,0 +1,429 @@
+//! The harness on other people's workspaces: trees shaped as library crates are (doc tests,
+//! binaries, several packages, no Cargo.lock, a feature-gated file), from cargo-mutants' own
+//! testdata (fixtures/cargo-mutants/testdata, kept unchanged) and a generated workspace
+//! (fixtures/workspaces/doctests), in both modes; and `mutants --via-harness` against
+//! cargo-mutants itself, mutant by mutant.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::Sandbox;
+
+const MODES: [&str; 2] = ["rebuild", "switch"];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Copies `from` to `to`, naming every `Cargo_test.toml` `Cargo.toml`, as cargo-mutants'
+/// own tests do with their testdata trees (so that the trees are no Cargo packages inside
+/// cargo-mutants' repository).
+fn copy_testdata(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        let dst = if name == "Cargo_test.toml" {
+            to.join("Cargo.toml")
+        } else {
+            to.join(&name)
+        };
+        if e.file_type().unwrap().is_dir() {
+            copy_testdata(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A git-initialised copy of cargo-mutants' testdata tree `name`, with the catalog
+/// `fixtures/cargo-mutants/catalogs/<name>.toml` in its `mutations/` folder.
+fn testdata(name: &str) -> Sandbox {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    copy_testdata(
+        &repo().join("fixtures/cargo-mutants/testdata").join(name),
+        &ws,
+    );
+    git2::Repository::init(&ws).unwrap();
+    let catalog = ws.join("mutations").join(format!("{name}.toml"));
+    std::fs::create_dir_all(catalog.parent().unwrap()).unwrap();
+    std::fs::copy(
+        repo().join(format!("fixtures/cargo-mutants/catalogs/{name}.toml")),
+        &catalog,
+    )
+    .unwrap();
+    Sandbox {
+        state: dir.path().join("state"),
+        dir,
+        ws,
+        catalog,
+    }
+}
+
+/// Each mutation's id and verdict.
+fn verdicts(r: &serde_json::Value) -> BTreeMap<String, String> {
+    r["mutations"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no mutations in {r}"))
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().unwrap().to_string(),
+                m["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn owned(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// Case 4: a tree without Cargo.lock (the norm for a library) gets one from the run's own
+/// cargo; the run removes it at the end, so the tree is left as it was found, and the
+/// verdicts stand in both modes.
+#[test]
+fn a_tree_without_a_cargo_lock_is_left_without_one_in_both_modes() {
+    for mode in MODES {
+        let sb = Sandbox::of("doctests", "mutations/api.toml");
+        assert!(!sb.ws.join("Cargo.lock").exists());
+        let before = sb.tree();
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(0);
+        let r = sb.report_of("api");
+        assert_eq!(r["status"], "complete", "{mode}: {r}");
+        assert_eq!(
+            verdicts(&r),
+            owned(&[("is-right-sees-left", "KILLED")]),
+            "{mode}"
+        );
+        assert!(
+            !sb.ws.join("Cargo.lock").exists(),
+            "{mode}: the run's Cargo.lock was left behind"
+        );
+        assert_eq!(sb.tree(), before, "{mode}");
+    }
+}
+
+/// A Cargo.lock the user made is the user's: never removed, never rewritten.
+#[test]
+fn a_cargo_lock_the_user_made_is_never_touched() {
+    let sb = Sandbox::of("doctests", "mutations/api.toml");
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["generate-lockfile", "--offline", "--manifest-path"])
+        .arg(sb.ws.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let lock = std::fs::read(sb.ws.join("Cargo.lock")).unwrap();
+    for mode in MODES {
+        sb.battery(&["--mode", mode]).expect_code(0);
+        assert_eq!(
+            std::fs::read(sb.ws.join("Cargo.lock")).unwrap(),
+            lock,
+            "{mode}"
+        );
+    }
+}
+
+/// Case 1: doc tests are listed under rustdoc's names and run; a mutation only a doc test
+/// kills is KILLED by it, in both modes (switch mode: the doc tests link the switched
+/// library, and the switch variable reaches them).
+#[test]
+fn a_mutation_only_a_doc_test_kills_is_killed_in_both_modes() {
+    for mode in MODES {
+        let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(0);
+        let r = sb.report_of("doctests");
+        assert_eq!(
+            verdicts(&r),
+            owned(&[
+                ("is-left-sees-right", "KILLED"),
+                ("is-right-sees-left", "KILLED"),
+                ("left-drops-value", "KILLED"),
+            ]),
+            "{mode}"
+        );
+        let left = r["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == "left-drops-value")
+            .unwrap();
+        assert_eq!(left["expectation"], "MET", "{mode}: {left}");
+        let killers: Vec<&str> = left["failed_tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            killers,
+            ["src/lib.rs - Either<L,R>::left (line 34)"],
+            "{mode}"
+        );
+        // The other doc test ran and passed under it: a result, not a filtered-out name.
+        assert_eq!(
+            left["outcomes"]["src/lib.rs - Either<L,R>::is_left (line 18)"], "passed",
+            "{mode}"
+        );
+        assert_eq!(r["baseline"]["tests_in_targets"], 4, "{mode}");
+    }
+}
+
+/// Case 2: the unit tests of a `[[bin]]` are listed with `bin_targets` and kill the
+/// mutants of the binary, in both modes (cargo-mutants' testdata tree `factorial`, which
+/// has no Cargo.lock either).
+#[test]
+fn the_unit_tests_of_a_binary_kill_its_mutants_in_both_modes() {
+    for mode in MODES {
+        let sb = testdata("factorial");
+        let before = sb.tree();
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(0);
+        let r = sb.report_of("factorial");
+        assert_eq!(
+            verdicts(&r),
+            owned(&[("product-becomes-sum", "KILLED")]),
+            "{mode}"
+        );
+        assert_eq!(
+            r["catalog"]["bin_targets"],
+            serde_json::json!(["factorial"])
+        );
+        assert_eq!(sb.tree(), before, "{mode}");
+    }
+}
+
+/// A binary target the package does not have is CATALOG-DRIFT, naming the ones it has.
+#[test]
+fn a_missing_binary_target_is_drift_naming_the_real_ones() {
+    let sb = testdata("factorial");
+    let text = std::fs::read_to_string(&sb.catalog)
+        .unwrap()
+        .replace("bin_targets = [\"factorial\"]", "bin_targets = [\"fact\"]");
+    std::fs::write(&sb.catalog, text).unwrap();
+    sb.run(&["check", sb.catalog.to_str().unwrap()])
+        .expect_code(2)
+        .stderr_has("has no binary target \"fact\" (it has: factorial)");
+}
+
+/// Case 5: a mutation of a file compiled only under a feature the catalog does not enable
+/// is NOT_COMPILED (UNMET, exit 1) and the others get their verdicts, in both modes;
+/// `harness check` warns about it before anything is built.
+#[test]
+fn a_feature_gated_mutation_is_not_compiled_and_the_rest_get_verdicts() {
+    for mode in MODES {
+        let sb = Sandbox::of("doctests", "mutations/features.toml");
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(1);
+        let r = sb.report_of("features");
+        assert_eq!(r["status"], "complete", "{mode}: {r}");
+        assert_eq!(
+            verdicts(&r),
+            owned(&[
+                ("is-right-sees-left", "KILLED"),
+                ("triple-adds", "NOT_COMPILED"),
+            ]),
+            "{mode}"
+        );
+        let gated = r["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == "triple-adds")
+            .unwrap();
+        assert_eq!(gated["expectation"], "UNMET");
+        let why = gated["reasons"][0].as_str().unwrap();
+        assert!(
+            why.contains("`cfg(feature = \"extra\")` at src/lib.rs:3"),
+            "{mode}: {why}"
+        );
+        assert_eq!(r["summary"]["not_compiled"], 1, "{mode}");
+        let km = &r["kill_matrix"];
+        let col = km["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|m| m == "triple-adds")
+            .unwrap();
+        for row in km["cells"].as_array().unwrap() {
+            assert_eq!(row[col], "not_run", "{mode}: {km}");
+        }
+    }
+    let sb = Sandbox::of("doctests", "mutations/features.toml");
+    sb.run(&["check", sb.catalog.to_str().unwrap()])
+        .expect_code(0)
+        .stderr_has("mutation triple-adds: src/extra.rs is compiled only where `cfg(feature = \"extra\")` at src/lib.rs:3 holds");
+    // With the feature on, the gate is open: no warning, and the mutation is measured.
+    let text = std::fs::read_to_string(&sb.catalog)
+        .unwrap()
+        .replace("select = \"\"", "features = [\"extra\"]\nselect = \"\"");
+    std::fs::write(&sb.catalog, text).unwrap();
+    let run = sb.run(&["check", sb.catalog.to_str().unwrap()]);
+    run.expect_code(0);
+    assert!(!run.stderr.contains("NOT_COMPILED"), "{}", run.stderr);
+    sb.battery(&["--only", "triple-adds"]).expect_code(0);
+    assert_eq!(
+        verdicts(&sb.report_of("features")),
+        owned(&[("triple-adds", "SURVIVED")])
+    );
+}
+
+/// Whether the pinned cargo-mutants is installed. When it is not, the tests that run it
+/// say so and stop, unless `HARNESS_REQUIRE_CARGO_MUTANTS` is set (scripts/test sets it
+/// after `scripts/install-cargo-mutants`), in which case they fail.
+fn cargo_mutants_present(test: &str) -> bool {
+    let pin = std::fs::read_to_string(repo().join("scripts/install-cargo-mutants"))
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("pin=\"")?
+                .strip_suffix('"')
+                .map(str::to_string)
+        })
+        .expect("scripts/install-cargo-mutants pins a version");
+    let have = Command::new("cargo")
+        .args(["mutants", "--version"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if have == format!("cargo-mutants {pin}") {
+        return true;
+    }
+    let why = format!(
+        "{test}: cargo-mutants {pin} is not installed (found {have:?}); scripts/test installs it with scripts/install-cargo-mutants"
+    );
+    assert!(
+        std::env::var_os("HARNESS_REQUIRE_CARGO_MUTANTS").is_none(),
+        "{why}"
+    );
+    eprintln!("skipped: {why}");
+    false
+}
+
+/// cargo-mutants' own verdict per mutant name, from a run of it on a copy of `tree`.
+fn cargo_mutants_verdicts(tree: &Path, files: &[&str]) -> BTreeMap<String, String> {
+    let out = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("cargo");
+    cmd.args(["mutants", "--no-shuffle", "--timeout", "60", "--dir"])
+        .arg(tree)
+        .arg("--output")
+        .arg(out.path());
+    for f in files {
+        cmd.args(["--file", f]);
+    }
+    let o = cmd
+        .env("CI", "true")
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    // 0: all caught; 2: some missed; 3: some timed out.
+    assert!(
+        matches!(o.status.code(), Some(0 | 2 | 3)),
+        "cargo mutants failed: {o:?}"
+    );
+    let v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("mutants.out/outcomes.json")).unwrap(),
+    )
+    .unwrap();
+    v["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|o| {
+            let m = o["scenario"].get("Mutant")?;
+            let word = match o["summary"].as_str().unwrap() {
+                "CaughtMutant" => "CAUGHT",
+                "MissedMutant" => "MISSED",
+                "Unviable" => "UNVIABLE",
+                "Timeout" => "TIMEOUT",
+                other => panic!("unexpected summary {other}"),
+            };
+            Some((m["name"].as_str().unwrap().to_string(), word.to_string()))
+        })
+        .collect()
+}
+
+/// `harness mutants --via-harness` on `sb` in `mode`: each generated mutant's status.
+fn via_harness_verdicts(sb: &Sandbox, mode: &str, files: &[&str]) -> BTreeMap<String, String> {
+    let mut args = vec![
+        "mutants",
+        "--via-harness",
+        "--mode",
+        mode,
+        "--catalog",
+        sb.catalog.to_str().unwrap(),
+    ];
+    for f in files {
+        args.extend(["--file", f]);
+    }
+    let run = sb.run(&args);
+    assert!(
+        matches!(run.code, Some(0 | 1)),
+        "{mode}: stdout:\n{}\nstderr:\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/mutants/mutants.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r["runner"], "harness");
+    r["mutants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_string(),
+                m["status"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The issue's "done when": on cargo-mutants' testdata trees `factorial` (a binary with a
+/// unit test and an untested `main`), `workspace` (three packages, no root package) and
+/// `well_tested`'s `simple_fns.rs` (a function only a doc test tests), none with a
+/// Cargo.lock, `mutants --via-harness` agrees with cargo-mutants mutant by mutant, in
+/// both modes: each package's mutants are tested with its own package's tests (cases 3
+/// and 1), the base catalogs hold no mutation (case 6), and the trees are left without a
+/// Cargo.lock (case 4).
+#[test]
+fn via_harness_agrees_with_cargo_mutants_mutant_by_mutant() {
+    if !cargo_mutants_present("via_harness_agrees_with_cargo_mutants_mutant_by_mutant") {
+        return;
+    }
+    let trees: [(&str, &[&str]); 3] = [
+        ("factorial", &[]),
+        ("workspace", &[]),
+        ("well_tested", &["src/simple_fns.rs"]),
+    ];
+    for (tree, files) in trees {
+        let reference = testdata(tree);
+        std::fs::remove_dir_all(reference.ws.join("mutations")).unwrap();
+        let want = cargo_mutants_verdicts(&reference.ws, files);
+        assert!(want.len() >= 5, "{tree}: {want:?}");
+        for mode in MODES {
+            let sb = testdata(tree);
+            let before = sb.tree();
+            let got = via_harness_verdicts(&sb, mode, files);
+            assert_eq!(got, want, "{tree}, {mode}");
+            assert!(!sb.ws.join("Cargo.lock").exists(), "{tree}, {mode}");
+            let mut after = sb.tree();
+            after.retain(|p, _| !p.starts_with("reports"));
+            assert_eq!(after, before, "{tree}, {mode}");
+        }
+    }
+}
