@@ -105,7 +105,13 @@ fn answers(report: &BaseReport, job: usize) -> Vec<(String, Answer, Answer)> {
     report.jobs[job]
         .answers
         .iter()
-        .map(|a| (a.label.clone(), a.in_base.answer, a.in_merge.answer))
+        .map(|a| {
+            (
+                a.label.clone(),
+                a.in_base.as_ref().unwrap().answer,
+                a.in_tested.answer,
+            )
+        })
         .collect()
 }
 
@@ -192,7 +198,7 @@ fn stale_base_predates_a_fix_that_landed_before_the_job_ran() {
         "tag v1"
     );
     assert_eq!(
-        report.jobs[0].merge.as_deref(),
+        report.jobs[0].tested.as_deref(),
         Some(h.stale_merge.to_string().as_str())
     );
     assert_eq!(
@@ -322,13 +328,17 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
     );
     let a = &report.jobs[0].answers[0];
     assert_eq!(
-        (a.in_base.answer, a.in_merge.answer),
+        (a.in_base.as_ref().unwrap().answer, a.in_tested.answer),
         (Answer::Unknown, Answer::Unknown)
     );
     assert!(
-        a.in_base.reason.contains("missing object"),
+        a.in_base
+            .as_ref()
+            .unwrap()
+            .reason
+            .contains("missing object"),
         "{}",
-        a.in_base.reason
+        a.in_base.as_ref().unwrap().reason
     );
     assert_eq!(report.exit_code, 2);
     // --merge names the commit instead.
@@ -359,7 +369,7 @@ fn log_without_checkout_line_exits_2() {
     );
     assert_eq!(report.jobs.len(), 1);
     assert!(report.jobs[0].notes[0].contains("no checkout line"));
-    assert_eq!(report.jobs[0].answers[0].in_base.answer, Answer::Unknown);
+    assert_eq!(report.jobs[0].answers[0].in_tested.answer, Answer::Unknown);
     assert_eq!(report.exit_code, 2);
     // Even with no commit asked about.
     assert_eq!(
@@ -404,18 +414,33 @@ fn abbreviation_shared_by_two_commits_is_unknown() {
         "job.log",
     );
     let amb = &report.jobs[0].answers[0];
-    assert_eq!(amb.in_base.answer, Answer::Unknown);
+    assert_eq!(amb.in_base.as_ref().unwrap().answer, Answer::Unknown);
     assert!(
         amb.in_base
+            .as_ref()
+            .unwrap()
             .reason
             .starts_with(&format!("ambiguous abbreviation: {prefix}"))
-            && amb.in_base.reason.contains(&a.to_string()[..12])
-            && amb.in_base.reason.contains(&b.to_string()[..12]),
+            && amb
+                .in_base
+                .as_ref()
+                .unwrap()
+                .reason
+                .contains(&a.to_string()[..12])
+            && amb
+                .in_base
+                .as_ref()
+                .unwrap()
+                .reason
+                .contains(&b.to_string()[..12]),
         "{}",
-        amb.in_base.reason
+        amb.in_base.as_ref().unwrap().reason
     );
     // The longer abbreviation of one of them is answered.
-    assert_eq!(report.jobs[0].answers[1].in_base.answer, Answer::Yes);
+    assert_eq!(
+        report.jobs[0].answers[1].in_base.as_ref().unwrap().answer,
+        Answer::Yes
+    );
     assert_eq!(report.exit_code, 2);
 }
 
@@ -485,7 +510,13 @@ fn shallow_clone_answers_unknown_not_no() {
     let got: Vec<(String, Answer, String)> = report.jobs[0]
         .answers
         .iter()
-        .map(|a| (a.label.clone(), a.in_base.answer, a.in_base.reason.clone()))
+        .map(|a| {
+            (
+                a.label.clone(),
+                a.in_base.as_ref().unwrap().answer,
+                a.in_base.as_ref().unwrap().reason.clone(),
+            )
+        })
         .collect();
     assert_eq!(got[0].1, Answer::Yes, "{got:?}");
     // Cut away by the shallow clone: the object is missing.
@@ -569,7 +600,7 @@ fn cli_exit_codes_and_formats() {
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["schema"], "harness.base-check/2");
+    assert_eq!(v["schema"], "harness.base-check/3");
     assert_eq!(v["jobs"][0]["answers"][0]["in_base"]["answer"], "no");
     let (code, _, _) = harness(&[
         "base-check",

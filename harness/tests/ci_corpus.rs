@@ -360,3 +360,35 @@ fn case_5_lane_audit_exits_2_on_a_quiet_log_and_on_a_required_lane_without_log()
     assert_eq!(run(&[q]), Some(2));
     assert_eq!(run(&[full]), Some(2));
 }
+
+#[test]
+fn must_run_list_names_doc_tests_and_the_audit_finds_them() {
+    // Doc test names as cargo test printed them in the captured runs (spaces, `(line N)`),
+    // with and without the package, and one copied from a result line with its test mode.
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("must-run.txt");
+    std::fs::write(
+        &list,
+        "acme-codec::doc acme-codec/src/codec.rs - add (line 5)\n\
+         acme-codec/src/codec.rs - add (line 9) - compile fail\n\
+         acme-util acme-util/src/lib.rs - double (line 5)\n\
+         acme-codec tests::adds\n",
+    )
+    .unwrap();
+    let tests = audit::load_must_run(&list).unwrap();
+    assert_eq!(tests.len(), 4);
+    let verdicts = |log: &str| -> Vec<(String, Verdict)> {
+        audit_one(parse(log), &tests)
+            .tests
+            .iter()
+            .map(|t| (t.test.clone(), t.verdict))
+            .collect()
+    };
+    let green = verdicts("corpus-cargo.log");
+    assert!(green.iter().all(|(_, v)| *v == Verdict::Ok), "{green:?}");
+    // CORPUS_BREAK=1: the doc test of `codec::add` at line 5 fails, the others still pass.
+    let broken = verdicts("corpus-cargo-break.log");
+    assert_eq!(broken[0].1, Verdict::Failed, "{broken:?}");
+    assert_eq!(broken[1].1, Verdict::Ok, "{broken:?}");
+    assert_eq!(broken[2].1, Verdict::Ok, "{broken:?}");
+}

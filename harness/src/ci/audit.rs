@@ -199,8 +199,19 @@ impl std::fmt::Display for MustRun {
 }
 
 /// Read the must-run tests: a battery catalog when the file name ends in `.toml`, else a
-/// list with one test per line (`package::target path`, nextest's display form, or a
-/// bare `path` for any target; `#` comments and blank lines skipped).
+/// list with one test per line (`#` comments and blank lines skipped), each line one of:
+///
+/// - `PATH`: a test of any package and target (`admission::refuses_over_budget`);
+/// - `PACKAGE::TARGET PATH` (nextest's display form; `PACKAGE PATH` for its lib target):
+///   the first space ends the binary id, the rest is the test's path;
+/// - `FILE - ITEM (line N)`: a doc test of any package, named as libtest prints it
+///   (`src/lib.rs - f (line 3)`; target `doc`);
+/// - `PACKAGE[::doc] FILE - ITEM (line N)`: a doc test of one package (a bare package
+///   means its `doc` target; any other target is an error).
+///
+/// Only a doc test's name may hold spaces (a bare doc test's FILE may not: give its
+/// package then); a test mode printed after a name (` - should panic`, ` - compile fail`,
+/// ` - compile`) is dropped, as `--list` and `--exact` spell names without it.
 ///
 /// A catalog is read loosely as TOML: its `tests` array (strings, or tables with a
 /// `path`, `name` or `id` string) at the top level or in one top-level table, with
@@ -229,6 +240,82 @@ pub fn load_must_run(path: &Path) -> Result<Vec<MustRun>, AuditError> {
     Ok(tests)
 }
 
+/// Whether `name` has the shape of a doc test's name as libtest prints it:
+/// `FILE - ITEM (line N)` (rustdoc's naming, e.g. `src/lib.rs - f (line 3)`).
+pub fn is_doc_test_name(name: &str) -> bool {
+    let Some((file, rest)) = name.split_once(" - ") else {
+        return false;
+    };
+    let Some(line) = rest
+        .strip_suffix(')')
+        .and_then(|r| r.rsplit_once(" (line "))
+        .map(|(_, n)| n)
+    else {
+        return false;
+    };
+    !file.trim().is_empty()
+        && !line.is_empty()
+        && line.bytes().all(|b| b.is_ascii_digit())
+        && !rest.starts_with('(')
+}
+
+/// One line of a must-run list (see [`load_must_run`] for the format).
+fn must_run_line(line: &str) -> Result<MustRun, String> {
+    // A result line's test mode (` - should panic`, ` - compile fail`) is not part of the name.
+    let (line, _mode) = crate::libtest::test_name(line);
+    let Some((first, rest)) = line.split_once(char::is_whitespace) else {
+        return Ok(MustRun {
+            package: None,
+            target: None,
+            path: line.to_string(),
+        });
+    };
+    let rest = rest.trim_start();
+    // `FILE - ITEM (line N)` alone: a doc test of any package.
+    if rest.starts_with("- ") {
+        if !is_doc_test_name(line) {
+            return Err(format!(
+                "{line:?} is neither `PACKAGE::TARGET PATH`, `PATH` nor a doc test `FILE - ITEM (line N)`"
+            ));
+        }
+        return Ok(MustRun {
+            package: None,
+            target: Some("doc".to_string()),
+            path: line.to_string(),
+        });
+    }
+    let (package, target) = testlog::split_binary_id(first);
+    if is_doc_test_name(rest) {
+        // A doc test runs in its package's `doc` target; a bare package means that one.
+        let target = if first.contains("::") {
+            target
+        } else {
+            "doc".to_string()
+        };
+        if target != "doc" && target != "*" {
+            return Err(format!(
+                "{line:?}: a doc test runs in target `doc`, not `{target}`: write `{package}::doc {rest}`"
+            ));
+        }
+        return Ok(MustRun {
+            package: Some(package),
+            target: Some(target),
+            path: rest.to_string(),
+        });
+    }
+    if rest.contains(char::is_whitespace) {
+        return Err(format!(
+            "{line:?} is neither `PACKAGE::TARGET PATH`, `PATH` nor a doc test `FILE - ITEM (line N)`: \
+             only a doc test's name holds spaces"
+        ));
+    }
+    Ok(MustRun {
+        package: Some(package),
+        target: Some(target),
+        path: rest.to_string(),
+    })
+}
+
 fn must_run_from_lines(text: &str) -> Result<Vec<MustRun>, String> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
@@ -236,35 +323,7 @@ fn must_run_from_lines(text: &str) -> Result<Vec<MustRun>, String> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let parts: Vec<&str> = line.split_whitespace().collect();
-        let item = match parts.as_slice() {
-            _ if line.contains(" - ") => {
-                return Err(format!(
-                    "line {}: {line:?}: a doc test or decorated name; give `package::target path` with the name `--list` prints",
-                    i + 1
-                ));
-            }
-            [path] => MustRun {
-                package: None,
-                target: None,
-                path: path.to_string(),
-            },
-            [binary_id, path] => {
-                let (package, target) = testlog::split_binary_id(binary_id);
-                MustRun {
-                    package: Some(package),
-                    target: Some(target),
-                    path: path.to_string(),
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "line {}: {line:?} is neither `package::target path` nor `path`",
-                    i + 1
-                ));
-            }
-        };
-        out.push(item);
+        out.push(must_run_line(line).map_err(|e| format!("line {}: {e}", i + 1))?);
     }
     Ok(out)
 }
@@ -1139,6 +1198,77 @@ mod tests {
     fn must_run_lines_reject_three_fields() {
         let err = must_run_from_lines("a::b c\n\nx y z\n").unwrap_err();
         assert!(err.starts_with("line 3:"), "{err}");
+    }
+
+    fn must(package: Option<&str>, target: Option<&str>, path: &str) -> MustRun {
+        MustRun {
+            package: package.map(str::to_string),
+            target: target.map(str::to_string),
+            path: path.to_string(),
+        }
+    }
+
+    #[test]
+    fn must_run_lines_name_doc_tests_with_their_spaces() {
+        let text = "\
+# unit, integration and doc tests
+engine::lib admission::refuses_over_budget
+engine doubles
+adds_small
+src/lib.rs - f (line 3)
+acme-codec::doc acme-codec/src/codec.rs - add (line 9)
+acme-util acme-util/src/lib.rs - double (line 5)
+acme-codec acme-codec/src/codec.rs - add (line 13) - compile fail
+tests::panics - should panic
+";
+        assert_eq!(
+            must_run_from_lines(text).unwrap(),
+            [
+                must(
+                    Some("engine"),
+                    Some("lib"),
+                    "admission::refuses_over_budget"
+                ),
+                must(Some("engine"), Some("lib"), "doubles"),
+                must(None, None, "adds_small"),
+                must(None, Some("doc"), "src/lib.rs - f (line 3)"),
+                must(
+                    Some("acme-codec"),
+                    Some("doc"),
+                    "acme-codec/src/codec.rs - add (line 9)"
+                ),
+                must(
+                    Some("acme-util"),
+                    Some("doc"),
+                    "acme-util/src/lib.rs - double (line 5)"
+                ),
+                must(
+                    Some("acme-codec"),
+                    Some("doc"),
+                    "acme-codec/src/codec.rs - add (line 13)"
+                ),
+                must(None, None, "tests::panics"),
+            ]
+        );
+    }
+
+    #[test]
+    fn must_run_lines_with_spaces_that_are_no_doc_test_are_errors() {
+        for (text, want) in [
+            (
+                "engine::lib src/lib.rs - f (line 3)\n",
+                "target `doc`, not `lib`",
+            ),
+            ("src/lib.rs - f\n", "nor a doc test"),
+            ("engine::lib a b\n", "only a doc test's name holds spaces"),
+            ("x - f (line three)\n", "nor a doc test"),
+        ] {
+            let err = must_run_from_lines(text).unwrap_err();
+            assert!(
+                err.starts_with("line 1: ") && err.contains(want),
+                "{text:?}: {err}"
+            );
+        }
     }
 
     #[test]

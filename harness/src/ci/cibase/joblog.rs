@@ -12,10 +12,12 @@
 //!   <base>`) and the full sha after `git log -1 --format='%H'` (quoted up to v3.5,
 //!   `--format=%H` unquoted since). A failed step prints `##[error]Process completed with
 //!   exit code N.`
-//! - GitLab CI job logs: a job starts with `Running with gitlab-runner ...`; a
-//!   merged-results pipeline prints `Checking out <sha8> as detached HEAD (ref is
-//!   refs/merge-requests/<iid>/merge)...`; `Fetching changes with git depth set to N...`.
-//!   It ends with `Job succeeded` or `ERROR: Job failed: ...`.
+//! - GitLab CI job logs: a job starts with `Running with gitlab-runner ...`; the runner
+//!   prints `Checking out <sha8> as detached HEAD (ref is <ref>)...`, where the ref is
+//!   `refs/merge-requests/<iid>/merge` (merged results), `.../train` (merge train),
+//!   `.../head` (a merge request pipeline) or a branch name (a branch pipeline);
+//!   `Fetching changes with git depth set to N...`. It ends with `Job succeeded` or
+//!   `ERROR: Job failed: ...`.
 //!
 //! Evidence never moves between steps: a sha printed in one step is that step's only.
 
@@ -67,7 +69,8 @@ pub struct CheckoutStep {
     pub directory: Option<String>,
     /// The fetch's `--depth=N` (GitLab: `git depth set to N`); none when not printed.
     pub depth: Option<u32>,
-    /// The sha the fetch named for the ref (`+<sha>:refs/remotes/pull/<n>/merge`).
+    /// The sha the fetch named for the ref (`+<sha>:refs/remotes/pull/<n>/merge`,
+    /// `+<sha>:refs/remotes/origin/<branch>`): the step checked out a commit fixed before it ran.
     pub fetched: Option<String>,
     /// The abbreviated sha of `HEAD is now at` / `Checking out`.
     pub short: Option<String>,
@@ -82,15 +85,24 @@ pub struct CheckoutStep {
 }
 
 impl CheckoutStep {
-    /// The pull or merge request number when the step checked out its merge ref
-    /// (`refs/remotes/pull/<n>/merge`, `refs/pull/<n>/merge`, `refs/merge-requests/<n>/merge`).
+    /// The pull or merge request number when the step checked out a merge the CI made:
+    /// GitHub's merge ref (`refs/pull/<n>/merge`, fetched as `refs/remotes/pull/<n>/merge`),
+    /// GitLab's merged-results ref (`refs/merge-requests/<n>/merge`) or merge-train ref
+    /// (`refs/merge-requests/<n>/train`). `None` for every other checkout, among them the
+    /// request's own head (`refs/pull/<n>/head`, `refs/merge-requests/<n>/head`) and branches.
     pub fn merge_request(&self) -> Option<u64> {
         let r = self.ref_name.as_deref()?;
-        let rest = r
+        if let Some(rest) = r
             .strip_prefix("refs/remotes/pull/")
             .or_else(|| r.strip_prefix("refs/pull/"))
-            .or_else(|| r.strip_prefix("refs/merge-requests/"))?;
-        rest.strip_suffix("/merge")?.parse().ok()
+        {
+            return rest.strip_suffix("/merge")?.parse().ok();
+        }
+        let rest = r.strip_prefix("refs/merge-requests/")?;
+        rest.strip_suffix("/merge")
+            .or_else(|| rest.strip_suffix("/train"))?
+            .parse()
+            .ok()
     }
 
     /// The best full sha of the commit checked out: `git log -1`, else the fetched one.
@@ -393,13 +405,13 @@ impl JobParser {
             let Some((src, dst)) = tok.strip_prefix('+').and_then(|x| x.split_once(':')) else {
                 continue;
             };
-            if !dst.contains("/pull/") && !dst.contains("/merge-requests/") {
-                continue;
-            }
+            // A commit fetched by sha (a pull_request event's merge, a push event's commit).
             if is_full_sha(src) {
                 step.fetched = Some(src.to_ascii_lowercase());
             }
-            step.ref_name.get_or_insert_with(|| dst.to_string());
+            if dst.contains("/pull/") || dst.contains("/merge-requests/") {
+                step.ref_name.get_or_insert_with(|| dst.to_string());
+            }
         }
     }
 

@@ -1,15 +1,21 @@
-//! Base check: from a raw CI job log, list every checkout step of each job, find the merge commit the job tested (the checkout of the pull request's merge ref) and its base, and answer whether named commits are in them.
+//! Base check: from a raw CI job log, list every checkout step of each job, find the commit the job tested and how it came to be, and answer whether named commits are in it.
 //!
-//! The log is read by [`joblog`] (GitHub Actions and GitLab CI formats), the tested merge
+//! The log is read by [`joblog`] (GitHub Actions and GitLab CI formats), the tested commit
 //! chosen and checked by [`tested`], ancestry answered by [`history`], the answers and
 //! what follows made by [`report`] and rendered by [`render`].
 //!
+//! A job tested a merge with a base and a head only when the CI made that merge (GitHub's
+//! `refs/pull/<n>/merge`, GitLab's merged-results `refs/merge-requests/<iid>/merge` and
+//! merge-train `.../train`); a job that checked out the request's head ref or a branch
+//! tested that commit itself, and is asked only whether a commit is in it.
+//!
 //! Answers are yes, no or unknown. Unknown is never folded into no: a shallow history
-//! whose walk stops at a shallow boundary (with the fetch to run), a missing object, an
-//! abbreviation shared by several objects, and evidence that contradicts itself (two
-//! checkouts of the merge ref at different commits, a full sha that does not start with
-//! the checkout's abbreviation, a subject whose parents are not the commit's) are each
-//! unknown, with the reason.
+//! whose walk stops at a shallow boundary (with the fetch to run), a missing object (a
+//! revision found neither in the repository nor in the log, or one the log names that was
+//! not fetched), an abbreviation shared by several objects, and evidence that contradicts
+//! itself (two checkouts of the merge ref at different commits, a full sha that does not
+//! start with the checkout's abbreviation, a subject whose parents are not the commit's)
+//! are each unknown, with the reason.
 
 pub mod history;
 pub mod joblog;
@@ -28,6 +34,7 @@ pub use joblog::{CheckoutStep, CiKind, Job, JobStatus, parse_jobs};
 pub use report::{
     BASE_SCHEMA, BaseReport, CommitAnswer, HeadCheck, HeadState, JobReport, Questions, check,
 };
+pub use tested::TestedKind;
 
 /// Errors that stop a base check (exit code 2).
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +75,8 @@ pub struct BaseCheckArgs {
     /// A commit to look for: LABEL=REV (full or abbreviated sha, branch or tag); repeatable.
     #[arg(long = "commit", value_name = "LABEL=REV")]
     pub commits: Vec<String>,
-    /// Use this merge commit instead of the one in the log.
+    /// Use this merge commit instead of the one in the log (taken as a merge the CI made:
+    /// first parent the base, second the head).
     #[arg(long, value_name = "SHA")]
     pub merge: Option<String>,
     /// The pull request's current head: say whether the job tested it or an older head

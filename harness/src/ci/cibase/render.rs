@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use super::history::Answer;
 use super::joblog::{CheckoutStep, CiKind, JobStatus};
 use super::report::{BaseReport, CommitAnswer, JobReport, short};
+use super::tested::TestedKind;
 use crate::audit::table;
 
 fn status_word(s: JobStatus) -> &'static str {
@@ -59,11 +60,54 @@ const STEP_HEADERS: [&str; 9] = [
 ];
 
 fn reason_text(a: &CommitAnswer) -> String {
-    if a.in_base.answer == Answer::Yes || a.in_base.reason == a.in_merge.reason {
-        a.in_base.reason.clone()
-    } else {
-        format!("base: {}; merge: {}", a.in_base.reason, a.in_merge.reason)
+    match &a.in_base {
+        Some(b) if b.answer != Answer::Yes && b.reason != a.in_tested.reason => {
+            format!("base: {}; merge: {}", b.reason, a.in_tested.reason)
+        }
+        Some(b) => b.reason.clone(),
+        None => a.in_tested.reason.clone(),
     }
+}
+
+/// The tested commit and its roles, in one line.
+fn tested_line(j: &JobReport, code: fn(&str) -> String) -> String {
+    let s = |x: &Option<String>| code(x.as_deref().map_or("?", short));
+    match j.kind {
+        Some(TestedKind::CiMerge) => format!(
+            "tested merge {}, made by the CI{}: base {}, head {}",
+            s(&j.tested),
+            j.tested_ref
+                .as_deref()
+                .map_or(String::new(), |r| format!(" ({})", code(r))),
+            s(&j.base),
+            s(&j.head)
+        ),
+        Some(TestedKind::Commit) => format!(
+            "tested commit {}, checked out {}: not a merge the CI made, the job tested this commit itself",
+            s(&j.tested),
+            j.tested_ref.as_deref().map_or(
+                "by a ref the log does not name".to_string(),
+                |r| format!("from {}", code(r))
+            )
+        ),
+        None => format!("tested commit {}", s(&j.tested)),
+    }
+}
+
+fn plain(s: &str) -> String {
+    s.to_string()
+}
+
+fn backticked(s: &str) -> String {
+    format!("`{s}`")
+}
+
+fn ci_merge(j: &JobReport) -> bool {
+    j.kind == Some(TestedKind::CiMerge)
+}
+
+fn in_base_word(a: &CommitAnswer) -> &'static str {
+    a.in_base.as_ref().map_or("-", |b| answer_word(b.answer))
 }
 
 fn ci_word(ci: CiKind) -> &'static str {
@@ -102,20 +146,14 @@ fn job_table(out: &mut String, j: &JobReport) {
             .collect();
         indented(out, &STEP_HEADERS, &rows);
     }
-    let _ = writeln!(
-        out,
-        "  tested merge {}  base {}  head {}",
-        j.merge.as_deref().map_or("?", short),
-        j.base.as_deref().map_or("?", short),
-        j.head.as_deref().map_or("?", short)
-    );
+    let _ = writeln!(out, "  {}", tested_line(j, plain));
     for n in &j.notes {
         let _ = writeln!(out, "  note: {n}");
     }
     if let Some(h) = &j.pr_head {
         let _ = writeln!(out, "  pr head {}: {}", h.rev, h.reason);
     }
-    if !j.answers.is_empty() {
+    if !j.answers.is_empty() && ci_merge(j) {
         let rows: Vec<[String; 6]> = j
             .answers
             .iter()
@@ -124,8 +162,8 @@ fn job_table(out: &mut String, j: &JobReport) {
                     a.label.clone(),
                     a.rev.clone(),
                     a.commit.as_deref().map_or("-", short).to_string(),
-                    answer_word(a.in_base.answer).to_string(),
-                    answer_word(a.in_merge.answer).to_string(),
+                    in_base_word(a).to_string(),
+                    answer_word(a.in_tested.answer).to_string(),
                     reason_text(a),
                 ]
             })
@@ -133,6 +171,25 @@ fn job_table(out: &mut String, j: &JobReport) {
         indented(
             out,
             &["LABEL", "REV", "COMMIT", "IN BASE", "IN MERGE", "REASON"],
+            &rows,
+        );
+    } else if !j.answers.is_empty() {
+        let rows: Vec<[String; 5]> = j
+            .answers
+            .iter()
+            .map(|a| {
+                [
+                    a.label.clone(),
+                    a.rev.clone(),
+                    a.commit.as_deref().map_or("-", short).to_string(),
+                    answer_word(a.in_tested.answer).to_string(),
+                    reason_text(a),
+                ]
+            })
+            .collect();
+        indented(
+            out,
+            &["LABEL", "REV", "COMMIT", "IN TESTED COMMIT", "REASON"],
             &rows,
         );
     }
@@ -149,12 +206,10 @@ fn md(s: &str) -> String {
 fn job_markdown(out: &mut String, j: &JobReport) {
     let _ = writeln!(
         out,
-        "\n### {} ({})\n\ntested merge `{}`, base `{}`, head `{}`\n",
+        "\n### {} ({})\n\n{}\n",
         j.job.label(),
         status_word(j.job.status),
-        j.merge.as_deref().map_or("?", short),
-        j.base.as_deref().map_or("?", short),
-        j.head.as_deref().map_or("?", short)
+        md(&tested_line(j, backticked))
     );
     if !j.job.steps.is_empty() {
         let _ = writeln!(
@@ -187,17 +242,30 @@ fn job_markdown(out: &mut String, j: &JobReport) {
     if let Some(h) = &j.pr_head {
         let _ = writeln!(out, "- pull request head `{}`: {}", h.rev, md(&h.reason));
     }
-    if !j.answers.is_empty() {
+    if !j.answers.is_empty() && ci_merge(j) {
         let _ = writeln!(out, "\n| Commit | Rev | In base | In merge | Reason |");
         let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
         for a in &j.answers {
             let _ = writeln!(
                 out,
                 "| {} | `{}` | {} | {} | {} |",
-                a.label,
+                md(&a.label),
                 a.rev,
-                answer_word(a.in_base.answer),
-                answer_word(a.in_merge.answer),
+                in_base_word(a),
+                answer_word(a.in_tested.answer),
+                md(&reason_text(a))
+            );
+        }
+    } else if !j.answers.is_empty() {
+        let _ = writeln!(out, "\n| Commit | Rev | In tested commit | Reason |");
+        let _ = writeln!(out, "| --- | --- | --- | --- |");
+        for a in &j.answers {
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} |",
+                md(&a.label),
+                a.rev,
+                answer_word(a.in_tested.answer),
                 md(&reason_text(a))
             );
         }
@@ -211,7 +279,8 @@ fn job_markdown(out: &mut String, j: &JobReport) {
 }
 
 impl BaseReport {
-    /// Render as a plain-text table: per job, its checkout steps, the tested merge, the answers.
+    /// Render as a plain-text table: per job, its checkout steps, the tested commit (with a
+    /// base and a head only for a merge the CI made), the answers.
     pub fn to_table(&self) -> String {
         let mut out = String::new();
         for j in &self.jobs {

@@ -1,14 +1,14 @@
-//! The answers for each job: is each named commit in the tested base and merge, did the pull request's head move, and what follows.
+//! The answers for each job: is each named commit in the tested commit (and, for a merge the CI made, in its base), did the pull request's head move, and what follows.
 
 use git2::{Oid, Repository};
 use serde::Serialize;
 
 use super::history::{Answer, Histories, Reasoned, Shallow, ask, resolve};
-use super::joblog::{Job, JobStatus};
-use super::tested::{Tested, tested};
+use super::joblog::{CiKind, Job, JobStatus, is_full_sha, is_hex};
+use super::tested::{Tested, TestedKind, tested};
 
 /// JSON schema identifier of [`BaseReport`].
-pub const BASE_SCHEMA: &str = "harness.base-check/2";
+pub const BASE_SCHEMA: &str = "harness.base-check/3";
 
 /// A named commit's answers for one job.
 #[derive(Debug, Clone, Serialize)]
@@ -19,10 +19,22 @@ pub struct CommitAnswer {
     pub rev: String,
     /// The commit it resolved to.
     pub commit: Option<String>,
-    /// Whether it is in the tested base.
-    pub in_base: Reasoned,
-    /// Whether it is in the tested merge.
-    pub in_merge: Reasoned,
+    /// Whether it is in the tested base: only for a merge the CI made
+    /// ([`TestedKind::CiMerge`]); `None` for a commit the job tested itself.
+    pub in_base: Option<Reasoned>,
+    /// Whether it is in the tested commit (for a CI-made merge: in the tested merge).
+    pub in_tested: Reasoned,
+}
+
+impl CommitAnswer {
+    /// Whether any answer is unknown.
+    pub fn is_unknown(&self) -> bool {
+        self.in_tested.answer == Answer::Unknown
+            || self
+                .in_base
+                .as_ref()
+                .is_some_and(|b| b.answer == Answer::Unknown)
+    }
 }
 
 /// How the tested head stands against the pull request's current head (`--pr-head`).
@@ -39,7 +51,8 @@ pub enum HeadState {
     Unknown,
 }
 
-/// The tested head against `--pr-head`.
+/// The tested head against `--pr-head`: for a CI-made merge its second parent, for a commit
+/// the job tested itself that commit.
 #[derive(Debug, Clone, Serialize)]
 pub struct HeadCheck {
     /// The revision given with `--pr-head`.
@@ -52,20 +65,32 @@ pub struct HeadCheck {
     pub reason: String,
 }
 
+impl HeadCheck {
+    fn moved(&self) -> bool {
+        matches!(self.state, HeadState::Behind | HeadState::Replaced)
+    }
+}
+
 /// One job's answers.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobReport {
     /// The job as read from the log, with every checkout step.
     pub job: Job,
-    /// The step whose commit is the tested merge (1-based), when one was chosen.
+    /// The step whose commit is the tested one (1-based), when one was chosen.
     pub tested_step: Option<usize>,
-    /// The tested merge commit (or the tested commit, for a job that tested no merge).
-    pub merge: Option<String>,
-    /// The base: the merge's first parent.
+    /// How the tested commit came to be (a merge the CI made, or a commit the job checked
+    /// out itself); `None` when it is not known.
+    pub kind: Option<TestedKind>,
+    /// The ref the tested step checked out, as the log names it.
+    pub tested_ref: Option<String>,
+    /// The commit the job's tests ran on (for a CI-made merge: the tested merge).
+    pub tested: Option<String>,
+    /// The base: the CI-made merge's first parent (`None` for a commit tested itself).
     pub base: Option<String>,
-    /// The pull/merge request head: the merge's second parent.
+    /// The pull/merge request head: the CI-made merge's second parent (`None` for a commit
+    /// tested itself).
     pub head: Option<String>,
-    /// Why merge or base is missing, or where they came from.
+    /// Why the tested commit or its base is missing, or where they came from.
     pub notes: Vec<String>,
     /// The tested head against `--pr-head`, when given.
     pub pr_head: Option<HeadCheck>,
@@ -76,16 +101,20 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    /// Whether every answer is yes or no and the tested merge was found.
+    /// Whether every answer is yes or no and the tested commit (and, for a CI-made merge,
+    /// its base) was found.
     pub fn is_definite(&self) -> bool {
-        self.base.is_some()
+        let roles = match self.kind {
+            Some(TestedKind::CiMerge) => self.base.is_some(),
+            Some(TestedKind::Commit) => self.tested.is_some(),
+            None => false,
+        };
+        roles
             && self
                 .pr_head
                 .as_ref()
                 .is_none_or(|h| h.state != HeadState::Unknown)
-            && self.answers.iter().all(|a| {
-                a.in_base.answer != Answer::Unknown && a.in_merge.answer != Answer::Unknown
-            })
+            && !self.answers.iter().any(CommitAnswer::is_unknown)
     }
 }
 
@@ -98,7 +127,7 @@ pub struct BaseReport {
     pub log: String,
     /// One per job (or one for the whole log when no job marker was found).
     pub jobs: Vec<JobReport>,
-    /// Exit code: 0 every answer yes or no, 2 any unknown or a job whose tested merge is unknown.
+    /// Exit code: 0 every answer yes or no, 2 any unknown or a job whose tested commit is unknown.
     pub exit_code: i32,
 }
 
@@ -113,6 +142,37 @@ pub struct Questions {
     pub pr_head: Option<String>,
 }
 
+/// A sha the log names as a step's evidence.
+struct LogSha {
+    sha: String,
+    /// Where: `job N step K`.
+    at: String,
+    /// The repository that step checked out, when the log names it.
+    repository: Option<String>,
+}
+
+fn log_shas(jobs: &[Job]) -> Vec<LogSha> {
+    let mut out = Vec::new();
+    for j in jobs {
+        for s in &j.steps {
+            let at = format!("{} step {}", j.label(), s.index);
+            let subject = s.subject_merge().map(|(h, b)| [h, b]);
+            for sha in [&s.full, &s.fetched, &s.short]
+                .into_iter()
+                .flatten()
+                .chain(subject.iter().flatten())
+            {
+                out.push(LogSha {
+                    sha: sha.clone(),
+                    at: at.clone(),
+                    repository: s.repository.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
 /// Answer `questions` for every job of `jobs` against `repo`.
 pub fn check(repo: &Repository, jobs: &[Job], questions: &Questions, log_name: &str) -> BaseReport {
     let shallow = Shallow::of(repo);
@@ -120,10 +180,11 @@ pub fn check(repo: &Repository, jobs: &[Job], questions: &Questions, log_name: &
     if jobs.is_empty() {
         jobs.push(Job::new(1, 1));
     }
+    let shas = log_shas(&jobs);
     let mut histories = Histories::new();
     let reports: Vec<JobReport> = jobs
         .into_iter()
-        .map(|job| check_job(repo, &mut histories, &shallow, job, questions))
+        .map(|job| check_job(repo, &mut histories, &shallow, &shas, job, questions))
         .collect();
     let exit_code = if reports.iter().all(JobReport::is_definite) {
         0
@@ -146,36 +207,36 @@ fn check_job<'r>(
     repo: &'r Repository,
     histories: &mut Histories<'r>,
     shallow: &Shallow,
+    shas: &[LogSha],
     job: Job,
     questions: &Questions,
 ) -> JobReport {
     let t = tested(repo, &job, questions.merge.as_deref());
     let mut notes = t.notes.clone();
-    for r in [&t.problem, &t.merge_missing].into_iter().flatten() {
+    for r in [&t.problem, &t.missing].into_iter().flatten() {
         notes.push(r.reason.clone());
     }
     let answers = questions
         .commits
         .iter()
-        .map(|(label, rev)| answer(repo, histories, shallow, &t, label, rev))
+        .map(|(label, rev)| answer(repo, histories, shallow, shas, &t, label, rev))
         .collect::<Vec<_>>();
     let pr_head = questions
         .pr_head
         .as_deref()
         .map(|rev| head_check(repo, histories, shallow, &t, rev));
-    let (base, merge, head) = if t.problem.is_some() {
-        (None, None, None)
+    let (kind, tested, base, head) = if t.problem.is_some() {
+        (None, None, None, None)
     } else {
-        (t.base.clone(), t.merge.clone(), t.head.clone())
+        (t.kind, t.commit.clone(), t.base.clone(), t.head.clone())
     };
-    let mut follows = follows(&job, base.is_some(), &answers);
-    if let Some(h) = &pr_head {
-        follows.push(head_follows(h, t.head.as_deref()));
-    }
+    let follows = follows(&job, &t, kind, &answers, pr_head.as_ref());
     JobReport {
         job,
         tested_step: t.step,
-        merge,
+        kind,
+        tested_ref: t.ref_name.clone(),
+        tested,
         base,
         head,
         notes,
@@ -186,16 +247,73 @@ fn check_job<'r>(
 }
 
 /// In a shallow clone, a commit that is not there may be in the history that was cut away.
-fn missing_in_shallow(shallow: &Shallow, t: &Tested, r: Reasoned) -> Reasoned {
-    match (&t.merge, shallow.is_shallow()) {
-        (Some(m), true) if r.reason.starts_with("missing object") => Reasoned::new(
+fn missing_in_shallow(t: &Tested, r: Reasoned) -> Reasoned {
+    match &t.commit {
+        Some(m) => Reasoned::new(
             Answer::Unknown,
             format!(
-                "{}; the repository is a shallow clone: fetch the merge's history: `git fetch --unshallow origin {m}`",
-                r.reason
+                "{}; the repository is a shallow clone: fetch the {}'s history: `git fetch --unshallow origin {m}`",
+                r.reason,
+                t.tip_name()
             ),
         ),
-        _ => r,
+        None => r,
+    }
+}
+
+/// A revision the repository does not hold: unknown, saying whether the log names it.
+fn not_in_repository(
+    shallow: &Shallow,
+    shas: &[LogSha],
+    t: &Tested,
+    rev: &str,
+    r: Reasoned,
+) -> Reasoned {
+    if shallow.is_shallow() {
+        return missing_in_shallow(t, r);
+    }
+    let rev_l = rev.to_ascii_lowercase();
+    let named = (rev.len() >= 4 && is_hex(rev))
+        .then(|| {
+            shas.iter().find(|n| {
+                n.sha.len() >= 4 && (n.sha.starts_with(&rev_l) || rev_l.starts_with(n.sha.as_str()))
+            })
+        })
+        .flatten();
+    match named {
+        Some(n) => {
+            let sha = if is_full_sha(&n.sha) {
+                n.sha.as_str()
+            } else {
+                rev
+            };
+            let fetch = match (n.repository.as_deref(), t.repository.as_deref()) {
+                (Some(other), Some(tested)) if other != tested => format!(
+                    "that step checked out {other}, not {tested}: fetch it from {other} if that is the repository meant"
+                ),
+                _ => format!("fetch it: `git fetch origin {sha}`"),
+            };
+            Reasoned::new(
+                Answer::Unknown,
+                format!(
+                    "missing object: {rev} is not in the repository, though the log names it ({}); {fetch}",
+                    n.at
+                ),
+            )
+        }
+        None => Reasoned::new(
+            Answer::Unknown,
+            format!(
+                "not found in the repository or the log: {rev} is no commit of this repository and no checkout in the log names it; {}",
+                if is_full_sha(rev) {
+                    format!(
+                        "if it is a commit of this project, fetch it: `git fetch origin {rev}`; else check the revision (a mistyped sha, another repository's commit)"
+                    )
+                } else {
+                    "check the revision (a mistyped sha, another repository's commit), or fetch the branch that holds it".to_string()
+                }
+            ),
+        ),
     }
 }
 
@@ -203,17 +321,19 @@ fn answer<'r>(
     repo: &'r Repository,
     histories: &mut Histories<'r>,
     shallow: &Shallow,
+    shas: &[LogSha],
     t: &Tested,
     label: &str,
     rev: &str,
 ) -> CommitAnswer {
+    let ci_merge = t.kind == Some(TestedKind::CiMerge);
     let tip = |which: &str, sha: &Option<String>| -> Result<Oid, Reasoned> {
         if let Some(p) = &t.problem {
             return Err(p.clone());
         }
         match sha.as_deref().and_then(|s| Oid::from_str(s).ok()) {
             Some(oid) => Ok(oid),
-            None => Err(t.merge_missing.clone().unwrap_or_else(|| {
+            None => Err(t.missing.clone().unwrap_or_else(|| {
                 Reasoned::new(
                     Answer::Unknown,
                     format!("the job's {which} is not known from the log"),
@@ -221,46 +341,35 @@ fn answer<'r>(
             })),
         }
     };
-    let (commit, in_base, in_merge) = match resolve(repo, rev) {
-        Err(r) if super::joblog::is_full_sha(rev) && r.reason.starts_with("missing object") => {
-            // A full sha absent from a complete repository is in no history the repository
-            // holds whole: "no" for each tip that is here, unknown for one that is not.
-            let absent = |which: &str, sha: &Option<String>| match tip(which, sha) {
-                Ok(oid) if !shallow.is_shallow() && repo.find_commit(oid).is_ok() => Reasoned::new(
-                    Answer::No,
-                    format!(
-                        "not in the repository, whose history of the {which} is complete (not a shallow clone): not an ancestor of the {which}"
-                    ),
-                ),
-                _ => missing_in_shallow(shallow, t, r.clone()),
-            };
-            let in_base = absent("base", &t.base);
-            let in_merge = absent("merge", &t.merge);
-            (None, in_base, in_merge)
+    let (commit, in_base, in_tested) = match resolve(repo, rev) {
+        Err(r) if r.reason.starts_with("missing object") => {
+            let r = not_in_repository(shallow, shas, t, rev, r);
+            (None, ci_merge.then(|| r.clone()), r)
         }
-        Err(r) => {
-            let r = missing_in_shallow(shallow, t, r);
-            (None, r.clone(), r)
-        }
+        Err(r) => (None, ci_merge.then(|| r.clone()), r),
         Ok(oid) => {
-            let in_base = match tip("base", &t.base) {
+            let in_base = ci_merge.then(|| match tip("base", &t.base) {
                 Ok(b) => ask(repo, histories, shallow, b, "base", oid),
                 Err(r) => r,
-            };
-            let in_merge = if in_base.answer == Answer::Yes {
-                Reasoned::new(Answer::Yes, "in the base, the merge's first parent")
-            } else {
-                match tip("merge", &t.merge) {
-                    Ok(m) if t.merge_missing.is_none() => {
-                        ask(repo, histories, shallow, m, "merge", oid)
+            });
+            let in_tested = match &in_base {
+                Some(b) if b.answer == Answer::Yes => {
+                    Reasoned::new(Answer::Yes, "in the base, the merge's first parent")
+                }
+                _ => match tip(t.tip_name(), &t.commit) {
+                    Ok(m) if t.missing.is_none() => {
+                        ask(repo, histories, shallow, m, t.tip_name(), oid)
                     }
-                    Ok(_) => t.merge_missing.clone().unwrap_or_else(|| {
-                        Reasoned::new(Answer::Unknown, "the merge is not in the repository")
+                    Ok(_) => t.missing.clone().unwrap_or_else(|| {
+                        Reasoned::new(
+                            Answer::Unknown,
+                            "the tested commit is not in the repository",
+                        )
                     }),
                     Err(r) => r,
-                }
+                },
             };
-            (Some(oid.to_string()), in_base, in_merge)
+            (Some(oid.to_string()), in_base, in_tested)
         }
     };
     CommitAnswer {
@@ -268,11 +377,12 @@ fn answer<'r>(
         rev: rev.to_string(),
         commit,
         in_base,
-        in_merge,
+        in_tested,
     }
 }
 
-/// The tested head (the merge's second parent) against the pull request's current head.
+/// The tested head (a CI-made merge's second parent, or the commit the job tested itself)
+/// against the pull request's current head.
 fn head_check<'r>(
     repo: &'r Repository,
     histories: &mut Histories<'r>,
@@ -291,25 +401,39 @@ fn head_check<'r>(
         Err(r) => return unknown(None, r.reason),
     };
     let commit = Some(current.to_string());
-    let tested = match (&t.problem, t.head.as_deref()) {
+    let ci_merge = t.kind == Some(TestedKind::CiMerge);
+    let (what, tested) = if ci_merge {
+        ("tested head", t.head.as_deref())
+    } else {
+        ("tested commit", t.commit.as_deref())
+    };
+    let tested = match (&t.problem, tested) {
         (Some(p), _) => return unknown(commit, p.reason.clone()),
-        (None, None) => {
+        (None, None) if ci_merge => {
             return unknown(
                 commit,
                 "the tested merge's second parent (the head it tested) is not known".to_string(),
             );
         }
+        (None, None) => {
+            return unknown(commit, "the tested commit is not known".to_string());
+        }
         (None, Some(h)) => h.to_string(),
     };
     let Ok(tested_oid) = Oid::from_str(&tested) else {
-        return unknown(commit, format!("the tested head {tested} is not a sha"));
+        return unknown(commit, format!("the {what} {tested} is not a sha"));
+    };
+    let since = if ci_merge {
+        "after this job's merge was made"
+    } else {
+        "after the commit this job tested"
     };
     if tested_oid == current {
         return HeadCheck {
             rev: rev.to_string(),
             commit,
             state: HeadState::Current,
-            reason: "the tested head is the pull request's current head".to_string(),
+            reason: format!("the {what} is the pull request's current head"),
         };
     }
     let r = ask(
@@ -324,7 +448,7 @@ fn head_check<'r>(
         Answer::Yes => (
             HeadState::Behind,
             format!(
-                "the tested head {} is an older head: an ancestor of the current head {}; commits were pushed after this job's merge was made",
+                "the {what} {} is an older head: an ancestor of the current head {}; commits were pushed {since}",
                 short(&tested),
                 short(&current.to_string())
             ),
@@ -332,7 +456,7 @@ fn head_check<'r>(
         Answer::No => (
             HeadState::Replaced,
             format!(
-                "the tested head {} is not in the current head {}'s history: the branch was force-pushed after this job's merge was made",
+                "the {what} {} is not in the current head {}'s history: the branch was force-pushed {since}",
                 short(&tested),
                 short(&current.to_string())
             ),
@@ -347,66 +471,164 @@ fn head_check<'r>(
     }
 }
 
-fn head_follows(h: &HeadCheck, tested: Option<&str>) -> String {
-    let tested = tested.map_or("?", short);
-    match h.state {
-        HeadState::Current => format!(
-            "the job tested the pull request's current head {tested}: its result is about the head as it is now"
+/// The one action when the job tested another head than the current one.
+fn head_follows(h: &HeadCheck, t: &Tested, ci: CiKind) -> String {
+    let rerun = match ci {
+        CiKind::Gitlab => "the pipeline's commit",
+        _ => "the event's GITHUB_SHA",
+    };
+    let current = h.commit.as_deref().map_or("?", short);
+    match (h.state, t.kind) {
+        (HeadState::Current, Some(TestedKind::CiMerge)) => format!(
+            "the job tested the pull request's current head {}: its result is about the head as it is now",
+            t.head.as_deref().map_or("?", short)
         ),
-        HeadState::Behind | HeadState::Replaced => format!(
-            "the job tested an older head ({tested}), not the current {}: its result says nothing about the current head. \
-             Re-running this job re-uses its event's merge commit (GITHUB_SHA), still with the old head; the run started \
-             by the push of the new head tests it. This is not a stale base: moving the base does not help",
-            h.commit.as_deref().map_or("?", short)
+        (HeadState::Current, _) => format!(
+            "the job tested the pull request's current head {} itself: its result is about that commit",
+            t.commit.as_deref().map_or("?", short)
         ),
-        HeadState::Unknown => format!(
+        (HeadState::Behind | HeadState::Replaced, Some(TestedKind::CiMerge)) => format!(
+            "the job tested a merge with an older head ({}), not the current head {current}: its result says nothing \
+             about the current head, whatever the merge's base holds. Re-running this job re-uses the same merge commit \
+             ({rerun}), still with the old head. What to do: read the job of the run started by the push of {current}, \
+             and ask there whether the commits above are in its base",
+            t.head.as_deref().map_or("?", short)
+        ),
+        (HeadState::Behind | HeadState::Replaced, _) => format!(
+            "the job tested commit {}, not the pull request's current head {current}: its result says nothing about \
+             the current head. {} What to do: read the job of the run started by the push of {current}",
+            t.commit.as_deref().map_or("?", short),
+            if t.pinned {
+                "Re-running this job tests the same commit again (its checkout names it by sha)."
+            } else {
+                "Re-running this job checks out its ref again by name and tests whatever the ref names then."
+            }
+        ),
+        (HeadState::Unknown, _) => format!(
             "whether the job tested the pull request's current head cannot be told: {}",
             h.reason
         ),
     }
 }
 
-fn follows(job: &Job, base_known: bool, answers: &[CommitAnswer]) -> Vec<String> {
+fn follows(
+    job: &Job,
+    t: &Tested,
+    kind: Option<TestedKind>,
+    answers: &[CommitAnswer],
+    pr_head: Option<&HeadCheck>,
+) -> Vec<String> {
     let mut out = Vec::new();
-    if !base_known {
-        out.push(
+    let moved = pr_head.is_some_and(HeadCheck::moved);
+    if let Some(h) = pr_head
+        && moved
+    {
+        out.push(head_follows(h, t, job.ci));
+    }
+    match kind {
+        None => out.push(
+            "the tested commit is unknown: nothing can be said about what this job's result covers"
+                .to_string(),
+        ),
+        Some(TestedKind::CiMerge) if t.base.is_none() => out.push(
             "the tested base is unknown: nothing can be said about what this job's result covers"
                 .to_string(),
-        );
+        ),
+        _ => {}
     }
     for a in answers {
-        let l = &a.label;
-        let line = match (a.in_base.answer, a.in_merge.answer, job.status) {
-            (Answer::Unknown, _, _) | (_, Answer::Unknown, _) if base_known => format!(
-                "{l}: cannot say whether the job tested it ({}); resolve that before reading the job's result",
-                if a.in_base.answer == Answer::Unknown {
-                    &a.in_base.reason
-                } else {
-                    &a.in_merge.reason
-                }
-            ),
-            (Answer::Unknown, _, _) | (_, Answer::Unknown, _) => continue,
-            (Answer::No, Answer::No, JobStatus::Red) => format!(
-                "{l} is not in the tested base: if it is the fix for this failure, this is a stale base; \
-                 re-running reuses the same merge ref, so move the base instead (update the branch onto a base that has {l})"
-            ),
-            (Answer::No, Answer::No, JobStatus::Green) => format!(
-                "{l} is not in the tested base: this green says nothing about now; if {l} is a known break, \
-                 the current base may fail; move the base and run again"
-            ),
-            (Answer::No, Answer::No, JobStatus::Unknown) => format!(
-                "{l} is not in the tested tree: a red result may be a stale base (move the base; re-running reuses the same merge ref), \
-                 a green one says nothing about a tree with {l}"
-            ),
-            (Answer::No, Answer::Yes, _) => format!(
-                "{l} is not in the base but came with the pull request's head: the job tested it"
-            ),
-            (Answer::Yes, _, JobStatus::Red) => format!(
-                "{l} is in the tested base and the job is still red: if {l} is the fix, it did not fix this failure"
-            ),
-            (Answer::Yes, _, _) => format!("{l} is in the tested base: the job's result covers it"),
+        let line = match kind {
+            None => continue,
+            Some(TestedKind::CiMerge) if t.base.is_none() => continue,
+            Some(TestedKind::CiMerge) => merge_line(a, job.status, moved),
+            Some(TestedKind::Commit) => commit_line(a, t, job.status, moved),
         };
         out.push(line);
     }
+    if let Some(h) = pr_head
+        && !moved
+    {
+        out.push(head_follows(h, t, job.ci));
+    }
     out
+}
+
+fn unknown_line(a: &CommitAnswer) -> String {
+    let reason = match &a.in_base {
+        Some(b) if b.answer == Answer::Unknown => &b.reason,
+        _ => &a.in_tested.reason,
+    };
+    format!(
+        "{}: cannot say whether the job tested it ({reason}); resolve that before reading the job's result",
+        a.label
+    )
+}
+
+/// What follows for one commit of a job that tested a merge the CI made.
+fn merge_line(a: &CommitAnswer, status: JobStatus, head_moved: bool) -> String {
+    let l = &a.label;
+    if a.is_unknown() {
+        return unknown_line(a);
+    }
+    let in_base = a.in_base.as_ref().map_or(Answer::Unknown, |b| b.answer);
+    match (in_base, a.in_tested.answer, status) {
+        (Answer::No, Answer::No, _) if head_moved => format!(
+            "{l} is not in the tested merge, which holds an older head: nothing follows from it for the current head (see above)"
+        ),
+        (Answer::No, Answer::No, JobStatus::Red) => format!(
+            "{l} is not in the tested base: if it is the fix for this failure, this is a stale base; \
+             re-running reuses the same merge ref, so move the base instead (update the branch onto a base that has {l})"
+        ),
+        (Answer::No, Answer::No, JobStatus::Green) => format!(
+            "{l} is not in the tested base: this green says nothing about now; if {l} is a known break, \
+             the current base may fail; move the base and run again"
+        ),
+        (Answer::No, Answer::No, JobStatus::Unknown) => format!(
+            "{l} is not in the tested tree: a red result may be a stale base (move the base; re-running reuses the same merge ref), \
+             a green one says nothing about a tree with {l}"
+        ),
+        (Answer::No, _, _) => {
+            format!(
+                "{l} is not in the base but came with the pull request's head: the job tested it"
+            )
+        }
+        (_, _, JobStatus::Red) => format!(
+            "{l} is in the tested base and the job is still red: if {l} is the fix, it did not fix this failure"
+        ),
+        _ => format!("{l} is in the tested base: the job's result covers it"),
+    }
+}
+
+/// What follows for one commit of a job that tested a commit itself: only whether the
+/// commit holds it.
+fn commit_line(a: &CommitAnswer, t: &Tested, status: JobStatus, head_moved: bool) -> String {
+    let l = &a.label;
+    if a.is_unknown() {
+        return unknown_line(a);
+    }
+    let c = t.commit.as_deref().map_or("?", short);
+    match (a.in_tested.answer, status) {
+        (Answer::Yes, JobStatus::Red) => format!(
+            "{l} is in the tested commit {c} and the job is still red: if {l} is the fix, it did not fix this failure"
+        ),
+        (Answer::Yes, _) => format!("{l} is in the tested commit {c}: the job's result covers it"),
+        (_, _) if head_moved => format!(
+            "{l} is not in the tested commit {c}, an older head: nothing follows from it for the current head (see above)"
+        ),
+        (_, JobStatus::Red) => format!(
+            "{l} is not in the tested commit {c}: if {l} is the fix for this failure, the job never ran with it; {} \
+             push a commit that contains {l} and read that run",
+            if t.pinned {
+                "re-running tests the same commit again;"
+            } else {
+                "re-running checks out the same ref again;"
+            }
+        ),
+        (_, JobStatus::Green) => format!(
+            "{l} is not in the tested commit {c}: this green says nothing about a tree with {l}"
+        ),
+        (_, JobStatus::Unknown) => format!(
+            "{l} is not in the tested commit {c}: the job's result says nothing about a tree with {l}"
+        ),
+    }
 }

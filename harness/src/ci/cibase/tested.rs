@@ -1,28 +1,71 @@
-//! Which commit a job tested: the checkout of the pull request's merge ref, checked against itself and the repository.
+//! Which commit a job tested and how it came to be: a merge the CI made (the checkout of a merge ref), or a commit the job checked out itself.
+//!
+//! The roles base and head come only from the ref the job checked out, as each CI documents
+//! it: GitHub's `refs/pull/<n>/merge` (the `pull_request` event's `GITHUB_SHA`, "the last
+//! merge commit" of the pull request's merge branch) and GitLab's merged-results
+//! (`refs/merge-requests/<iid>/merge`) and merge-train (`refs/merge-requests/<iid>/train`)
+//! refs are merges the CI made of the request's head into its base: first parent the base,
+//! second the head. Every other checkout (`refs/pull/<n>/head`,
+//! `refs/merge-requests/<iid>/head`, a branch, a tag, a sha) tested that commit itself,
+//! whatever its parents: a developer's own merge of main into a topic branch has no base
+//! and no head in this sense.
 
 use git2::{Oid, Repository};
+use serde::Serialize;
 
 use super::history::{Answer, Reasoned, resolve};
-use super::joblog::{CheckoutStep, Job};
+use super::joblog::{CheckoutStep, CiKind, Job};
 
-/// The tested merge of one job and where it came from.
+/// How the commit a job tested came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TestedKind {
+    /// A merge the CI made (GitHub `refs/pull/<n>/merge`, GitLab
+    /// `refs/merge-requests/<iid>/merge` or `.../train`), or the merge given with `--merge`:
+    /// its first parent is the base, its second the pull request's head.
+    CiMerge,
+    /// A commit the job checked out itself (the request's own head ref, a branch, a tag, a
+    /// sha): no base and no head; the only question is what the commit contains.
+    Commit,
+}
+
+/// The tested commit of one job and where it came from.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tested {
-    /// The step whose commit is the tested merge (1-based), when one was chosen.
+    /// The step whose commit is the tested one (1-based), when one was chosen.
     pub step: Option<usize>,
-    /// The tested merge commit (full sha).
-    pub merge: Option<String>,
-    /// Its first parent: the base.
+    /// How the tested commit came to be; `None` while it is not known.
+    pub kind: Option<TestedKind>,
+    /// The ref the chosen step checked out, as its log names it.
+    pub ref_name: Option<String>,
+    /// The repository the chosen step checked out, when the log names it.
+    pub repository: Option<String>,
+    /// The tested commit (full sha): the tested merge of a [`TestedKind::CiMerge`].
+    pub commit: Option<String>,
+    /// The tested merge's first parent: the base ([`TestedKind::CiMerge`] only).
     pub base: Option<String>,
-    /// Its second parent: the pull request's head.
+    /// The tested merge's second parent: the pull request's head ([`TestedKind::CiMerge`] only).
     pub head: Option<String>,
+    /// The checkout fixed its commit before the job ran (GitHub: fetched by sha; GitLab:
+    /// the pipeline's commit): a re-run of the job tests the same commit.
+    pub pinned: bool,
     /// Where these came from.
     pub notes: Vec<String>,
     /// Evidence that contradicts itself, or no way to tell which checkout was tested:
     /// every answer of the job is unknown with this reason.
     pub problem: Option<Reasoned>,
-    /// The merge commit is not in the repository (answers about the merge are unknown).
-    pub merge_missing: Option<Reasoned>,
+    /// The tested commit is not in the repository (answers about it are unknown).
+    pub missing: Option<Reasoned>,
+}
+
+impl Tested {
+    /// How the tested commit is named in messages: `merge` or `tested commit`.
+    pub fn tip_name(&self) -> &'static str {
+        match self.kind {
+            Some(TestedKind::CiMerge) => "merge",
+            _ => "tested commit",
+        }
+    }
 }
 
 fn short(s: &str) -> &str {
@@ -151,43 +194,68 @@ fn self_consistent(s: &CheckoutStep) -> Result<(), Reasoned> {
     Ok(())
 }
 
-/// The tested merge of `job`: `merge_override` (`--merge`) or the chosen step's commit,
-/// with its parents from the repository (else from the log's `Merge <head> into <base>`).
+/// The note for a tested step whose ref the log does not name.
+fn checked_out(step: &CheckoutStep) -> String {
+    format!(
+        "step {} does not name the ref it checked out (no fetch or checkout command in the log): taken as a commit the job tested itself",
+        step.index
+    )
+}
+
+/// The tested commit of `job`: `merge_override` (`--merge`, taken as a CI-made merge) or the
+/// chosen step's commit; for a CI-made merge, its parents from the repository (else from the
+/// log's `Merge <head> into <base>`).
 pub(crate) fn tested(repo: &Repository, job: &Job, merge_override: Option<&str>) -> Tested {
     let mut t = Tested::default();
     let mut subject: Option<(String, String)> = None;
-    let mut ref_hint = None;
     if let Some(m) = merge_override {
         match resolve(repo, m) {
-            Ok(oid) => t.merge = Some(oid.to_string()),
+            Ok(oid) => t.commit = Some(oid.to_string()),
             Err(r) => t.problem = Some(r),
         }
+        t.kind = Some(TestedKind::CiMerge);
         t.notes
             .push(format!("merge commit given with --merge: {m}"));
     } else {
         let step = match choose(job, &mut t.notes) {
             Ok(i) => &job.steps[i - 1],
             Err(r) => {
+                // Checkouts of a CI-made merge that disagree: the answers keep their shape.
+                if job.steps.iter().any(|s| s.merge_request().is_some()) {
+                    t.kind = Some(TestedKind::CiMerge);
+                }
                 t.problem = Some(r);
                 return t;
             }
         };
         t.step = Some(step.index);
+        t.ref_name = step.ref_name.clone();
+        t.repository = step.repository.clone();
+        t.pinned = job.ci == CiKind::Gitlab || step.fetched.is_some();
+        t.kind = Some(if step.merge_request().is_some() {
+            TestedKind::CiMerge
+        } else {
+            TestedKind::Commit
+        });
         if let Err(r) = self_consistent(step) {
             t.problem = Some(r);
             return t;
         }
-        subject = step.subject_merge();
-        ref_hint = step.ref_name.clone();
+        if t.kind == Some(TestedKind::CiMerge) {
+            subject = step.subject_merge();
+        } else if step.ref_name.is_none() {
+            t.notes.push(checked_out(step));
+        }
         match (step.commit(), &step.short) {
-            (Some(full), _) => t.merge = Some(full.to_string()),
+            (Some(full), _) => t.commit = Some(full.to_string()),
             (None, Some(ab)) => match resolve(repo, ab) {
-                Ok(oid) => t.merge = Some(oid.to_string()),
+                Ok(oid) => t.commit = Some(oid.to_string()),
                 Err(r) => {
-                    t.merge_missing = Some(Reasoned::new(
+                    t.missing = Some(Reasoned::new(
                         Answer::Unknown,
                         format!(
-                            "merge {ab}: {}; fetch it: {}",
+                            "{} {ab}: {}; fetch it: {}",
+                            t.tip_name(),
                             r.reason,
                             fetch_command(step.ref_name.as_deref(), ab)
                         ),
@@ -197,37 +265,35 @@ pub(crate) fn tested(repo: &Repository, job: &Job, merge_override: Option<&str>)
             (None, None) => {}
         }
     }
-    parents(repo, &mut t, subject, ref_hint);
+    parents(repo, &mut t, subject);
     t
 }
 
-/// Base and head: the merge's parents in the repository, checked against the log's subject.
-fn parents(
-    repo: &Repository,
-    t: &mut Tested,
-    subject: Option<(String, String)>,
-    ref_hint: Option<String>,
-) {
-    if let Some((h, b)) = &subject {
+/// Base and head of a CI-made merge: its parents in the repository, checked against the
+/// log's subject. A commit the job tested itself keeps neither.
+fn parents(repo: &Repository, t: &mut Tested, subject: Option<(String, String)>) {
+    let ci_merge = t.kind == Some(TestedKind::CiMerge);
+    if ci_merge && let Some((h, b)) = &subject {
         t.head = Some(h.clone());
         t.base = Some(b.clone());
     }
-    let Some(m) = t.merge.clone() else {
-        if t.problem.is_none() && t.merge_missing.is_none() && t.base.is_none() {
-            t.problem = unknown("the job's tested merge is not known from the log".to_string());
+    let Some(m) = t.commit.clone() else {
+        if t.problem.is_none() && t.missing.is_none() && t.base.is_none() {
+            t.problem = unknown("the job's tested commit is not known from the log".to_string());
         }
         return;
     };
     let Ok(commit) = Oid::from_str(&m).and_then(|oid| repo.find_commit(oid)) else {
-        let fetch = fetch_command(ref_hint.as_deref(), &m);
-        t.merge_missing = Some(Reasoned::new(
+        let fetch = fetch_command(t.ref_name.as_deref(), &m);
+        t.missing = Some(Reasoned::new(
             Answer::Unknown,
             format!(
-                "missing object: merge {} is not in the repository; fetch it: {fetch}",
+                "missing object: {} {} is not in the repository; fetch it: {fetch}",
+                t.tip_name(),
                 short(&m)
             ),
         ));
-        if t.base.is_none() {
+        if ci_merge && t.base.is_none() {
             t.notes.push(format!(
                 "merge {} not in the repository: its parents are unknown",
                 short(&m)
@@ -236,6 +302,15 @@ fn parents(
         return;
     };
     let ids: Vec<String> = commit.parent_ids().map(|p| p.to_string()).collect();
+    if !ci_merge {
+        if ids.len() > 1 {
+            t.notes.push(format!(
+                "{} is a merge commit the CI did not make: its parents play no part in the answers",
+                short(&m)
+            ));
+        }
+        return;
+    }
     match ids.as_slice() {
         [b, h, ..] => {
             if let Some((sh, sb)) = &subject
@@ -263,10 +338,11 @@ fn parents(
         }
         _ => {
             t.notes.push(format!(
-                "{} is not a merge: the job tested that commit itself, taken as its base",
+                "{} is not a merge: the job tested that commit itself",
                 short(&m)
             ));
-            t.base = Some(m.clone());
+            t.kind = Some(TestedKind::Commit);
+            t.base = None;
             t.head = None;
         }
     }
