@@ -378,7 +378,7 @@ fn must_run_list_names_doc_tests_and_the_audit_finds_them() {
     let tests = audit::load_must_run(&list).unwrap();
     assert_eq!(tests.len(), 4);
     let verdicts = |log: &str| -> Vec<(String, Verdict)> {
-        audit_one(parse(log), &tests)
+        audit_one(mapped(log), &tests)
             .tests
             .iter()
             .map(|t| (t.test.clone(), t.verdict))
