@@ -265,6 +265,10 @@ pub enum Outcome {
     /// No result line although every test binary of the run reported its summary: the
     /// test does not exist (for example renamed away or compiled out by a mutation).
     Missing,
+    /// Not run: switch mode's reach run showed that the test executes none of the mutated
+    /// function's code, so it cannot observe the mutation (reach-guided test selection,
+    /// `battery/reach.rs`). Never a kill; judged as the test passing.
+    NotReached,
 }
 
 /// Result of one test run.

@@ -223,6 +223,13 @@ pub struct BatteryRunArgs {
     /// the scratch copy. Both give the same report, timings aside.
     #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
     pub mode: Mode,
+    /// Switch mode: run every listed test for every mutant. By default a mutant's test run
+    /// runs only the listed tests that execute its function, as a reach run (each listed
+    /// test on its own, recording the switched functions it runs) found them; the others
+    /// cannot observe the mutation. The verdicts are the same either way; a mutation no
+    /// listed test reaches is NO_COVERAGE in both.
+    #[arg(long)]
+    pub all_tests: bool,
 }
 
 impl BatteryRunArgs {
@@ -256,6 +263,7 @@ impl BatteryRunArgs {
                 require_guarded: self.require_guarded,
                 mutants: self.mutants,
             },
+            all_tests: self.all_tests,
         })
     }
 }
@@ -1198,6 +1206,7 @@ fn via_harness_batteries(
         recheck: 0,
         jobs: 1,
         diff_scope: battery::DiffScope::default(),
+        all_tests: false,
     };
     let mut runs = Vec::new();
     for path in &paths {

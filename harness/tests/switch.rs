@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{Sandbox, redact};
+use common::{Sandbox, as_full_run, redact};
 
 /// Per mutation: (verdict, expectation, sorted failing tests).
 fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<String>)> {
@@ -37,7 +37,7 @@ fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<Stri
 
 /// A battery report with its timings (and the sandbox's path) replaced by placeholders.
 fn without_timings(sb: &Sandbox, r: &serde_json::Value) -> serde_json::Value {
-    let mut r = r.clone();
+    let mut r = as_full_run(r);
     redact(&mut r, &sb.ws.canonicalize().unwrap());
     r
 }
@@ -100,7 +100,7 @@ fn switch_mode_equals_rebuild_mode_and_never_touches_the_tree() {
     let (v1, v2) = (verdicts(&r1), verdicts(&r2));
     assert_eq!(v1.len(), 6);
     assert_eq!(v1, v2);
-    assert_eq!(r1["kill_matrix"], r2["kill_matrix"]);
+    assert_eq!(r1["kill_matrix"], as_full_run(&r2["kill_matrix"]));
     assert_eq!(r1["unfalsified"], r2["unfalsified"]);
     assert_eq!(r1["summary"], r2["summary"]);
     // Rebuild mode's own answers, so that equality is not equality of two empty reports.
@@ -443,7 +443,7 @@ rationale = "Leaves b unused: UNVIABLE under deny(unused_variables)."
     assert_eq!(v1["add-drops-b"].0, "UNVIABLE");
     assert_eq!(v1, v2);
     assert_eq!(v2["add-subtracts"].0, "KILLED");
-    assert_eq!(r1["kill_matrix"], r2["kill_matrix"]);
+    assert_eq!(r1["kill_matrix"], as_full_run(&r2["kill_matrix"]));
     let sw = reports("switch.json");
     let why = sw["checked_alone_because"].as_str().unwrap();
     assert!(why.ends_with("src/lib.rs:3"), "{why}");
@@ -682,8 +682,217 @@ rationale = "The future is no longer Send: UNVIABLE."
     assert_eq!(v1["later-holds-an-rc"].0, "UNVIABLE");
     assert_eq!(v1["later-subtracts"].0, "KILLED");
     assert_eq!(v1, v2);
-    assert_eq!(r1["kill_matrix"], r2["kill_matrix"]);
+    assert_eq!(r1["kill_matrix"], as_full_run(&r2["kill_matrix"]));
     let p = plan(&sb, "later");
     assert_eq!(p["later-subtracts"]["mode"], "switched");
     assert_eq!(p["later-holds-an-rc"]["mode"], "unviable");
+}
+
+/// A catalog of the sample with a function no listed test calls (`uncalled`) beside `add`.
+fn with_uncalled(sb: &Sandbox, extra_tests: &[&str]) -> String {
+    sb.edit(
+        "src/lib.rs",
+        "mod crlf;",
+        "mod crlf;\n\n/// Called by no listed test.\npub fn uncalled(x: i64) -> i64 {\n    x * 3\n}",
+    );
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    let mut header = header.replace("name = \"sample\"", "name = \"reach\"");
+    for t in extra_tests {
+        header = header.replace(
+            "    \"contract::adds_two_numbers\",\n",
+            &format!("    \"contract::adds_two_numbers\",\n    \"{t}\",\n"),
+        );
+    }
+    sb.write(
+        "mutations/reach.toml",
+        &format!(
+            "{header}{}",
+            r#"
+[[mutation]]
+id = "add-subtracts"
+title = "add subtracts instead"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "a - b"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "The sum is the contract."
+
+[[mutation]]
+id = "uncalled-defect"
+title = "uncalled triples no more"
+role = "defect"
+file = "src/lib.rs"
+find = "x * 3"
+replace = "x * 4"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "No listed test calls it: NO_COVERAGE, UNMET."
+
+[[mutation]]
+id = "uncalled-gap"
+title = "uncalled doubles"
+role = "gap"
+file = "src/lib.rs"
+find = "x * 3"
+replace = "x * 2"
+rationale = "A known gap: no listed test calls it."
+"#
+        ),
+    );
+    sb.ws
+        .join("mutations/reach.toml")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Reach-guided selection: each switched mutant runs only the listed tests that execute its
+/// function, and gives the verdicts and kill matrix of a run of every listed test
+/// (`--all-tests`) and of rebuild mode; a mutation no listed test reaches is NO_COVERAGE
+/// (UNMET for a defect, MET for a gap) in both switch runs, and nothing runs for it when
+/// selection is on.
+#[test]
+fn reach_selected_runs_give_the_full_runs_verdicts_and_uncalled_code_is_no_coverage() {
+    let sb = Sandbox::new();
+    let catalog = with_uncalled(&sb, &[]);
+    let report = |name: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(sb.ws.join(format!("reports/reach/{name}"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let selected = sb.run(&["battery", &catalog, "--mode", "switch"]);
+    selected.expect_code(1);
+    selected.stderr_has("reach run: 7 tests on their own");
+    selected.stderr_has("2 of 3 switched mutations reached by no listed test");
+    selected.stdout_has("NO_COVERAGE");
+    let r_sel = report("battery.json");
+    let stryker = report("mutation-report.json");
+    let sw = report("switch.json");
+    sb.run(&["battery", &catalog, "--mode", "switch", "--all-tests"])
+        .expect_code(1);
+    let r_all = report("battery.json");
+    let sw_all = report("switch.json");
+    sb.run(&["battery", &catalog]).expect_code(1);
+    let r_reb = report("battery.json");
+
+    let (v_sel, v_all, v_reb) = (verdicts(&r_sel), verdicts(&r_all), verdicts(&r_reb));
+    assert_eq!(v_sel, v_all);
+    assert_eq!(v_sel["add-subtracts"].0, "KILLED");
+    assert_eq!(
+        (
+            v_sel["uncalled-defect"].0.as_str(),
+            v_sel["uncalled-defect"].1.as_str()
+        ),
+        ("NO_COVERAGE", "UNMET")
+    );
+    assert_eq!(
+        (
+            v_sel["uncalled-gap"].0.as_str(),
+            v_sel["uncalled-gap"].1.as_str()
+        ),
+        ("NO_COVERAGE", "MET")
+    );
+    // Rebuild mode cannot tell: the uncalled mutants survive there, the rest is the same.
+    assert_eq!(v_reb["uncalled-defect"].0, "SURVIVED");
+    assert_eq!(v_reb["uncalled-gap"].0, "SURVIVED");
+    assert_eq!(v_reb["add-subtracts"], v_sel["add-subtracts"]);
+    assert_eq!(as_full_run(&r_sel["kill_matrix"]), r_all["kill_matrix"]);
+    assert_eq!(r_all["kill_matrix"], r_reb["kill_matrix"]);
+
+    let by_id = |r: &serde_json::Value, id: &str| -> serde_json::Value {
+        r["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let add = by_id(&r_sel, "add-subtracts");
+    assert_eq!(
+        add["reached_by"],
+        serde_json::json!(["contract::adds_two_numbers"])
+    );
+    assert_eq!(add["outcomes"]["contract::adds_two_numbers"], "failed");
+    assert_eq!(add["outcomes"]["contract::clamp_bounds"], "not_reached");
+    // `--all-tests` runs them all, and still reports the reach.
+    let add_all = by_id(&r_all, "add-subtracts");
+    assert_eq!(add_all["outcomes"]["contract::clamp_bounds"], "passed");
+    assert_eq!(add_all["reached_by"], add["reached_by"]);
+    let un = by_id(&r_sel, "uncalled-defect");
+    assert_eq!(un["reached_by"], serde_json::json!([]));
+    assert!(
+        un["outcomes"]
+            .as_object()
+            .unwrap()
+            .values()
+            .all(|o| o == "not_reached"),
+        "nothing ran for it: {un}"
+    );
+    assert_eq!(un["test_seconds"], 0.0);
+    assert_eq!(
+        by_id(&r_reb, "uncalled-defect")["reached_by"],
+        serde_json::Value::Null
+    );
+    assert_eq!(r_sel["summary"]["no_coverage"], 2);
+    assert_eq!(sw["reach"]["selection"], true);
+    assert_eq!(sw_all["reach"]["selection"], false);
+    assert_eq!(
+        sw["reach"]["reached_by"]["add-subtracts"],
+        add["reached_by"]
+    );
+
+    let mutants: Vec<&serde_json::Value> = stryker["files"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|f| f["mutants"].as_array().unwrap())
+        .collect();
+    let st = |id: &str| mutants.iter().find(|m| m["id"] == id).unwrap();
+    assert_eq!(st("uncalled-defect")["status"], "NoCoverage");
+    assert_eq!(st("uncalled-defect")["coveredBy"], serde_json::json!([]));
+    assert_eq!(st("add-subtracts")["coveredBy"], add["reached_by"]);
+}
+
+/// A listed test that passes only after another test ran (state shared in the process)
+/// fails when run on its own: the reach run then cannot be trusted, no mutant's tests are
+/// cut down, and the switch report says why.
+#[test]
+fn a_test_that_needs_another_to_run_first_turns_selection_off() {
+    let sb = Sandbox::new();
+    sb.edit(
+        "tests/contract.rs",
+        "mod contract {",
+        "mod contract {\n    static SET_BY_ANOTHER: std::sync::atomic::AtomicBool =\n        std::sync::atomic::AtomicBool::new(false);\n\n    #[test]\n    fn a_sets_a_flag() {\n        SET_BY_ANOTHER.store(true, std::sync::atomic::Ordering::SeqCst);\n    }\n\n    #[test]\n    fn b_needs_the_flag() {\n        for _ in 0..100 {\n            if SET_BY_ANOTHER.load(std::sync::atomic::Ordering::SeqCst) {\n                return;\n            }\n            std::thread::sleep(std::time::Duration::from_millis(20));\n        }\n        panic!(\"no other test set the flag\");\n    }\n",
+    );
+    let catalog = with_uncalled(
+        &sb,
+        &["contract::a_sets_a_flag", "contract::b_needs_the_flag"],
+    );
+    let run = sb.run(&["battery", &catalog, "--mode", "switch"]);
+    run.expect_code(1);
+    run.stderr_has("reach run: not used, every mutant runs every listed test: contract::b_needs_the_flag did not pass when run on its own");
+    let r: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/reach/battery.json")).unwrap(),
+    )
+    .unwrap();
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/reach/switch.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sw["reach"]["selection"], false);
+    for m in r["mutations"].as_array().unwrap() {
+        assert_eq!(m["reached_by"], serde_json::Value::Null, "{}", m["id"]);
+        assert!(
+            m["outcomes"]
+                .as_object()
+                .unwrap()
+                .values()
+                .all(|o| o != "not_reached"),
+            "{m}"
+        );
+    }
+    let v = verdicts(&r);
+    assert_eq!(v["uncalled-defect"].0, "SURVIVED");
 }

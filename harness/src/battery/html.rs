@@ -85,6 +85,9 @@ fn cell_words(c: Cell) -> &'static str {
         Cell::NotRun => "not run (the mutation did not compile)",
         Cell::NoResult => "no result (the test binary died before reporting it)",
         Cell::Missing => "missing (the test does not exist under the mutation)",
+        Cell::NotReached => {
+            "not run (the reach run showed it does not execute the mutated function)"
+        }
     }
 }
 

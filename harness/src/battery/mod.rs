@@ -17,6 +17,7 @@ pub mod inert;
 pub mod lints;
 pub mod merge;
 pub mod parallel;
+pub mod reach;
 pub mod rebuild;
 pub mod refusal;
 pub mod report;
@@ -78,6 +79,10 @@ pub struct Options {
     pub jobs: usize,
     /// What `--since` adds besides selecting mutations (see [`DiffScope`]).
     pub diff_scope: DiffScope,
+    /// Switch mode: run every listed test for every mutant (`--all-tests`), not only the
+    /// tests the reach run found executing its function ([`reach`]). The verdicts are the
+    /// same; the reach is still found and reported.
+    pub all_tests: bool,
 }
 
 /// With `--since`: UNGUARDED-IN-DIFF and cargo-mutants' generated mutants inside the diff.
@@ -532,6 +537,7 @@ pub(crate) fn outcome_word(o: Option<&Outcome>) -> &'static str {
         Some(Outcome::Unfinished) => "unfinished",
         Some(Outcome::NoResult) => "no result",
         Some(Outcome::Missing) => "missing",
+        Some(Outcome::NotReached) => "not reached",
         None => "absent",
     }
 }

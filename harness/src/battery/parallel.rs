@@ -47,6 +47,8 @@ pub struct Job {
     pub cmd: CargoCmd,
     /// The mutant's timeout.
     pub timeout: Duration,
+    /// The listed tests it runs when fewer than all (reach-guided selection); `None`: all.
+    pub tests: Option<Vec<String>>,
 }
 
 /// One finished run, as the run's judge takes it.
@@ -304,6 +306,7 @@ pub(crate) fn run_block(
                         cmd = cmd.with_env(v, &tmp.to_string_lossy());
                     }
                     let timeout = job.timeout;
+                    let job_tests = job.tests.clone();
                     let tx = tx.clone();
                     let prep = t0.elapsed().as_secs_f64();
                     // The runner waits for its child in this thread, which ends only after
@@ -312,7 +315,8 @@ pub(crate) fn run_block(
                         // A panic in the thread must still send a result: the loop waits
                         // for one per running item.
                         let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            cmd.run(tests, Some(timeout)).map_err(Stop::from)
+                            cmd.run(job_tests.as_deref().unwrap_or(tests), Some(timeout))
+                                .map_err(Stop::from)
                         }))
                         .unwrap_or_else(|_| {
                             Err(refuse(

@@ -201,6 +201,11 @@ pub struct MutationReport {
     pub other_killers: Vec<String>,
     /// Outcome of every listed test (empty when UNVIABLE).
     pub outcomes: BTreeMap<String, Outcome>,
+    /// Switch mode's reach run: the listed tests that execute the mutated function, in
+    /// catalog order (empty: NO_COVERAGE); `None` when it is not known (rebuild mode, a
+    /// rebuild fallback, an unproven switch, a reach run that could not be trusted).
+    #[serde(default)]
+    pub reached_by: Option<Vec<String>>,
     /// For UNVIABLE: the compiler's first error.
     pub compiler_error: Option<String>,
     /// The test binaries that died before reporting all their tests, each with its exit
@@ -245,6 +250,9 @@ pub struct Summary {
     /// NOT_COMPILED.
     #[serde(default)]
     pub not_compiled: usize,
+    /// NO_COVERAGE.
+    #[serde(default)]
+    pub no_coverage: usize,
     /// MET.
     pub met: usize,
     /// UNMET.
@@ -270,6 +278,7 @@ impl Summary {
                 Verdict::Crashed => s.crashed += 1,
                 Verdict::TestsMissing => s.tests_missing += 1,
                 Verdict::NotCompiled => s.not_compiled += 1,
+                Verdict::NoCoverage => s.no_coverage += 1,
             }
             match m.expectation {
                 Expectation::Met => s.met += 1,
@@ -346,6 +355,9 @@ fn headline(r: &BatteryReport) -> String {
             }
             if s.tests_missing > 0 {
                 rare.push_str(&format!(", {} tests missing", s.tests_missing));
+            }
+            if s.no_coverage > 0 {
+                rare.push_str(&format!(", {} no coverage", s.no_coverage));
             }
             if s.not_compiled > 0 {
                 rare.push_str(&format!(", {} not compiled", s.not_compiled));
@@ -606,6 +618,7 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
             Verdict::Crashed => "RuntimeError",
             Verdict::TestsMissing => "NoCoverage",
             Verdict::NotCompiled => "Ignored",
+            Verdict::NoCoverage => "NoCoverage",
         };
         let reason = match (&m.compiler_error, m.reasons.is_empty()) {
             (Some(e), _) => e.clone(),
@@ -629,7 +642,7 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
             "status": status,
             "statusReason": reason,
             "killedBy": m.failed_tests.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
-            "coveredBy": r.catalog.tests,
+            "coveredBy": m.reached_by.as_ref().unwrap_or(&r.catalog.tests),
             "testsCompleted": completed,
             "duration": (m.test_seconds * 1000.0).round(),
         });

@@ -90,6 +90,9 @@ pub(crate) enum Built {
         /// Which gate keeps it out, and the features enabled.
         why: String,
     },
+    /// No listed test reaches the mutated function (switch mode's reach run): nothing to
+    /// build or run; NO_COVERAGE.
+    NoCoverage,
     /// Does not compile.
     Unviable {
         /// The compiler's first error (rendered at its place in the mutated file).
@@ -174,6 +177,17 @@ pub(crate) trait ModeRun {
     fn concurrent_tests(&self, _pm: &PreparedMutation) -> Option<CargoCmd> {
         None
     }
+    /// The listed tests that execute `pm`'s mutated function, in catalog order, as the
+    /// mode's reach run found them (switch mode); `None` when not known. Default: `None`.
+    fn reached_by(&self, _pm: &PreparedMutation) -> Option<Vec<String>> {
+        None
+    }
+    /// The listed tests `pm`'s test run runs when that is fewer than all (reach-guided
+    /// selection: the others cannot observe the mutation and are judged
+    /// [`Outcome::NotReached`]); `None`: every listed test. Default: `None`.
+    fn tests_for(&self, _pm: &PreparedMutation) -> Option<Vec<String>> {
+        None
+    }
     /// How the concurrent test runs went: `jobs` at most at once, and the mutations that
     /// ran again on their own because a file appeared in the tree while other runs went on.
     fn concurrency(&mut self, _jobs: usize, _ran_again_alone: &[String]) {}
@@ -193,6 +207,8 @@ struct Ran {
     built: Built,
     run: Option<TestRun>,
     created: Vec<PathBuf>,
+    /// [`ModeRun::reached_by`] of the mutation.
+    reached_by: Option<Vec<String>>,
 }
 
 /// The run's state from phase to phase.
@@ -561,6 +577,7 @@ impl<'a> Run<'a> {
                 built: Built::NotCompiled { why },
                 run: None,
                 created: Vec::new(),
+                reached_by: None,
             };
             judged(&self.sh, self.reuse.as_ref(), &mut self.results, &mu, ran)?;
         }
@@ -888,10 +905,17 @@ fn one_mutant(
     if matches!(built, Built::Switched) {
         overheads.push(overhead);
     }
+    if let (Some(r), Some(ran_tests)) = (run.as_mut(), mode.tests_for(mu.pm)) {
+        mark_not_reached(r, &sh.catalog.spec.tests, &ran_tests);
+    }
+    if matches!(built, Built::NoCoverage) {
+        run = Some(nothing_reached(&sh.catalog.spec.tests));
+    }
     Ok(Ran {
         built,
         run,
         created,
+        reached_by: mode.reached_by(mu.pm),
     })
 }
 
@@ -962,6 +986,7 @@ fn concurrent_block(
     let mut mus = Vec::with_capacity(items.len());
     let mut built = Vec::with_capacity(items.len());
     let mut jobs = Vec::with_capacity(items.len());
+    let mut reached = Vec::with_capacity(items.len());
     for &(k, pm) in items {
         let m = &c.spec.mutations[pm.index];
         let mu = Mutant {
@@ -974,6 +999,7 @@ fn concurrent_block(
             (Built::Switched, Some(cmd)) => Some(parallel::Job {
                 cmd,
                 timeout: timeout_for(block.reuse, block.timeout, pm.index),
+                tests: mode.tests_for(pm),
             }),
             (Built::Switched, None) => {
                 return Err(refuse(
@@ -983,6 +1009,7 @@ fn concurrent_block(
             }
             _ => None,
         });
+        reached.push((mode.reached_by(pm), mode.tests_for(pm)));
         mus.push(mu);
         built.push(Some(b));
     }
@@ -991,11 +1018,18 @@ fn concurrent_block(
     let mut take = |i: usize, done: Option<parallel::Done>| -> Result<(), Stop> {
         let mu = &mus[i];
         let b = built[i].take().expect("each item is taken once");
+        let (reached_by, ran_tests) = reached[i].clone();
         let (run, created) = match done {
-            Some(d) => {
+            Some(mut d) => {
                 p.past(&format!("{}: testing (switched)", mu.tag));
                 overheads.push(d.overhead);
+                if let Some(ran_tests) = &ran_tests {
+                    mark_not_reached(&mut d.run, &c.spec.tests, ran_tests);
+                }
                 (Some(d.run), d.created)
+            }
+            None if matches!(b, Built::NoCoverage) => {
+                (Some(nothing_reached(&c.spec.tests)), Vec::new())
             }
             None => (None, Vec::new()),
         };
@@ -1006,6 +1040,7 @@ fn concurrent_block(
             built: b,
             run,
             created,
+            reached_by,
         };
         judged(sh, block.reuse, results, mu, ran)
     };
@@ -1034,9 +1069,49 @@ fn concurrent_block(
         .collect())
 }
 
+/// The listed tests a reach-selected run did not run get [`Outcome::NotReached`]: they
+/// cannot observe the mutation. A listed test the run was given keeps its own outcome
+/// (missing when it did not report).
+fn mark_not_reached(run: &mut TestRun, listed: &[String], ran: &[String]) {
+    for t in listed {
+        if !ran.contains(t) {
+            run.outcomes.insert(t.clone(), Outcome::NotReached);
+        }
+    }
+}
+
+/// The run of a NO_COVERAGE mutant that ran nothing: every listed test
+/// [`Outcome::NotReached`].
+fn nothing_reached(listed: &[String]) -> TestRun {
+    let mut run = TestRun {
+        outcomes: BTreeMap::new(),
+        messages: BTreeMap::new(),
+        timed_out: false,
+        success: true,
+        stderr_tail: String::new(),
+        died: Vec::new(),
+        seconds: 0.0,
+    };
+    mark_not_reached(&mut run, listed, &[]);
+    run
+}
+
 fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
-    if let Built::NotCompiled { why } = &ran.built {
-        return Observation::NotCompiled(why);
+    match &ran.built {
+        Built::NotCompiled { why } => return Observation::NotCompiled(why),
+        Built::NoCoverage => return Observation::NoCoverage,
+        _ => {}
+    }
+    // Reached by no listed test, run anyway (`--all-tests`): NO_COVERAGE as when nothing
+    // ran, unless the run saw something (which the reach says it cannot: then its verdict).
+    if ran.reached_by.as_ref().is_some_and(Vec::is_empty)
+        && let Some(r) = &ran.run
+        && !r.timed_out
+        && r.outcomes
+            .values()
+            .all(|o| matches!(o, Outcome::Passed | Outcome::Ignored | Outcome::NotReached))
+    {
+        return Observation::NoCoverage;
     }
     match &ran.run {
         None => Observation::Unviable,
@@ -1069,7 +1144,7 @@ fn mutation_report(
 ) -> (MutationReport, Option<BTreeMap<String, Outcome>>) {
     let j = verdict::judge(m, &observation(ran));
     let (compiler_error, build_seconds) = match &ran.built {
-        Built::Switched | Built::NotCompiled { .. } => (None, 0.0),
+        Built::Switched | Built::NotCompiled { .. } | Built::NoCoverage => (None, 0.0),
         Built::Rebuilt { seconds } => (None, *seconds),
         Built::Unviable { error, seconds } => (Some(error.clone()), *seconds),
     };
@@ -1109,6 +1184,7 @@ fn mutation_report(
         created_files: ran.created.clone(),
         build_seconds,
         test_seconds: r.map_or(0.0, |r| r.seconds),
+        reached_by: ran.reached_by.clone(),
         reused: false,
     };
     (report, r.map(|r| r.outcomes.clone()))

@@ -317,7 +317,10 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
         out.push_str(&text[at..f.body.start]);
         at = f.body.end;
         let original = &text[f.body.clone()];
-        out.push_str("{\n#[allow(unreachable_code, unused, clippy::all)]\n");
+        out.push_str("{\n");
+        let ids: Vec<&str> = f.mutants.iter().map(|(id, _)| id.as_str()).collect();
+        out.push_str(&super::reach::recorder(&ids));
+        out.push_str("#[allow(unreachable_code, unused, clippy::all)]\n");
         out.push_str(
             "static __HARNESS_SWITCH: ::std::sync::OnceLock<usize> = ::std::sync::OnceLock::new();\n",
         );
@@ -418,6 +421,10 @@ pub struct SwitchInfo {
     /// scratch copy while other runs went on: they ran again one at a time (see
     /// [`crate::battery::parallel`]).
     pub ran_again_alone: Vec<String>,
+    /// The reach run ([`super::reach`]): `None` when none ran (no switched mutation, or the
+    /// switch not proven reached).
+    #[serde(default)]
+    pub reach: Option<super::reach::ReachInfo>,
 }
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Stop> {
@@ -449,6 +456,8 @@ pub(crate) struct Switch {
     doc_lines: std::sync::Arc<crate::cargo::DocLines>,
     /// Whether the scratch copy holds the original sources again (no switched code).
     restored: bool,
+    /// `--all-tests`: no reach-guided selection.
+    all_tests: bool,
     /// The scratch file a fallback mutation is written to, and its original bytes.
     fallback: Option<(PathBuf, Vec<u8>)>,
 }
@@ -584,6 +593,7 @@ impl Switch {
                 overhead_seconds_median: None,
                 jobs: opts.jobs.max(1),
                 ran_again_alone: Vec::new(),
+                reach: None,
             },
             scratch,
             packages: Vec::new(),
@@ -593,8 +603,22 @@ impl Switch {
             originals: BTreeMap::new(),
             doc_lines: std::sync::Arc::new(crate::cargo::DocLines::new()),
             restored: true,
+            all_tests: opts.all_tests,
             fallback: None,
         }
+    }
+
+    /// The reach of switched mutation `i` when the reach run found it and it can be
+    /// trusted: the listed tests that execute its function.
+    fn reach_of(&self, i: usize) -> Option<&Vec<String>> {
+        if self.mode_of(i) != PlanMode::Switched {
+            return None;
+        }
+        let r = self.info.reach.as_ref()?;
+        if r.untrusted_because.is_some() {
+            return None;
+        }
+        r.reached_by.get(self.id(i))
     }
 
     fn cargo(&self, mutant: Option<&str>) -> CargoCmd {
@@ -1085,7 +1109,54 @@ impl ModeRun for Switch {
                 "the forced-fail control failed no listed test: the switch is not proven reached, so every switched mutation is rebuilt on its own",
             );
             self.unswitch_all(UNPROVEN)?;
+            return Ok(());
         }
+        let switched: Vec<String> = self
+            .plan
+            .iter()
+            .filter(|(_, e)| e.mode == PlanMode::Switched)
+            .map(|(_, e)| e.id.clone())
+            .collect();
+        if switched.is_empty() {
+            return Ok(());
+        }
+        sh.progress.phase(
+            "reach run: every listed test on its own, recording the switched functions it runs",
+        );
+        let cmd = self.cargo(None);
+        let dir = self.scratch.target_dir.join("harness-reach");
+        let mut info = super::reach::run(&super::reach::Request {
+            state: &self.state,
+            cmd: &cmd,
+            tests: &sh.catalog.spec.tests,
+            switched: &switched,
+            forced_fail_failed: &self.info.forced_fail_failed,
+            jobs: self.info.jobs,
+            timeout,
+            dir: &dir,
+        })?;
+        info.selection &= !self.all_tests;
+        match &info.untrusted_because {
+            Some(why) => sh.progress.line(&format!(
+                "reach run: not used, every mutant runs every listed test: {why}"
+            )),
+            None => {
+                let uncovered = info.reached_by.values().filter(|v| v.is_empty()).count();
+                sh.progress.line(&format!(
+                    "reach run: {} tests on their own in {:.1} s; {} of {} switched mutations reached by no listed test{}",
+                    info.tests_run,
+                    info.seconds,
+                    uncovered,
+                    switched.len(),
+                    if info.selection {
+                        "; each mutant runs the tests that reach it"
+                    } else {
+                        " (--all-tests: each mutant runs every listed test)"
+                    }
+                ));
+            }
+        }
+        self.info.reach = Some(info);
         Ok(())
     }
 
@@ -1106,7 +1177,14 @@ impl ModeRun for Switch {
                     seconds: 0.0,
                 });
             }
-            PlanMode::Switched => return Ok(Built::Switched),
+            PlanMode::Switched => {
+                let uncovered = self.reach_of(i).is_some_and(Vec::is_empty);
+                return Ok(if uncovered && !self.all_tests {
+                    Built::NoCoverage
+                } else {
+                    Built::Switched
+                });
+            }
             PlanMode::Rebuild => {}
         }
         if !self.restored {
@@ -1145,7 +1223,10 @@ impl ModeRun for Switch {
             ("rebuild fallback", None)
         };
         sh.progress.phase(&format!("{}: testing ({how})", mu.tag));
-        self.run_tests(sh, mutant, timeout)
+        match self.tests_for(mu.pm) {
+            Some(tests) => parallel::run_alone(&self.state, self.cargo(mutant), &tests, timeout),
+            None => self.run_tests(sh, mutant, timeout),
+        }
     }
 
     fn restore_mutant(&mut self, _: &Shared<'_>, _: &Mutant<'_>) -> Result<(), Stop> {
@@ -1157,6 +1238,19 @@ impl ModeRun for Switch {
 
     fn concurrent(&self, pm: &PreparedMutation) -> bool {
         self.mode_of(pm.index) != PlanMode::Rebuild
+    }
+
+    fn reached_by(&self, pm: &PreparedMutation) -> Option<Vec<String>> {
+        self.reach_of(pm.index).cloned()
+    }
+
+    fn tests_for(&self, pm: &PreparedMutation) -> Option<Vec<String>> {
+        if self.all_tests {
+            return None;
+        }
+        self.reach_of(pm.index)
+            .filter(|r| !r.is_empty() && r.len() < self.scratch.spec.tests.len())
+            .cloned()
     }
 
     fn concurrent_tests(&self, pm: &PreparedMutation) -> Option<CargoCmd> {

@@ -32,6 +32,10 @@ pub enum Verdict {
     /// and a `cfg(feature = ...)` the catalog's features do not enable keeps it out: no
     /// test could see the mutation, so nothing ran.
     NotCompiled,
+    /// Switch mode's reach run showed that no listed test executes the mutated function
+    /// (NoCoverage in Stryker's and PIT's terms): nothing could observe the mutation, so
+    /// nothing ran. Never a kill; UNMET for a defect or a vacuity, MET for a gap.
+    NoCoverage,
 }
 
 impl fmt::Display for Verdict {
@@ -44,6 +48,7 @@ impl fmt::Display for Verdict {
             Verdict::Crashed => "CRASHED",
             Verdict::TestsMissing => "TESTS_MISSING",
             Verdict::NotCompiled => "NOT_COMPILED",
+            Verdict::NoCoverage => "NO_COVERAGE",
         })
     }
 }
@@ -83,6 +88,8 @@ pub enum Observation<'a> {
     /// The mutated file is not compiled under the catalog's features (the text says which
     /// gate keeps it out); nothing was built or run.
     NotCompiled(&'a str),
+    /// No listed test reaches the mutated function (switch mode's reach run); nothing ran.
+    NoCoverage,
     /// The tests ran (possibly until the timeout).
     Ran {
         /// Outcome per listed test.
@@ -126,6 +133,26 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
                 reasons: vec![format!(
                     "not compiled under the catalog's features: {why}; no test ran (enable the feature in `features`, or move the mutation to a catalog that does)"
                 )],
+                other_killers: Vec::new(),
+            };
+        }
+        Observation::NoCoverage => {
+            let met = m.role == Role::Gap;
+            return Judgement {
+                verdict: Verdict::NoCoverage,
+                expectation: if met {
+                    Expectation::Met
+                } else {
+                    Expectation::Unmet
+                },
+                reasons: if met {
+                    Vec::new()
+                } else {
+                    vec![
+                        "no listed test reaches the mutated function (reach run): no test ran, nothing could kill it"
+                            .into(),
+                    ]
+                },
                 other_killers: Vec::new(),
             };
         }
@@ -215,6 +242,9 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
                     Some(Outcome::Missing) => reasons.push(format!(
                         "{k} does not exist under the mutation: no test binary reported it"
                     )),
+                    Some(Outcome::NotReached) => reasons.push(format!(
+                        "{k} does not reach the mutated function (reach run): it cannot fail"
+                    )),
                     Some(o) => reasons.push(format!(
                         "{k} did not fail ({})",
                         serde_json::to_value(o)
@@ -257,6 +287,8 @@ pub enum Cell {
     NoResult,
     /// The test does not exist under the mutation.
     Missing,
+    /// Not run: the reach run showed the test does not execute the mutated function.
+    NotReached,
 }
 
 impl Cell {
@@ -269,6 +301,7 @@ impl Cell {
             Outcome::Passed => Cell::Passed,
             Outcome::Ignored => Cell::Ignored,
             Outcome::Unfinished => Cell::Unfinished,
+            Outcome::NotReached => Cell::NotReached,
         }
     }
 
@@ -282,6 +315,7 @@ impl Cell {
             Cell::NotRun => "-",
             Cell::NoResult => "?",
             Cell::Missing => "x",
+            Cell::NotReached => "~",
         }
     }
 }

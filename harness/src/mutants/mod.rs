@@ -526,6 +526,8 @@ pub fn from_battery(
             Verdict::Crashed => Status::Crashed,
             Verdict::TestsMissing => Status::TestsMissing,
             Verdict::NotCompiled => Status::NotCompiled,
+            // cargo-mutants runs the tests and finds them passing: missed.
+            Verdict::NoCoverage => Status::Missed,
         };
         let diff = (status == Status::Missed).then(|| {
             let name = r.file.display().to_string();

@@ -291,3 +291,26 @@ pub fn strip_thread_ids(s: &str) -> String {
     out.push_str(rest);
     out
 }
+
+/// A battery report as a run of every listed test would have it: switch mode's
+/// reach-guided selection leaves the tests that do not reach a mutant's function unrun
+/// (`not_reached`), and the claim is that they would have passed; so `not_reached` reads as
+/// `passed` (outcomes, kill matrix) and the reach itself (`reached_by`) is dropped.
+#[allow(dead_code)]
+pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                map.remove("reached_by");
+                map.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            Value::String(s) if s == "not_reached" => *s = "passed".into(),
+            _ => {}
+        }
+    }
+    let mut v = v.clone();
+    walk(&mut v);
+    v
+}
