@@ -71,16 +71,28 @@ struct Outcome {
     switch: serde_json::Value,
 }
 
+/// A switch run with `-j jobs` of every listed test for every mutant (`--all-tests`: the
+/// isolation test, which reaches no mutated function, must run with each mutant to probe
+/// its temporary directory).
 fn run_with(sb: &Sandbox, jobs: &str) -> Outcome {
-    let reports = sb.dir.path().join(format!("reports-j{jobs}"));
-    let run = sb.battery(&[
+    run_with_args(sb, jobs, &["--all-tests"])
+}
+
+fn run_with_args(sb: &Sandbox, jobs: &str, extra: &[&str]) -> Outcome {
+    let reports = sb
+        .dir
+        .path()
+        .join(format!("reports-j{jobs}{}", extra.join("")));
+    let mut args = vec![
         "--mode",
         "switch",
         "-j",
         jobs,
         "--reports",
         reports.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let run = sb.battery(&args);
     run.expect_code(1);
     let dir = reports.join("parallel");
     let ws = sb.ws.canonicalize().unwrap();
@@ -195,6 +207,41 @@ fn jobs_2_and_3_report_as_jobs_1_each_run_in_its_own_temporary_directory() {
     }
     assert_eq!(one.switch["jobs"], 1);
     assert_eq!(one.switch["ran_again_alone"], serde_json::json!([]));
+    // With reach-guided selection (the reach run itself then goes on -j 2 at once) the
+    // reports are the same with any -j too, and read as the runs of every test.
+    let sel_one = run_with_args(&sb, "1", &[]);
+    let sel_two = run_with_args(&sb, "2", &[]);
+    assert_eq!(
+        sel_one.battery, sel_two.battery,
+        "battery.json, selected, -j 2"
+    );
+    assert_eq!(sel_two.switch["reach"]["selection"], true);
+    // The same verdicts and kills as the runs of every test. Not every cell: under the
+    // hanging mutant a run of every test leaves the tests after the hang unfinished, where
+    // the selected run never started them (not reached).
+    let kills = |r: &serde_json::Value| -> Vec<(String, String, Vec<bool>)> {
+        let km = &r["kill_matrix"];
+        r["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .enumerate()
+            .map(|(j, m)| {
+                let col = km["cells"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|row| row[j] == "killed")
+                    .collect();
+                (
+                    m["id"].as_str().unwrap().to_string(),
+                    m["verdict"].as_str().unwrap().to_string(),
+                    col,
+                )
+            })
+            .collect()
+    };
+    assert_eq!(kills(&sel_two.battery), kills(&one.battery));
 
     // Each switched mutant's run that reached the isolation test had a temporary directory
     // of its own: not the harness's, not another run's, under the state directory, and gone

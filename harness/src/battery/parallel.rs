@@ -203,6 +203,57 @@ pub(crate) fn run_alone(
     res.and_then(|r| removed.map(|()| r))
 }
 
+/// Runs each of `runs` (a command and the listed tests it runs) once, up to `jobs` at once,
+/// each with a private temporary directory of its own (as [`run_alone`] gives one run), and
+/// returns their results in the order of `runs`. Stops starting runs once a signal asked
+/// the harness to stop (those runs give [`Stop::Interrupted`]).
+pub(crate) fn run_each(
+    state: &Path,
+    jobs: usize,
+    timeout: Duration,
+    runs: &[(CargoCmd, Vec<String>)],
+) -> Vec<Result<TestRun, Stop>> {
+    // One set of temporary directories for all threads: its drop removes them all, so it
+    // must outlive every run.
+    let temps = std::sync::Mutex::new(Temps::new(state));
+    let next = AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<TestRun, Stop>>>> =
+        std::sync::Mutex::new((0..runs.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1).min(runs.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some((cmd, tests)) = runs.get(k) else {
+                        break;
+                    };
+                    let res = if crate::interrupt::requested() {
+                        Err(Stop::Interrupted)
+                    } else {
+                        let made = temps.lock().expect("no panic holds it").make();
+                        made.and_then(|tmp| {
+                            let mut cmd = cmd.clone();
+                            for v in TEMP_VARS {
+                                cmd = cmd.with_env(v, &tmp.to_string_lossy());
+                            }
+                            let res = cmd.run(tests, Some(timeout)).map_err(Stop::from);
+                            let removed = temps.lock().expect("no panic holds it").remove(&tmp);
+                            res.and_then(|r| removed.map(|()| r))
+                        })
+                    };
+                    results.lock().expect("no panic holds it")[k] = Some(res);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("no panic holds it")
+        .into_iter()
+        .map(|r| r.unwrap_or(Err(Stop::Interrupted)))
+        .collect()
+}
+
 /// Where one item of a block stands.
 enum Slot {
     /// Not started (or to run again).

@@ -30,8 +30,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -124,43 +122,51 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
         dir,
     } = *req;
     let t0 = Instant::now();
+    // A reach file is appended to: one left by an earlier run must not count.
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_fault(dir, "remove", e));
+        }
+        _ => {}
+    }
     std::fs::create_dir_all(dir).map_err(|e| io_fault(dir, "create", e))?;
     let alone: Vec<(usize, &String)> = tests
         .iter()
         .enumerate()
         .filter(|(_, t)| !crate::libtest::is_doc_test(t))
         .collect();
-    let next = AtomicUsize::new(0);
-    let results: Mutex<BTreeMap<usize, Alone>> = Mutex::new(BTreeMap::new());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1).min(alone.len().max(1)) {
-            scope.spawn(|| {
-                loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(i, t)) = alone.get(k) else { break };
-                    if crate::interrupt::requested() {
-                        break;
-                    }
-                    let file = dir.join(format!("test-{i}"));
-                    let res = parallel::run_alone(
-                        state,
-                        cmd.clone().with_env(REACH_ENV, &file.to_string_lossy()),
-                        std::slice::from_ref(t),
-                        timeout,
-                    )
-                    .map(|r| {
-                        let o = r.outcomes.get(t).copied().unwrap_or(Outcome::Missing);
-                        (o, file)
-                    });
-                    results.lock().expect("no panic holds it").insert(i, res);
-                }
-            });
-        }
-    });
+    let files: Vec<PathBuf> = alone
+        .iter()
+        .map(|(i, _)| dir.join(format!("test-{i}")))
+        .collect();
+    let runs: Vec<(CargoCmd, Vec<String>)> = alone
+        .iter()
+        .zip(&files)
+        .map(|((_, t), file)| {
+            (
+                cmd.clone().with_env(REACH_ENV, &file.to_string_lossy()),
+                vec![(*t).clone()],
+            )
+        })
+        .collect();
+    let ran = parallel::run_each(state, jobs, timeout, &runs);
     if crate::interrupt::requested() {
         return Err(Stop::Interrupted);
     }
-    let results = results.into_inner().expect("no panic holds it");
+    let results: BTreeMap<usize, Alone> = alone
+        .iter()
+        .zip(files)
+        .zip(ran)
+        .map(|(((i, t), file), r)| {
+            (
+                *i,
+                r.map(|r| {
+                    let o = r.outcomes.get(*t).copied().unwrap_or(Outcome::Missing);
+                    (o, file)
+                }),
+            )
+        })
+        .collect();
     let mut info = ReachInfo {
         selection: true,
         tests_run: alone.len(),
