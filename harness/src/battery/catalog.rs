@@ -336,19 +336,17 @@ impl Catalog {
         };
         let mut out = Vec::with_capacity(self.spec.mutations.len());
         for (index, m) in self.spec.mutations.iter().enumerate() {
-            let rel = &m.file;
-            if rel.is_absolute()
-                || rel
-                    .components()
-                    .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
-            {
+            // `src/../src/lib.rs` is `src/lib.rs`: only a path whose `..` climbs above the
+            // root (or an absolute one) is outside, before any symbolic link is followed.
+            let Some(normal) = within_root(&m.file) else {
                 return Err(drift(format!(
                     "mutation {}: file {} is outside the workspace {}",
                     m.id,
-                    rel.display(),
+                    m.file.display(),
                     self.root.display()
                 )));
-            }
+            };
+            let rel = &normal;
             let joined = self.root.join(rel);
             let abs = joined.canonicalize().map_err(|e| {
                 drift(format!(
@@ -533,6 +531,25 @@ impl Catalog {
     }
 }
 
+/// `rel` with `.` and `..` taken out lexically, or `None` when it is absolute, empty or a
+/// `..` climbs above the directory it is relative to.
+fn within_root(rel: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(n) => out.push(n),
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
 /// 1-based line and character column of byte offset `at` in `text`.
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at];
@@ -579,6 +596,22 @@ fn validate_static(
             "timeout_floor_secs",
             format!("{} must be a positive number", spec.timeout_floor_secs),
         ));
+    }
+    for (k, v) in &spec.env {
+        // A key cargo's environment cannot hold: `std::process::Command` would take
+        // `A=B` as key `A` or refuse it only when the first child is spawned.
+        let bad = if k.is_empty() {
+            Some("an environment variable needs a name".to_string())
+        } else if k.contains('=') {
+            Some(format!("{k:?} holds '=', which ends a variable's name"))
+        } else if k.contains('\0') || v.contains('\0') {
+            Some(format!("{k:?} holds a NUL byte"))
+        } else {
+            None
+        };
+        if let Some(reason) = bad {
+            return Err(invalid(&format!("env.{k:?}"), reason));
+        }
     }
     if spec.tests.is_empty() {
         return Err(invalid("tests", "the battery lists no tests".into()));
@@ -768,6 +801,58 @@ mod tests {
         let e = Catalog::load(&p).unwrap().prepare().unwrap_err();
         assert!(e.is_drift());
         assert!(e.to_string().contains("outside the workspace"), "{e}");
+    }
+
+    #[test]
+    fn a_dot_dot_that_stays_inside_is_inside() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "")));
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("\"src/a.rs\"", "\"src/../src/./a.rs\"");
+        std::fs::write(&p, text).unwrap();
+        let prep = Catalog::load(&p).unwrap().prepare().unwrap();
+        assert_eq!(prep[0].rel_path, PathBuf::from("src/a.rs"));
+        assert_eq!(prep[0].mutated, b"let x = 1 + 1;\nlet y = Q;\r\nz\n");
+    }
+
+    #[test]
+    fn a_dot_dot_that_climbs_out_is_outside() {
+        for file in ["src/../../a.rs", "/etc/passwd", "..", "."] {
+            let d = tempfile::tempdir().unwrap();
+            let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "")));
+            let text = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("\"src/a.rs\"", &format!("{file:?}"));
+            std::fs::write(&p, text).unwrap();
+            let e = Catalog::load(&p).unwrap().prepare().unwrap_err();
+            assert!(
+                e.to_string().contains("outside the workspace"),
+                "{file}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn env_keys_cargo_cannot_hold_are_a_catalog_error() {
+        for (key, why) in [
+            ("", "needs a name"),
+            ("A=B", "holds '='"),
+            ("=", "holds '='"),
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let env = format!("[env]\n{key:?} = \"1\"\n");
+            let p = write_ws(d.path(), &format!("{HEAD}{env}{}", mutation("m", "2", "")));
+            let e = Catalog::load(&p).unwrap_err();
+            assert!(matches!(e, CatalogError::Invalid { .. }), "{key:?}: {e}");
+            let text = e.to_string();
+            assert!(text.contains(&format!("field `env.{key:?}`")), "{text}");
+            assert!(text.contains(why), "{text}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let env = "[env]\nRUST_LOG = \"a=b\"\n";
+        let p = write_ws(d.path(), &format!("{HEAD}{env}{}", mutation("m", "2", "")));
+        assert_eq!(Catalog::load(&p).unwrap().spec.env["RUST_LOG"], "a=b");
     }
 
     #[test]
