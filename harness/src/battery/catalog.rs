@@ -247,22 +247,22 @@ impl Catalog {
     }
 
     /// Reads, parses and statically validates the catalog at `path` (no files of the
-    /// workspace are read except to resolve the workspace root).
+    /// workspace are read except to resolve the workspace root). A catalog may hold no
+    /// `[[mutation]]` (a starter catalog of `harness init`): its battery then shows every
+    /// listed test UNFALSIFIED.
     ///
-    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`]
-    /// (among them a catalog without any `[[mutation]]`).
+    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`].
     pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::load_with(path, true)
+        Catalog::load_with(path)
     }
 
-    /// Like [`Catalog::load`], for a catalog used only for its workspace, package, targets
-    /// and tests (`harness mutants --via-harness`, whose mutations are generated): it may
-    /// hold no `[[mutation]]`; the ones it holds are validated as usual.
+    /// [`Catalog::load`], for a catalog used only for its workspace, package, targets and
+    /// tests (`harness mutants --via-harness`, whose mutations are generated).
     pub fn load_base(path: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::load_with(path, false)
+        Catalog::load_with(path)
     }
 
-    fn load_with(path: &Path, need_mutations: bool) -> Result<Catalog, CatalogError> {
+    fn load_with(path: &Path) -> Result<Catalog, CatalogError> {
         let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
             path: path.to_path_buf(),
             source,
@@ -312,7 +312,7 @@ impl Catalog {
             Some(t) => root.join(t),
             None => root.join("target").join("harness").join(&name),
         };
-        validate_static(&spec, path, need_mutations)?;
+        validate_static(&spec, path)?;
         Ok(Catalog {
             path: path.to_path_buf(),
             name,
@@ -443,7 +443,7 @@ impl fmt::Display for TargetPlace {
 }
 
 /// `p` with `.` and `..` taken out, without touching the filesystem.
-fn lexical(p: &Path) -> PathBuf {
+pub(crate) fn lexical(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -562,11 +562,7 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
-fn validate_static(
-    spec: &CatalogSpec,
-    path: &Path,
-    need_mutations: bool,
-) -> Result<(), CatalogError> {
+fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
     let invalid = |field: &str, reason: String| CatalogError::Invalid {
         path: path.to_path_buf(),
         field: field.to_string(),
@@ -633,9 +629,6 @@ fn validate_static(
                 ),
             ));
         }
-    }
-    if need_mutations && spec.mutations.is_empty() {
-        return Err(invalid("mutation", "the catalog has no mutations".into()));
     }
     let mut ids = BTreeMap::new();
     for (i, m) in spec.mutations.iter().enumerate() {
