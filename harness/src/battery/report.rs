@@ -662,7 +662,7 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
 
 /// The NOTE of a mutation's row: its first reason and, when it was killed but not as the
 /// catalog expects, the tests that really killed it (a gap's reason names them already).
-fn note(m: &MutationReport) -> String {
+pub(crate) fn note(m: &MutationReport) -> String {
     let mut n = m.reasons.first().cloned().unwrap_or_default();
     if m.expectation == Expectation::Unmet
         && m.verdict == Verdict::Killed
