@@ -182,7 +182,7 @@ fn without_seconds(table: &str) -> String {
 }
 
 #[test]
-fn the_console_names_who_killed_an_unmet_mutation_and_the_page_counts_expectations() {
+fn the_console_names_who_killed_an_unmet_mutation() {
     let sb = newcomer();
     let run = sb.battery(&[]);
     run.expect_code(1);
@@ -196,6 +196,12 @@ fn the_console_names_who_killed_an_unmet_mutation_and_the_page_counts_expectatio
     run.stderr_has(
         "seconds-doubled: KILLED (UNMET): counts_minutes_and_hours did not fail (passed); killed instead by duration::test::test_units",
     );
+}
+
+#[test]
+fn the_page_headline_counts_expectations_and_colours_by_them() {
+    let sb = newcomer();
+    sb.battery(&[]).expect_code(1);
     let page = sb.read("reports/expectations/index.html");
     let headline = page
         .lines()
