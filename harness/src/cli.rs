@@ -399,11 +399,21 @@ pub enum LockCommand {
     Status,
 }
 
+/// The host state directory, absolute: the children run elsewhere (a test's private
+/// `TMPDIR` lies under it, and a relative one would be read from the child's own directory).
 fn state_dir(cli: &Cli) -> PathBuf {
-    cli.state_dir
+    let dir = cli
+        .state_dir
         .clone()
         .or_else(|| std::env::var_os("HARNESS_STATE_DIR").map(PathBuf::from))
-        .unwrap_or_else(lock::default_dir)
+        .unwrap_or_else(lock::default_dir);
+    if dir.is_absolute() {
+        return dir;
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(dir),
+        Err(_) => dir,
+    }
 }
 
 fn default_owner() -> String {

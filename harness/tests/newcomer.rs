@@ -267,3 +267,26 @@ fn a_state_dir_inside_the_workspace_is_refused_before_anything_runs() {
     }
     assert_eq!(sb.tree(), before);
 }
+
+/// A relative `--state-dir` is the caller's: the tests' private temporary directories under
+/// it are found from the directory the tests run in (here the switch mode's scratch copy,
+/// where a doc test's rustdoc makes its temporary files).
+#[test]
+fn a_relative_state_dir_outside_the_workspace_serves_switch_mode_doc_tests() {
+    let sb = newcomer();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["--state-dir", "relative-state", "battery"])
+        .arg(&sb.catalog)
+        .args(["--mode", "switch"])
+        .current_dir(sb.dir.path())
+        .env_remove("HARNESS_STATE_DIR")
+        .output()
+        .unwrap();
+    let run = common::Run::from(out);
+    run.expect_code(1);
+    let r = sb.report_of("expectations");
+    assert_eq!(r["status"], "complete", "{r}");
+    assert_eq!(r["summary"]["met"], 1, "{r}");
+    assert_eq!(r["summary"]["unmet"], 1, "{r}");
+    assert!(sb.dir.path().join("relative-state").is_dir());
+}
