@@ -19,7 +19,8 @@ Exit codes:
   1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED;
        with --since: a changed function UNGUARDED-IN-DIFF (--require-guarded) or a
        generated mutant inside the diff missed (--mutants)
-  2    the instrument could not be trusted: a refusal (below) or a bad catalog
+  2    the instrument could not be trusted: a refusal (below), a bad catalog or a
+       state directory inside the workspace
   130  interrupted by a signal (the tree was restored first)
 `lock run` exits with its command's exit code.
 
@@ -44,7 +45,8 @@ Refusals (exit 2; the report's `refusal.kind`):
                     mutated body
 
 Host state (lock, restore journals): --state-dir, else $HARNESS_STATE_DIR, else
-$TMPDIR/harness-<uid>. Every command first restores files left mutated by a run that
+$TMPDIR/harness-<uid>; it must lie outside the workspace (refused before the lock is
+taken, exit 2). Every command first restores files left mutated by a run that
 was killed (see `harness restore`).";
 
 const GATE_EXIT_CODES: &str = "\
