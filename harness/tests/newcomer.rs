@@ -290,3 +290,49 @@ fn a_relative_state_dir_outside_the_workspace_serves_switch_mode_doc_tests() {
     assert_eq!(r["summary"]["unmet"], 1, "{r}");
     assert!(sb.dir.path().join("relative-state").is_dir());
 }
+
+/// `harness tests`' output is a must-run list as it stands: `lane-audit` finds every name of
+/// it run and passed in a real `cargo test` log of the package (doc tests included).
+#[test]
+fn the_tests_output_is_a_must_run_list_lane_audit_takes() {
+    let sb = newcomer();
+    let run = sb.run(&["tests", "--workspace", sb.ws.to_str().unwrap()]);
+    run.expect_code(0);
+    let must_run = sb.dir.path().join("must-run.txt");
+    std::fs::write(&must_run, &run.stdout).unwrap();
+    // One stream, as a CI job's log holds it: cargo's lines (stderr) between the tests'.
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("\"$0\" test --offline --no-fail-fast --manifest-path \"$1\" --target-dir \"$2\" 2>&1")
+        .arg(&cargo)
+        .arg(sb.ws.join("Cargo.toml"))
+        .arg(sb.dir.path().join("own-target"))
+        .env("CARGO_TERM_COLOR", "never")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let log = sb.dir.path().join("test.log");
+    std::fs::write(&log, &out.stdout).unwrap();
+    let lanes = sb.dir.path().join("lanes.toml");
+    std::fs::write(&lanes, "[[lane]]\nname = \"unit\"\nrequired = true\n").unwrap();
+    let audit = sb.run(&[
+        "lane-audit",
+        "--lanes",
+        lanes.to_str().unwrap(),
+        "--log",
+        &format!("unit={}", log.display()),
+        "--must-run",
+        must_run.to_str().unwrap(),
+        "--manifest-path",
+        sb.ws.join("Cargo.toml").to_str().unwrap(),
+    ]);
+    audit.expect_code(0);
+    for name in run.stdout.lines() {
+        audit.stdout_has(name);
+    }
+}
