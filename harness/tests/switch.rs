@@ -557,3 +557,133 @@ fn switch_mode_copies_links_and_leaves_ignored_folders_alone() {
         std::path::PathBuf::from("nowhere")
     );
 }
+
+/// An `async fn` is switched: a mutant that keeps the future `Send` is one test run of the
+/// switched build, and a mutant whose future is not `Send` where the code requires it (an
+/// `Rc` held across an `.await`) breaks the switched build outside every mutated body, so
+/// each mutation is compiled on its own and that one is UNVIABLE: the same verdicts, killers
+/// and kill matrix as rebuild mode.
+#[test]
+fn async_functions_are_switched_and_a_mutant_that_is_not_send_is_unviable() {
+    let sb = Sandbox::new();
+    sb.write(
+        "src/later.rs",
+        r#"//! An async function whose future must be `Send`.
+
+/// A future that is ready at its second poll.
+struct Yield(bool);
+
+impl std::future::Future for Yield {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+/// `a + b`, after one suspension.
+pub async fn add_later(a: i64, b: i64) -> i64 {
+    let first = a;
+    Yield(false).await;
+    first + b
+}
+
+fn must_be_send<F: std::future::Future + Send>(f: F) -> F {
+    f
+}
+
+/// Runs `add_later` to completion on this thread.
+pub fn add_later_now(a: i64, b: i64) -> i64 {
+    let mut fut = std::pin::pin!(must_be_send(add_later(a, b)));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = std::future::Future::poll(fut.as_mut(), &mut cx) {
+            return v;
+        }
+    }
+}
+"#,
+    );
+    sb.edit(
+        "src/lib.rs",
+        "mod crlf;",
+        "mod crlf;\nmod later;\n\npub use later::add_later_now;",
+    );
+    sb.write(
+        "tests/later.rs",
+        "mod later {\n    #[test]\n    fn adds_after_a_suspension() {\n        \
+         assert_eq!(sample::add_later_now(2, 3), 5);\n    }\n}\n",
+    );
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    let header = header
+        .replace("name = \"sample\"", "name = \"later\"")
+        .replace(
+            "test_targets = [\"contract\"]",
+            "test_targets = [\"later\"]",
+        )
+        .replace("select = \"contract::\"", "select = \"later::\"");
+    let tests_at = header.find("tests = [").unwrap();
+    let tests_end = tests_at + header[tests_at..].find(']').unwrap() + 1;
+    let header = format!(
+        "{}tests = [\"later::adds_after_a_suspension\"]{}",
+        &header[..tests_at],
+        &header[tests_end..]
+    );
+    sb.write(
+        "mutations/later.toml",
+        &format!(
+            "{header}{}",
+            r#"
+[[mutation]]
+id = "later-subtracts"
+title = "add_later subtracts"
+role = "defect"
+file = "src/later.rs"
+find = "first + b"
+replace = "first - b"
+killed_by = ["later::adds_after_a_suspension"]
+rationale = "The sum is the contract."
+
+[[mutation]]
+id = "later-holds-an-rc"
+title = "add_later holds an Rc across its await"
+role = "defect"
+file = "src/later.rs"
+find = "let first = a;"
+replace = "let first = *std::rc::Rc::new(a); let _keep = std::rc::Rc::new(());"
+killed_by = ["later::adds_after_a_suspension"]
+rationale = "The future is no longer Send: UNVIABLE."
+"#
+        ),
+    );
+    let catalog = sb.ws.join("mutations/later.toml");
+    let catalog = catalog.to_str().unwrap();
+    let reports = |name: &str| -> serde_json::Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(sb.ws.join(format!("reports/later/{name}"))).unwrap(),
+        )
+        .unwrap()
+    };
+    sb.run(&["battery", catalog]).expect_code(1);
+    let r1 = reports("battery.json");
+    let run = sb.run(&["battery", catalog, "--mode", "switch"]);
+    run.expect_code(1);
+    run.stderr_has("checking each switched mutation on its own");
+    let r2 = reports("battery.json");
+    let (v1, v2) = (verdicts(&r1), verdicts(&r2));
+    assert_eq!(v1["later-holds-an-rc"].0, "UNVIABLE");
+    assert_eq!(v1["later-subtracts"].0, "KILLED");
+    assert_eq!(v1, v2);
+    assert_eq!(r1["kill_matrix"], r2["kill_matrix"]);
+    let p = plan(&sb, "later");
+    assert_eq!(p["later-subtracts"]["mode"], "switched");
+    assert_eq!(p["later-holds-an-rc"]["mode"], "unviable");
+}

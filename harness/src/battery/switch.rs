@@ -17,10 +17,16 @@
 //! }
 //! ```
 //!
+//! An `async fn` is switched like any other: its future then holds the states of every body
+//! (one at a time), so its auto traits (`Send`, `Sync`) are those of all bodies together. A
+//! mutant whose future alone would not be `Send` where the code needs it makes the switched
+//! build fail at that place, which no mutated body holds; every switched mutation is then
+//! compiled on its own (below) and that one comes out UNVIABLE, as in rebuild mode.
+//!
 //! Function bodies are found by parsing the file with `syn` (spans from `proc-macro2`'s
 //! `span-locations`). A mutation is switched when every occurrence of its `find` text lies
 //! inside the body of one `fn` (free, inherent, trait-impl or trait default method) that is
-//! not `const` or `async` and does not return `impl Trait`; otherwise (an item, a signature, a
+//! not `const` and does not return `impl Trait`; otherwise (an item, a signature, a
 //! macro body, occurrences in several functions, a function nested in another switched one)
 //! it falls back to rebuild mode, in the same scratch copy, and the plan says why.
 //!
@@ -115,12 +121,6 @@ impl Collector {
         };
         let unswitchable = if sig.constness.is_some() {
             Some("a const fn cannot read the switch at run time".to_string())
-        } else if sig.asyncness.is_some() {
-            Some(
-                "an async fn's future holds every body side by side: its type and auto traits \
-                 (Send) would differ from those of each mutant on its own"
-                    .to_string(),
-            )
         } else if returns_impl_trait(&sig.output) {
             Some("returns `impl Trait`: mutated bodies may have distinct types".to_string())
         } else {
@@ -1301,13 +1301,27 @@ mod tests {
     }
 
     #[test]
-    fn async_fns_are_not_switched() {
-        let src = "async fn f() -> i64 { 1 + 2 }\n";
+    fn async_fns_are_switched_and_keep_their_awaits() {
+        let src = "async fn f() -> i64 { g().await + 2 }\n";
         let b = function_bodies(Path::new("x.rs"), src).unwrap();
-        match place(src, "1 + 2", &b) {
-            Placement::Outside { reason } => assert!(reason.contains("async fn"), "{reason}"),
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].unswitchable, None);
+        match place(src, "+ 2", &b) {
+            Placement::InBody { index: 0 } => {}
             p => panic!("{p:?}"),
         }
+        let sw = switched_file(
+            src,
+            &[SwitchedFn {
+                name: "f".into(),
+                body: b[0].body.clone(),
+                mutants: vec![("m".into(), "{ g().await - 2 }".into())],
+            }],
+        );
+        assert!(sw.text.starts_with("async fn f() -> i64 {"), "{}", sw.text);
+        assert!(sw.text.contains("1 => { g().await - 2 }"), "{}", sw.text);
+        assert!(sw.text.contains("_ => { g().await + 2 }"), "{}", sw.text);
+        syn::parse_file(&sw.text).expect("switched source parses");
     }
 
     #[test]
