@@ -334,3 +334,41 @@ fn the_tests_output_is_a_must_run_list_lane_audit_takes() {
         audit.stdout_has(name);
     }
 }
+
+/// cargo-mutants' generated mutants, run by the harness, are printed as caught (with the
+/// tests that caught them) or missed, never as a catalog's gap ("KILLED (UNMET): gap closed:
+/// update the catalog"). Needs the pinned cargo-mutants (skipped, saying so, without it).
+#[test]
+fn generated_mutants_print_caught_or_missed_never_a_closed_gap() {
+    if !common::cargo_mutants_present("generated_mutants_print_caught_or_missed_never_a_closed_gap")
+    {
+        return;
+    }
+    for mode in ["rebuild", "switch"] {
+        let sb = newcomer();
+        let run = sb.run(&[
+            "mutants",
+            "--via-harness",
+            "--mode",
+            mode,
+            "--catalog",
+            sb.catalog.to_str().unwrap(),
+            "--file",
+            "src/main.rs",
+            "--file",
+            "src/duration.rs",
+        ]);
+        // `main` replaced with `()` is missed (no test runs the binary's main): exit 1.
+        run.expect_code(1);
+        for word in ["gap closed", "UNMET", "KILLED", "SURVIVED"] {
+            assert!(
+                !run.stderr.contains(word) && !run.stdout.contains(word),
+                "{mode}: {word:?} printed for a generated mutant:\n{}\n{}",
+                run.stderr,
+                run.stdout
+            );
+        }
+        run.stderr_has(": caught by duration::test::test_units\n")
+            .stderr_has(": missed\n");
+    }
+}
