@@ -55,7 +55,7 @@ pub fn script_json(value: &serde_json::Value) -> String {
     out
 }
 
-/// The page's title line, e.g. `sample: 6 mutations: 4 MET, 2 UNMET; 3 killed, 2 survived
+/// The page's title line, e.g. `sample: 6 mutations: 4 MET, 2 UNMET; 3 killed, 1 survived
 /// (exit 1)`: the expectations first, which decide the exit code (a gap's survival is MET,
 /// a kill by other tests than the expected ones UNMET).
 fn title(r: &BatteryReport) -> String {
