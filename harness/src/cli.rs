@@ -19,7 +19,8 @@ Exit codes:
   1    the tests are weak: some expectation UNMET or some listed test UNFALSIFIED;
        with --since: a changed function UNGUARDED-IN-DIFF (--require-guarded) or a
        generated mutant inside the diff missed (--mutants)
-  2    the instrument could not be trusted: a refusal (below) or a bad catalog
+  2    the instrument could not be trusted: a refusal (below), a bad catalog or a
+       state directory inside the workspace
   130  interrupted by a signal (the tree was restored first)
 `lock run` exits with its command's exit code.
 
@@ -44,7 +45,8 @@ Refusals (exit 2; the report's `refusal.kind`):
                     mutated body
 
 Host state (lock, restore journals): --state-dir, else $HARNESS_STATE_DIR, else
-$TMPDIR/harness-<uid>. Every command first restores files left mutated by a run that
+$TMPDIR/harness-<uid>; it must lie outside the workspace (refused before the lock is
+taken, exit 2). Every command first restores files left mutated by a run that
 was killed (see `harness restore`).";
 
 const GATE_EXIT_CODES: &str = "\
@@ -87,6 +89,38 @@ pub enum Command {
         /// Catalog files.
         #[arg(required = true)]
         catalogs: Vec<PathBuf>,
+        /// Also list the targets' tests (`cargo test ... -- --list`, which builds them) and
+        /// refuse a listed test the targets do not hold, naming the nearest real one, and a
+        /// test under `select` the catalog does not list.
+        #[arg(long)]
+        list: bool,
+    },
+    /// Write a starter catalog for a package: its targets, every test its targets list
+    /// (`-- --list`, doc tests included; this builds them) and one commented example
+    /// mutation. `harness check` accepts it and `harness battery` runs it (every test
+    /// UNFALSIFIED until mutations name it). Exit 0 written, 2 not (the reason on stderr).
+    Init {
+        /// The workspace (directory holding the root `Cargo.toml`).
+        #[arg(long, default_value = ".", value_name = "DIR")]
+        workspace: PathBuf,
+        /// The package (required when the workspace has several).
+        #[arg(long, value_name = "P")]
+        package: Option<String>,
+        /// The catalog file to write (never overwritten; default
+        /// `<workspace>/mutations/<package>.toml`).
+        #[arg(long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Print every test of a package, one a line, exactly as a catalog's `tests` and a
+    /// must-run list take them: the library's, binaries' and test targets' tests, then the
+    /// doc tests under rustdoc's names (`src/lib.rs - parse (line 7)`). Builds the targets.
+    Tests {
+        /// The workspace (directory holding the root `Cargo.toml`).
+        #[arg(long, default_value = ".", value_name = "DIR")]
+        workspace: PathBuf,
+        /// The package (required when the workspace has several).
+        #[arg(long, value_name = "P")]
+        package: Option<String>,
     },
     /// Print one mutation as a unified diff.
     Show {
@@ -264,6 +298,7 @@ impl BatteryRunArgs {
                 mutants: self.mutants,
             },
             all_tests: self.all_tests,
+            generated: false,
         })
     }
 }
@@ -374,11 +409,21 @@ pub enum LockCommand {
     Status,
 }
 
+/// The host state directory, absolute: the children run elsewhere (a test's private
+/// `TMPDIR` lies under it, and a relative one would be read from the child's own directory).
 fn state_dir(cli: &Cli) -> PathBuf {
-    cli.state_dir
+    let dir = cli
+        .state_dir
         .clone()
         .or_else(|| std::env::var_os("HARNESS_STATE_DIR").map(PathBuf::from))
-        .unwrap_or_else(lock::default_dir)
+        .unwrap_or_else(lock::default_dir);
+    if dir.is_absolute() {
+        return dir;
+    }
+    match std::env::current_dir() {
+        Ok(cwd) => cwd.join(dir),
+        Err(_) => dir,
+    }
 }
 
 fn default_owner() -> String {
@@ -398,7 +443,13 @@ pub fn run(cli: Cli) -> i32 {
             }
         }
         _ if !recovered_ok => EXIT_REFUSED,
-        Command::Check { catalogs } => check(&catalogs),
+        Command::Check { catalogs, list } => check(&catalogs, list.then_some(state.as_path())),
+        Command::Init {
+            workspace,
+            package,
+            output,
+        } => init(&state, &workspace, package.as_deref(), output.as_deref()),
+        Command::Tests { workspace, package } => tests(&state, &workspace, package.as_deref()),
         Command::BaseCheck(args) => ci_answer(crate::cibase::run(&args)),
         Command::LaneAudit(args) => ci_answer(crate::audit::run(&args)),
         Command::Show { catalog, id } => show(&catalog, &id),
@@ -540,7 +591,9 @@ fn report_catalog_error(e: &CatalogError) {
     }
 }
 
-fn check(catalogs: &[PathBuf]) -> i32 {
+/// `harness check`; with `list` (the state directory), also the tests against the targets'
+/// own listing.
+fn check(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
     let mut code = EXIT_ALL_MET;
     for path in catalogs {
         match Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p))) {
@@ -552,6 +605,19 @@ fn check(catalogs: &[PathBuf]) -> i32 {
                 Ok(packages) => {
                     for w in battery::gates::unreachable_mutations(&c, &p, &packages) {
                         eprintln!("harness: warning: {}: {w}", path.display());
+                    }
+                    if p.is_empty() {
+                        eprintln!(
+                            "harness: warning: {}: no [[mutation]] yet: every listed test will be UNFALSIFIED",
+                            path.display()
+                        );
+                    }
+                    if let Some(state) = list
+                        && let Err(e) = check_listed(&c, state)
+                    {
+                        eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
+                        code = EXIT_REFUSED;
+                        continue;
                     }
                     code = check_place(&c, &p, path, code);
                 }
@@ -583,6 +649,84 @@ fn check_place(c: &Catalog, p: &[crate::catalog::PreparedMutation], path: &Path,
             EXIT_REFUSED
         }
     }
+}
+
+/// `check --list`: every listed test is one the targets hold (the nearest real one named
+/// when not), and every test of the targets under `select` is listed.
+fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
+    let real = battery::starter::leaving_no_lock(&c.root, || {
+        CargoCmd::new(c).with_state_dir(state).list()
+    })
+    .map_err(|e| format!("cannot list the targets' tests: {e}"))?;
+    let (missing, unlisted) = battery::filter_drift(&c.spec.tests, &real, &c.spec.select);
+    let mut parts: Vec<String> = missing
+        .iter()
+        .map(|t| {
+            let i = c.spec.tests.iter().position(|x| x == t).unwrap_or(0);
+            format!(
+                "tests[{i}] {t:?} is not a test of the targets ({})",
+                battery::nearest::describe(t, &real)
+            )
+        })
+        .collect();
+    if !unlisted.is_empty() {
+        parts.push(format!(
+            "in the targets under the pattern {:?} but not listed: {}",
+            c.spec.select,
+            unlisted.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        Ok(())
+    } else {
+        Err(parts.join("; "))
+    }
+}
+
+/// `harness tests`: every test of the package, one a line.
+fn tests(state: &Path, workspace: &Path, package: Option<&str>) -> i32 {
+    match battery::starter::list(workspace, package, state) {
+        Ok(l) => {
+            for t in &l.tests {
+                println!("{t}");
+            }
+            EXIT_ALL_MET
+        }
+        Err(e) => {
+            eprintln!("harness: tests: {e}");
+            EXIT_REFUSED
+        }
+    }
+}
+
+/// `harness init`: the starter catalog of the package, written to `output`.
+fn init(state: &Path, workspace: &Path, package: Option<&str>, output: Option<&Path>) -> i32 {
+    let listing = match battery::starter::list(workspace, package, state) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("harness: init: {e}");
+            return EXIT_REFUSED;
+        }
+    };
+    let out = match output {
+        Some(o) => o.to_path_buf(),
+        None => workspace
+            .join("mutations")
+            .join(format!("{}.toml", listing.probe.spec.package)),
+    };
+    if let Err(e) = battery::starter::write_catalog(&listing, &out) {
+        eprintln!("harness: init: {e}");
+        return EXIT_REFUSED;
+    }
+    println!(
+        "wrote {} (package {}, {} tests); next: add a [[mutation]], then `harness check --list {}` and `harness battery {}`",
+        out.display(),
+        listing.probe.spec.package,
+        listing.tests.len(),
+        out.display(),
+        out.display()
+    );
+    EXIT_ALL_MET
 }
 
 /// The package and test targets named by the catalog exist (`cargo metadata`, no build);
@@ -678,6 +822,10 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
             return EXIT_REFUSED;
         }
     };
+    if let Err(e) = battery::check_state_dir_of(&args.catalogs, state) {
+        eprintln!("harness: {e}");
+        return EXIT_REFUSED;
+    }
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
         Err(LockFailure {
@@ -815,6 +963,10 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailur
 
 fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
     if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
+        eprintln!("harness: gate: {e}");
+        return EXIT_REFUSED;
+    }
+    if let Err(e) = battery::check_state_dir_of(&args.catalogs, state) {
         eprintln!("harness: gate: {e}");
         return EXIT_REFUSED;
     }
@@ -1001,6 +1153,10 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
     // cargo-mutants' listing (`cargo metadata`), the listing of another package's tests
     // and the batteries' builds create the workspace's Cargo.lock when it has none: that
     // lock is this command's, removed at the end, so the tree is left as it was found.
+    if let Err(e) = battery::check_state_dir(&base.root, state) {
+        eprintln!("harness: {e}");
+        return EXIT_REFUSED;
+    }
     let lock_path = base.root.join("Cargo.lock");
     let lock_absent = std::fs::symlink_metadata(&lock_path).is_err();
     let code = via_harness(state, args, &base);
@@ -1207,6 +1363,7 @@ fn via_harness_batteries(
         jobs: 1,
         diff_scope: battery::DiffScope::default(),
         all_tests: false,
+        generated: true,
     };
     let mut runs = Vec::new();
     for path in &paths {

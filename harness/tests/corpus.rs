@@ -278,40 +278,6 @@ fn a_feature_gated_mutation_is_not_compiled_and_the_rest_get_verdicts() {
     );
 }
 
-/// Whether the pinned cargo-mutants is installed. When it is not, the tests that run it
-/// say so and stop, unless `HARNESS_REQUIRE_CARGO_MUTANTS` is set (scripts/test sets it
-/// after `scripts/install-cargo-mutants`), in which case they fail.
-fn cargo_mutants_present(test: &str) -> bool {
-    let pin = std::fs::read_to_string(repo().join("scripts/install-cargo-mutants"))
-        .unwrap()
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("pin=\"")?
-                .strip_suffix('"')
-                .map(str::to_string)
-        })
-        .expect("scripts/install-cargo-mutants pins a version");
-    let have = Command::new("cargo")
-        .args(["mutants", "--version"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    if have == format!("cargo-mutants {pin}") {
-        return true;
-    }
-    let why = format!(
-        "{test}: cargo-mutants {pin} is not installed (found {have:?}); scripts/test installs it with scripts/install-cargo-mutants"
-    );
-    assert!(
-        std::env::var_os("HARNESS_REQUIRE_CARGO_MUTANTS").is_none(),
-        "{why}"
-    );
-    eprintln!("skipped: {why}");
-    false
-}
-
 /// cargo-mutants' own verdict per mutant name, from a run of it on a copy of `tree`.
 fn cargo_mutants_verdicts(tree: &Path, files: &[&str]) -> BTreeMap<String, String> {
     let out = tempfile::tempdir().unwrap();
@@ -402,7 +368,7 @@ fn via_harness_verdicts(sb: &Sandbox, mode: &str, files: &[&str]) -> BTreeMap<St
 /// Cargo.lock (case 4).
 #[test]
 fn via_harness_agrees_with_cargo_mutants_mutant_by_mutant() {
-    if !cargo_mutants_present("via_harness_agrees_with_cargo_mutants_mutant_by_mutant") {
+    if !common::cargo_mutants_present("via_harness_agrees_with_cargo_mutants_mutant_by_mutant") {
         return;
     }
     let trees: [(&str, &[&str]); 3] = [

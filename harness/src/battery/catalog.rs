@@ -247,22 +247,22 @@ impl Catalog {
     }
 
     /// Reads, parses and statically validates the catalog at `path` (no files of the
-    /// workspace are read except to resolve the workspace root).
+    /// workspace are read except to resolve the workspace root). A catalog may hold no
+    /// `[[mutation]]` (a starter catalog of `harness init`): its battery then shows every
+    /// listed test UNFALSIFIED.
     ///
-    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`]
-    /// (among them a catalog without any `[[mutation]]`).
+    /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`].
     pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::load_with(path, true)
+        Catalog::load_with(path)
     }
 
-    /// Like [`Catalog::load`], for a catalog used only for its workspace, package, targets
-    /// and tests (`harness mutants --via-harness`, whose mutations are generated): it may
-    /// hold no `[[mutation]]`; the ones it holds are validated as usual.
+    /// [`Catalog::load`], for a catalog used only for its workspace, package, targets and
+    /// tests (`harness mutants --via-harness`, whose mutations are generated).
     pub fn load_base(path: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::load_with(path, false)
+        Catalog::load_with(path)
     }
 
-    fn load_with(path: &Path, need_mutations: bool) -> Result<Catalog, CatalogError> {
+    fn load_with(path: &Path) -> Result<Catalog, CatalogError> {
         let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
             path: path.to_path_buf(),
             source,
@@ -312,7 +312,7 @@ impl Catalog {
             Some(t) => root.join(t),
             None => root.join("target").join("harness").join(&name),
         };
-        validate_static(&spec, path, need_mutations)?;
+        validate_static(&spec, path)?;
         Ok(Catalog {
             path: path.to_path_buf(),
             name,
@@ -336,19 +336,17 @@ impl Catalog {
         };
         let mut out = Vec::with_capacity(self.spec.mutations.len());
         for (index, m) in self.spec.mutations.iter().enumerate() {
-            let rel = &m.file;
-            if rel.is_absolute()
-                || rel
-                    .components()
-                    .any(|c| matches!(c, Component::ParentDir | Component::Prefix(_)))
-            {
+            // `src/../src/lib.rs` is `src/lib.rs`: only a path whose `..` climbs above the
+            // root (or an absolute one) is outside, before any symbolic link is followed.
+            let Some(normal) = within_root(&m.file) else {
                 return Err(drift(format!(
                     "mutation {}: file {} is outside the workspace {}",
                     m.id,
-                    rel.display(),
+                    m.file.display(),
                     self.root.display()
                 )));
-            }
+            };
+            let rel = &normal;
             let joined = self.root.join(rel);
             let abs = joined.canonicalize().map_err(|e| {
                 drift(format!(
@@ -445,7 +443,7 @@ impl fmt::Display for TargetPlace {
 }
 
 /// `p` with `.` and `..` taken out, without touching the filesystem.
-fn lexical(p: &Path) -> PathBuf {
+pub(crate) fn lexical(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -533,6 +531,25 @@ impl Catalog {
     }
 }
 
+/// `rel` with `.` and `..` taken out lexically, or `None` when it is absolute, empty or a
+/// `..` climbs above the directory it is relative to.
+fn within_root(rel: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(n) => out.push(n),
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
 /// 1-based line and character column of byte offset `at` in `text`.
 fn line_col(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at];
@@ -545,11 +562,7 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
-fn validate_static(
-    spec: &CatalogSpec,
-    path: &Path,
-    need_mutations: bool,
-) -> Result<(), CatalogError> {
+fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
     let invalid = |field: &str, reason: String| CatalogError::Invalid {
         path: path.to_path_buf(),
         field: field.to_string(),
@@ -580,6 +593,22 @@ fn validate_static(
             format!("{} must be a positive number", spec.timeout_floor_secs),
         ));
     }
+    for (k, v) in &spec.env {
+        // A key cargo's environment cannot hold: `std::process::Command` would take
+        // `A=B` as key `A` or refuse it only when the first child is spawned.
+        let bad = if k.is_empty() {
+            Some("an environment variable needs a name".to_string())
+        } else if k.contains('=') {
+            Some(format!("{k:?} holds '=', which ends a variable's name"))
+        } else if k.contains('\0') || v.contains('\0') {
+            Some(format!("{k:?} holds a NUL byte"))
+        } else {
+            None
+        };
+        if let Some(reason) = bad {
+            return Err(invalid(&format!("env.{k:?}"), reason));
+        }
+    }
     if spec.tests.is_empty() {
         return Err(invalid("tests", "the battery lists no tests".into()));
     }
@@ -600,9 +629,6 @@ fn validate_static(
                 ),
             ));
         }
-    }
-    if need_mutations && spec.mutations.is_empty() {
-        return Err(invalid("mutation", "the catalog has no mutations".into()));
     }
     let mut ids = BTreeMap::new();
     for (i, m) in spec.mutations.iter().enumerate() {
@@ -768,6 +794,58 @@ mod tests {
         let e = Catalog::load(&p).unwrap().prepare().unwrap_err();
         assert!(e.is_drift());
         assert!(e.to_string().contains("outside the workspace"), "{e}");
+    }
+
+    #[test]
+    fn a_dot_dot_that_stays_inside_is_inside() {
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "")));
+        let text = std::fs::read_to_string(&p)
+            .unwrap()
+            .replace("\"src/a.rs\"", "\"src/../src/./a.rs\"");
+        std::fs::write(&p, text).unwrap();
+        let prep = Catalog::load(&p).unwrap().prepare().unwrap();
+        assert_eq!(prep[0].rel_path, PathBuf::from("src/a.rs"));
+        assert_eq!(prep[0].mutated, b"let x = 1 + 1;\nlet y = Q;\r\nz\n");
+    }
+
+    #[test]
+    fn a_dot_dot_that_climbs_out_is_outside() {
+        for file in ["src/../../a.rs", "/etc/passwd", "..", "."] {
+            let d = tempfile::tempdir().unwrap();
+            let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "")));
+            let text = std::fs::read_to_string(&p)
+                .unwrap()
+                .replace("\"src/a.rs\"", &format!("{file:?}"));
+            std::fs::write(&p, text).unwrap();
+            let e = Catalog::load(&p).unwrap().prepare().unwrap_err();
+            assert!(
+                e.to_string().contains("outside the workspace"),
+                "{file}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn env_keys_cargo_cannot_hold_are_a_catalog_error() {
+        for (key, why) in [
+            ("", "needs a name"),
+            ("A=B", "holds '='"),
+            ("=", "holds '='"),
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let env = format!("[env]\n{key:?} = \"1\"\n");
+            let p = write_ws(d.path(), &format!("{HEAD}{env}{}", mutation("m", "2", "")));
+            let e = Catalog::load(&p).unwrap_err();
+            assert!(matches!(e, CatalogError::Invalid { .. }), "{key:?}: {e}");
+            let text = e.to_string();
+            assert!(text.contains(&format!("field `env.{key:?}`")), "{text}");
+            assert!(text.contains(why), "{text}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let env = "[env]\nRUST_LOG = \"a=b\"\n";
+        let p = write_ws(d.path(), &format!("{HEAD}{env}{}", mutation("m", "2", "")));
+        assert_eq!(Catalog::load(&p).unwrap().spec.env["RUST_LOG"], "a=b");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! the page needs no network. The report itself is embedded as a JSON data block
 //! (`<script type="application/json">`) and handed to the component's `report` property.
 
-use crate::verdict::{Cell, KillMatrix};
+use crate::verdict::{Cell, Expectation, KillMatrix};
 
 use super::report::{BatteryReport, Status};
 
@@ -55,13 +55,15 @@ pub fn script_json(value: &serde_json::Value) -> String {
     out
 }
 
-/// The page's title line, e.g. `admission: 21 mutations, 21 killed (exit 0)`.
+/// The page's title line, e.g. `sample: 6 mutations: 4 MET, 2 UNMET; 3 killed, 1 survived
+/// (exit 1)`: the expectations first, which decide the exit code (a gap's survival is MET,
+/// a kill by other tests than the expected ones UNMET).
 fn title(r: &BatteryReport) -> String {
     let s = &r.summary;
     match r.status {
         Status::Complete => format!(
-            "{}: {} mutations, {} killed, {} survived (exit {})",
-            r.catalog.name, s.mutations, s.killed, s.survived, r.exit_code
+            "{}: {} mutations: {} MET, {} UNMET; {} killed, {} survived (exit {})",
+            r.catalog.name, s.mutations, s.met, s.unmet, s.killed, s.survived, r.exit_code
         ),
         Status::Refused => format!(
             "{}: refused {} (exit {})",
@@ -74,6 +76,35 @@ fn title(r: &BatteryReport) -> String {
         ),
         Status::Interrupted => format!("{}: interrupted (exit {})", r.catalog.name, r.exit_code),
     }
+}
+
+/// The headline's expectation of each mutation: one row per mutation (id, role, verdict,
+/// MET or UNMET with the first reason), coloured by the expectation, not by the verdict: an
+/// expected survivor (a gap) is green, a kill the catalog did not expect red.
+pub fn expectations_table(r: &BatteryReport) -> String {
+    let mut s = String::from(
+        "<table id=\"expectations\">\n<thead><tr><th>mutation</th><th>role</th><th>verdict</th><th>expectation</th></tr></thead>\n<tbody>\n",
+    );
+    for m in &r.mutations {
+        let (class, word) = match m.expectation {
+            Expectation::Met => ("met", "MET"),
+            Expectation::Unmet => ("unmet", "UNMET"),
+        };
+        let note = super::report::note(m);
+        let why = if note.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", escape(&note))
+        };
+        s.push_str(&format!(
+            "<tr class=\"{class}\"><td><code>{}</code></td><td>{}</td><td>{}</td><td class=\"{class}\"><strong>{word}</strong>{why}</td></tr>\n",
+            escape(&m.id),
+            escape(&m.role.to_string()),
+            escape(&m.verdict.to_string()),
+        ));
+    }
+    s.push_str("</tbody>\n</table>\n");
+    s
 }
 
 fn cell_words(c: Cell) -> &'static str {
@@ -126,7 +157,10 @@ table.kill-matrix th,table.kill-matrix td{border:1px solid #ccc;padding:.15rem .
 table.kill-matrix thead th{writing-mode:vertical-rl;vertical-align:bottom}\
 table.kill-matrix tbody th{text-align:left;font-weight:normal}\
 td.k{background:#c8f0c8;text-align:center}td.p{text-align:center}\
-td.o{background:#f5e6b8;text-align:center}";
+td.o{background:#f5e6b8;text-align:center}\
+table#expectations{border-collapse:collapse;font-size:.9rem;margin-bottom:1rem}\
+table#expectations th,table#expectations td{border:1px solid #ccc;padding:.15rem .5rem;text-align:left}\
+td.met{background:#c8f0c8}td.unmet{background:#f4c7c3}";
 
 /// The whole page. `stryker` is the document [`super::report::stryker`] built for `r`
 /// (absent when the battery did not complete: the page then shows the headline and the
@@ -156,6 +190,13 @@ pub fn page(r: &BatteryReport, stryker: Option<&serde_json::Value>) -> String {
             escape(&f.kind.to_string()),
             escape(&f.detail)
         ));
+    }
+    if !r.mutations.is_empty() {
+        s.push_str(
+            "<p>Expectations (what the exit code counts; the component below colours by \
+             verdict, in which a gap's expected survival is red):</p>\n",
+        );
+        s.push_str(&expectations_table(r));
     }
     s.push_str("</header>\n");
     if let Some(doc) = stryker {

@@ -16,6 +16,7 @@ pub mod html;
 pub mod inert;
 pub mod lints;
 pub mod merge;
+pub mod nearest;
 pub mod parallel;
 pub mod reach;
 pub mod rebuild;
@@ -24,6 +25,7 @@ pub mod report;
 pub mod run;
 pub mod scratch;
 pub mod shard;
+pub mod starter;
 pub mod switch;
 pub mod unguarded;
 pub mod verdict;
@@ -83,6 +85,10 @@ pub struct Options {
     /// tests the reach run found executing its function ([`reach`]). The verdicts are the
     /// same; the reach is still found and reported.
     pub all_tests: bool,
+    /// The catalog's mutations are cargo-mutants' generated mutants (`mutants
+    /// --via-harness`, `--since --mutants`): the progress lines speak of them in their own
+    /// terms (caught by, missed), never of a catalog's expectations.
+    pub generated: bool,
 }
 
 /// With `--since`: UNGUARDED-IN-DIFF and cargo-mutants' generated mutants inside the diff.
@@ -142,6 +148,18 @@ pub enum BatteryError {
         /// The number given.
         jobs: usize,
     },
+    /// The host state directory (lock, restore journals) lies inside the workspace: the
+    /// run's own journals would appear in the tree it fingerprints and be blamed on the
+    /// user (TREE-DIRTY), and a restore would read them from the tree it restores.
+    #[error(
+        "--state-dir {state} is inside the workspace {root}: the host lock and the restore journals would be files of the tree under test; give a directory outside it (default: $TMPDIR/harness-<uid>)"
+    )]
+    StateDirInWorkspace {
+        /// The state directory, resolved.
+        state: PathBuf,
+        /// The workspace root.
+        root: PathBuf,
+    },
     /// The reports could not be written.
     #[error("{path}: cannot write reports: {source}")]
     Reports {
@@ -182,6 +200,7 @@ pub fn run_mode(
     // A catalog that does not load (malformed, or duplicate ids: drift) gets no report
     // directory; the caller prints the error and exits 2.
     let catalog = Catalog::load(catalog_path)?;
+    check_state_dir(&catalog.root, &opts.state_dir)?;
     check_only(&catalog, opts.only.as_deref())?;
     let diff = match &opts.since {
         Some(rev) => {
@@ -276,6 +295,54 @@ pub fn run_mode(
     written.extend(mode.write_reports(&dir, &run.overheads)?);
     written.extend(extra);
     Ok(RunResult { report, written })
+}
+
+/// [`BatteryError::StateDirInWorkspace`] when `state` (the host state directory, which
+/// need not exist yet) is `root` or lies inside it. `state` is resolved against the current
+/// directory and through its nearest existing ancestor's symbolic links.
+pub fn check_state_dir(root: &Path, state: &Path) -> Result<(), BatteryError> {
+    let abs = if state.is_absolute() {
+        state.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(state))
+            .unwrap_or_else(|_| state.to_path_buf())
+    };
+    // The nearest ancestor that exists, canonical, then the rest lexically.
+    let mut existing = abs.as_path();
+    let mut rest = Vec::new();
+    let resolved = loop {
+        if let Ok(c) = existing.canonicalize() {
+            break rest.iter().rev().fold(c, |p: PathBuf, n| p.join(n));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => break abs.clone(),
+        }
+    };
+    let resolved = catalog::lexical(&resolved);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    if resolved.starts_with(&root) {
+        return Err(BatteryError::StateDirInWorkspace {
+            state: resolved,
+            root,
+        });
+    }
+    Ok(())
+}
+
+/// [`check_state_dir`] for each catalog that loads (one that does not is the battery's to
+/// report): the check a command makes before it takes the host lock in `state`.
+pub fn check_state_dir_of(catalogs: &[PathBuf], state: &Path) -> Result<(), BatteryError> {
+    for path in catalogs {
+        if let Ok(c) = Catalog::load_base(path) {
+            check_state_dir(&c.root, state)?;
+        }
+    }
+    Ok(())
 }
 
 /// [`BatteryError::JobsNeedSwitchMode`] for `jobs` > 1 in rebuild mode (`jobs` 0 is the

@@ -673,6 +673,23 @@ pub fn stryker(r: &BatteryReport) -> std::io::Result<serde_json::Value> {
     }))
 }
 
+/// The NOTE of a mutation's row: its first reason and, when it was killed but not as the
+/// catalog expects, the tests that really killed it (a gap's reason names them already).
+pub(crate) fn note(m: &MutationReport) -> String {
+    let mut n = m.reasons.first().cloned().unwrap_or_default();
+    if m.expectation == Expectation::Unmet
+        && m.verdict == Verdict::Killed
+        && m.role != Role::Gap
+        && !m.other_killers.is_empty()
+    {
+        n.push_str(&format!(
+            "; killed instead by {}",
+            m.other_killers.join(", ")
+        ));
+    }
+    n
+}
+
 /// The final terminal table: one row per mutation, then the headline.
 pub fn table(r: &BatteryReport) -> String {
     let mut rows = vec![[
@@ -692,7 +709,7 @@ pub fn table(r: &BatteryReport) -> String {
             m.expectation.to_string(),
             format!("{:.1}", m.build_seconds),
             format!("{:.1}", m.test_seconds),
-            m.reasons.first().cloned().unwrap_or_default(),
+            note(m),
         ]);
     }
     let mut widths = [0usize; 7];

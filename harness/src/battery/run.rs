@@ -14,7 +14,7 @@ use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun};
 use crate::catalog::{Catalog, Mutation, PreparedMutation};
 use crate::progress::Progress;
 use crate::report::{Baseline, FailedTest, MutationReport};
-use crate::verdict::{self, Expectation, Observation};
+use crate::verdict::{self, Expectation, Observation, Verdict};
 use crate::workspace::{self, TreeScan};
 
 use super::{BatteryError, Options, derive_timeout, failure_summary, filter_drift, outcome_word};
@@ -488,9 +488,13 @@ impl<'a> Run<'a> {
         let (missing, unlisted) = filter_drift(&c.spec.tests, &in_targets, &c.spec.select);
         let mut parts = Vec::new();
         if !missing.is_empty() {
+            let named: Vec<String> = missing
+                .iter()
+                .map(|t| format!("{t} ({})", super::nearest::describe(t, &in_targets)))
+                .collect();
             parts.push(format!(
                 "listed but not in the target: {}",
-                missing.join(", ")
+                named.join(", ")
             ));
         }
         if !unlisted.is_empty() {
@@ -940,7 +944,7 @@ fn judged(
     mu: &Mutant<'_>,
     ran: Ran,
 ) -> Result<(), Stop> {
-    log_verdict(sh.progress, mu, &ran);
+    log_verdict(sh.progress, mu, &ran, sh.opts.generated);
     if let Some((r, e)) = reuse.and_then(|r| r.rechecked.get(&mu.pm.index).map(|e| (r, e))) {
         let (fresh, _) = mutation_report(mu.m, mu.pm, &ran);
         if let Some(why) = cache::disproves(&e.report, &fresh) {
@@ -1124,16 +1128,48 @@ fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
     }
 }
 
-fn log_verdict(p: &Progress, mu: &Mutant<'_>, ran: &Ran) {
+fn log_verdict(p: &Progress, mu: &Mutant<'_>, ran: &Ran, generated: bool) {
     let j = verdict::judge(mu.m, &observation(ran));
-    let note = match j.expectation {
+    p.line(&verdict_line(&mu.tag, mu.m, &j, generated));
+}
+
+/// The progress line of one judged mutation. A catalog's mutation: `TAG: VERDICT
+/// (EXPECTATION)`, an UNMET one with its reasons and, killed by other tests than the
+/// expected, the tests that killed it. A generated mutant (cargo-mutants', whose catalog
+/// expects nothing of it) in its own terms: `TAG: caught by T, U`, `TAG: missed`, or its
+/// verdict when it neither was caught nor missed (`UNVIABLE`, `TIMEOUT`, ...).
+pub(crate) fn verdict_line(
+    tag: &str,
+    m: &Mutation,
+    j: &verdict::Judgement,
+    generated: bool,
+) -> String {
+    if generated {
+        return match j.verdict {
+            Verdict::Killed => {
+                let mut by: Vec<&str> = m.killed_by.iter().map(String::as_str).collect();
+                by.extend(j.other_killers.iter().map(String::as_str));
+                format!("{tag}: caught by {}", by.join(", "))
+            }
+            Verdict::Survived => format!("{tag}: missed"),
+            v => format!("{tag}: {v}"),
+        };
+    }
+    let mut note = match j.expectation {
         Expectation::Unmet => format!(": {}", j.reasons.join("; ")),
         Expectation::Met => String::new(),
     };
-    p.line(&format!(
-        "{}: {} ({}){note}",
-        mu.tag, j.verdict, j.expectation
-    ));
+    if j.expectation == Expectation::Unmet
+        && j.verdict == Verdict::Killed
+        && m.role != crate::catalog::Role::Gap
+        && !j.other_killers.is_empty()
+    {
+        note.push_str(&format!(
+            "; killed instead by {}",
+            j.other_killers.join(", ")
+        ));
+    }
+    format!("{tag}: {} ({}){note}", j.verdict, j.expectation)
 }
 
 /// [`MutantPhase::Judge`]: the report of one mutation and its kill-matrix column.
@@ -1381,4 +1417,70 @@ pub(crate) fn not_compiled(
 fn removed_line(tag: &str, created: &[std::path::PathBuf]) -> String {
     let names: Vec<String> = created.iter().map(|f| f.display().to_string()).collect();
     format!("{tag}: removed files the run created: {}", names.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Role;
+
+    fn mutation(role: Role, killed_by: &[&str]) -> Mutation {
+        Mutation {
+            id: "m".into(),
+            title: "t".into(),
+            role,
+            file: "src/lib.rs".into(),
+            find: "a".into(),
+            occurrences: 1,
+            replace: "b".into(),
+            killed_by: killed_by.iter().map(|s| s.to_string()).collect(),
+            expect_message: None,
+            rationale: "r".into(),
+        }
+    }
+
+    fn judged(m: &Mutation, failing: &[&str], passing: &[&str]) -> verdict::Judgement {
+        let outcomes: BTreeMap<String, Outcome> = failing
+            .iter()
+            .map(|t| (t.to_string(), Outcome::Failed))
+            .chain(passing.iter().map(|t| (t.to_string(), Outcome::Passed)))
+            .collect();
+        let messages = BTreeMap::new();
+        verdict::judge(
+            m,
+            &Observation::Ran {
+                outcomes: &outcomes,
+                messages: &messages,
+                timed_out: false,
+                died: &[],
+            },
+        )
+    }
+
+    #[test]
+    fn an_unmet_kill_names_who_really_killed_it() {
+        let m = mutation(Role::Defect, &["a::expected"]);
+        let j = judged(&m, &["b::real"], &["a::expected"]);
+        assert_eq!(
+            verdict_line("[1/1] m", &m, &j, false),
+            "[1/1] m: KILLED (UNMET): a::expected did not fail (passed); killed instead by b::real"
+        );
+    }
+
+    #[test]
+    fn a_generated_mutant_is_caught_or_missed_never_a_closed_gap() {
+        let m = mutation(Role::Gap, &[]);
+        let caught = verdict_line(
+            "[2/9] gen-2",
+            &m,
+            &judged(&m, &["t::one"], &["t::two"]),
+            true,
+        );
+        assert_eq!(caught, "[2/9] gen-2: caught by t::one");
+        let missed = verdict_line("[3/9] gen-3", &m, &judged(&m, &[], &["t::one"]), true);
+        assert_eq!(missed, "[3/9] gen-3: missed");
+        for line in [caught, missed] {
+            assert!(!line.contains("UNMET") && !line.contains("gap"), "{line}");
+        }
+    }
 }

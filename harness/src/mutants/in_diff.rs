@@ -146,6 +146,7 @@ pub fn run(
         incremental: false,
         recheck: 0,
         diff_scope: battery::DiffScope::default(),
+        generated: true,
         ..opts.clone()
     };
     progress.line(&format!("battery {} (switch mode)", path.display()));

@@ -313,4 +313,40 @@ pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
     let mut v = v.clone();
     walk(&mut v);
     v
+/// Whether the pinned cargo-mutants is installed. When it is not, the tests that run it
+/// say so and stop, unless `HARNESS_REQUIRE_CARGO_MUTANTS` is set (scripts/test sets it
+/// after `scripts/install-cargo-mutants`), in which case they fail.
+pub fn cargo_mutants_present(test: &str) -> bool {
+    let pin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join("scripts/install-cargo-mutants"),
+    )
+    .unwrap()
+    .lines()
+    .find_map(|l| {
+        l.strip_prefix("pin=\"")?
+            .strip_suffix('"')
+            .map(str::to_string)
+    })
+    .expect("scripts/install-cargo-mutants pins a version");
+    let have = Command::new("cargo")
+        .args(["mutants", "--version"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if have == format!("cargo-mutants {pin}") {
+        return true;
+    }
+    let why = format!(
+        "{test}: cargo-mutants {pin} is not installed (found {have:?}); scripts/test installs it with scripts/install-cargo-mutants"
+    );
+    assert!(
+        std::env::var_os("HARNESS_REQUIRE_CARGO_MUTANTS").is_none(),
+        "{why}"
+    );
+    eprintln!("skipped: {why}");
+    false
 }
