@@ -313,6 +313,8 @@ pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
     let mut v = v.clone();
     walk(&mut v);
     v
+}
+
 /// Whether the pinned cargo-mutants is installed. When it is not, the tests that run it
 /// say so and stop, unless `HARNESS_REQUIRE_CARGO_MUTANTS` is set (scripts/test sets it
 /// after `scripts/install-cargo-mutants`), in which case they fail.
