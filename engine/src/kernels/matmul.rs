@@ -367,7 +367,7 @@ macro_rules! simd_kernels {
                 one: $($m)::+::bf16::<1>,
                 group: $($m)::+::bf16::<GROUP>,
             },
-            other => unreachable!("{other} has no kernels (WeightMatrix::new checks)"),
+            other => quant::with_block_type!(other, T => portable_kernels::<T>(), _ => unreachable!("{other} has no kernels (WeightMatrix::new checks)")),
         }
     };
 }
@@ -826,6 +826,7 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
                 qs: &[],
                 d: &[],
                 s: &[],
+                bsums: &[],
             }],
         };
         if cpu.threads == 1 || tasks.len() <= 1 {
