@@ -91,9 +91,14 @@ fn check_step(case: &str, step: &Step, row: &[f32]) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
+        let theirs = step
+            .top
+            .iter()
+            .find(|&&(id, _)| id == ours)
+            .map_or("below its top 8".to_string(), |&(_, l)| format!("{l:.3}"));
         Err(format!(
-            "{case:?} pos {}: our argmax {ours} (logit {:.3}); reference top-2 {top1} ({l1:.3}), {top2} ({l2:.3})",
-            step.pos, row[ours as usize]
+            "{case:?} pos {}: our argmax {ours} (logit {:.3}, reference logit {theirs}); reference top-2 {top1} ({l1:.3}, ours {:.3}), {top2} ({l2:.3})",
+            step.pos, row[ours as usize], row[top1 as usize]
         ))
     }
 }

@@ -206,3 +206,112 @@ fn kquant_rows_must_be_whole_superblocks() {
         })
     );
 }
+
+#[derive(serde::Deserialize)]
+struct GgmlRows {
+    rows: Vec<GgmlRow>,
+}
+
+#[derive(serde::Deserialize)]
+struct GgmlRow {
+    #[serde(rename = "type")]
+    ty: String,
+    tensor: String,
+    cols: usize,
+    act_type: String,
+    row_hex: String,
+    dequantized: Vec<f32>,
+    x: Vec<f32>,
+    act_hex: String,
+    vec_dot: f32,
+}
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// ggml's bytes of a quantized activation row (`block_q8_K`: f32 d, 256 qs, 16 i16
+/// bsums; `block_q8_0`: f16 d, 32 qs; `block_q8_1`: f16 d, f16 s, 32 qs).
+fn ggml_act_bytes(ty: GgmlType, row: quant::Q8Row<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    let h = |v: f32| half::f16::from_f32(v).to_bits().to_le_bytes();
+    match ty {
+        GgmlType::Q8K => {
+            for (b, q) in row.qs.chunks(256).enumerate() {
+                out.extend(row.d[b].to_le_bytes());
+                out.extend(q.iter().map(|&v| v as u8));
+                for s in &row.bsums[b * 16..(b + 1) * 16] {
+                    out.extend(s.to_le_bytes());
+                }
+            }
+        }
+        _ => {
+            for (b, q) in row.qs.chunks(32).enumerate() {
+                out.extend(h(row.d[b]));
+                if ty == GgmlType::Q8_1 {
+                    out.extend(h(row.s[b]));
+                }
+                out.extend(q.iter().map(|&v| v as u8));
+            }
+        }
+    }
+    out
+}
+
+/// Real rows of the llama.cpp-quantized SmolLM2 files (one tensor per type), decoded and
+/// multiplied by ggml itself (`fixtures/reference/kquant-blocks-ggml.json`, captured by
+/// scripts/capture-kquant-blocks): the engine decodes them to the same f32 values, quantizes
+/// the activation to ggml's bytes, and its product on every path equals ggml's `vec_dot`
+/// within float summation order.
+#[test]
+fn kquant_real_rows_match_ggml_reference() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fixtures/reference/kquant-blocks-ggml.json");
+    let g: GgmlRows = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut seen = Vec::new();
+    for r in &g.rows {
+        let ty = GgmlType::ALL.into_iter().find(|t| t.name() == r.ty).unwrap();
+        let act_ty = GgmlType::ALL.into_iter().find(|t| t.name() == r.act_type).unwrap();
+        assert_eq!(quant::activation_type(ty), Some(act_ty), "{}", r.ty);
+        let row = unhex(&r.row_hex);
+        let mut dec = vec![f32::NAN; r.cols];
+        quant::dequantize(ty, &row, &mut dec).unwrap();
+        for (j, (a, b)) in dec.iter().zip(&r.dequantized).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs().max(1e-3),
+                "{} {} element {j}: {a} vs ggml {b}",
+                r.ty,
+                r.tensor
+            );
+        }
+        let mut act = Q8Activation::new();
+        act.quantize(act_ty, &r.x, 1, r.cols);
+        assert_eq!(
+            ggml_act_bytes(act_ty, act.row(0)),
+            unhex(&r.act_hex),
+            "{}: activation bytes differ from ggml's {}",
+            r.ty,
+            r.act_type
+        );
+        let (_, mag) = r::dot_f64(&r.dequantized, &r.x);
+        let m = WeightMatrix::new(ty, 1, r.cols, &row).unwrap();
+        for isa in Isa::available() {
+            let mut y = [f32::NAN];
+            matvec(&Cpu::new(1, isa), &m, &r.x, &mut y);
+            assert!(
+                ((y[0] - r.vec_dot) as f64).abs() <= 2e-5 * mag,
+                "{isa} {} {}: {} vs ggml vec_dot {}",
+                r.ty,
+                r.tensor,
+                y[0],
+                r.vec_dot
+            );
+            println!("{isa} {}: engine {} ggml {} (Σ|w·x| {mag:.3})", r.ty, y[0], r.vec_dot);
+        }
+        seen.push(r.ty.as_str());
+    }
+    assert_eq!(seen, ["Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"]);
+}
