@@ -11,6 +11,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_kquant;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod packed;
 
@@ -366,6 +368,22 @@ macro_rules! simd_kernels {
             GgmlType::BF16 => RowKernels::Float {
                 one: $($m)::+::bf16::<1>,
                 group: $($m)::+::bf16::<GROUP>,
+            },
+            // The K-quants take the AVX2 kernels on every SIMD path (no AVX-512 ones).
+            GgmlType::Q4K => RowKernels::Quant {
+                act: GgmlType::Q8K,
+                one: avx2_kquant::q4_k::<1>,
+                group: avx2_kquant::q4_k::<GROUP>,
+            },
+            GgmlType::Q5K => RowKernels::Quant {
+                act: GgmlType::Q8K,
+                one: avx2_kquant::q5_k::<1>,
+                group: avx2_kquant::q5_k::<GROUP>,
+            },
+            GgmlType::Q6K => RowKernels::Quant {
+                act: GgmlType::Q8K,
+                one: avx2_kquant::q6_k::<1>,
+                group: avx2_kquant::q6_k::<GROUP>,
             },
             other => quant::with_block_type!(other, T => portable_kernels::<T>(), _ => unreachable!("{other} has no kernels (WeightMatrix::new checks)")),
         }

@@ -43,6 +43,9 @@ pub use q6_k::Q6K;
 pub use q8_0::Q8_0;
 pub use q8_1::Q8_1;
 
+pub(crate) use kquant::scales_mins_k4;
+pub(crate) use q4_k::kquant_acc;
+
 use crate::gguf::GgmlType;
 use crate::kernels::Isa;
 use half::f16;
