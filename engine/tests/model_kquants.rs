@@ -110,13 +110,23 @@ fn check_step(case: &str, step: &Step, row: &[f32]) -> Result<(), String> {
 fn kquant_files_are_the_captured_ones_and_mix_types() {
     use sha2::Digest;
     for (kind, want) in [
-        ("Q4_K_M", &[GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q5_0, GgmlType::Q8_0][..]),
-        ("Q5_K_M", &[GgmlType::Q5K, GgmlType::Q6K, GgmlType::Q5_1, GgmlType::Q8_0][..]),
+        (
+            "Q4_K_M",
+            &[GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q5_0, GgmlType::Q8_0][..],
+        ),
+        (
+            "Q5_K_M",
+            &[GgmlType::Q5K, GgmlType::Q6K, GgmlType::Q5_1, GgmlType::Q8_0][..],
+        ),
         ("Q6_K", &[GgmlType::Q6K, GgmlType::Q8_0][..]),
     ] {
         let bytes = std::fs::read(model_path(kind)).unwrap();
         let sha = format!("{:x}", sha2::Sha256::digest(&bytes));
-        assert_eq!(sha, reference(kind).model_sha256, "{kind}: not the file the reference was captured on");
+        assert_eq!(
+            sha,
+            reference(kind).model_sha256,
+            "{kind}: not the file the reference was captured on"
+        );
         let file = GgufFile::open(model_path(kind)).unwrap();
         let types: std::collections::BTreeSet<GgmlType> =
             file.tensors().iter().map(|t| t.ty).collect();

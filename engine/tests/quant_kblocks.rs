@@ -273,8 +273,14 @@ fn kquant_real_rows_match_ggml_reference() {
     let g: GgmlRows = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let mut seen = Vec::new();
     for r in &g.rows {
-        let ty = GgmlType::ALL.into_iter().find(|t| t.name() == r.ty).unwrap();
-        let act_ty = GgmlType::ALL.into_iter().find(|t| t.name() == r.act_type).unwrap();
+        let ty = GgmlType::ALL
+            .into_iter()
+            .find(|t| t.name() == r.ty)
+            .unwrap();
+        let act_ty = GgmlType::ALL
+            .into_iter()
+            .find(|t| t.name() == r.act_type)
+            .unwrap();
         assert_eq!(quant::activation_type(ty), Some(act_ty), "{}", r.ty);
         let row = unhex(&r.row_hex);
         let mut dec = vec![f32::NAN; r.cols];
@@ -309,7 +315,10 @@ fn kquant_real_rows_match_ggml_reference() {
                 y[0],
                 r.vec_dot
             );
-            println!("{isa} {}: engine {} ggml {} (Σ|w·x| {mag:.3})", r.ty, y[0], r.vec_dot);
+            println!(
+                "{isa} {}: engine {} ggml {} (Σ|w·x| {mag:.3})",
+                r.ty, y[0], r.vec_dot
+            );
         }
         seen.push(r.ty.as_str());
     }

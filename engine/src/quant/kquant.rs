@@ -55,7 +55,11 @@ pub(crate) fn dot_f32_by_decoding(
 /// Panics unless `act` is a Q8_K row matching a row of `nb` blocks.
 #[inline(always)]
 pub(crate) fn check_q8k(name: &str, nb: usize, act: &super::Q8Row<'_>) {
-    assert_eq!(nb * QK_K, act.qs.len(), "{name}: row/activation length mismatch");
+    assert_eq!(
+        nb * QK_K,
+        act.qs.len(),
+        "{name}: row/activation length mismatch"
+    );
     assert!(
         act.d.len() == nb && act.bsums.len() == nb * 16,
         "{name}: activation must be Q8_K (with block sums)"

@@ -138,7 +138,10 @@ pub trait BlockQuant {
     /// called when [`BlockQuant::QUANTIZES`] (the checked entry point [`quantize`] refuses
     /// the others with [`QuantError::NoQuantizer`]); the default panics.
     fn quantize(_src: &[f32], _dst: &mut [u8]) {
-        unreachable!("{} has no quantizer (checked by quant::quantize)", Self::TYPE)
+        unreachable!(
+            "{} has no quantizer (checked by quant::quantize)",
+            Self::TYPE
+        )
     }
     /// `Σ row[i] · x[i]` with the row decoded to f32; `x.len()` elements.
     fn dot_f32(row: &[u8], x: &[f32]) -> f32;

@@ -67,7 +67,11 @@ impl BlockQuant for Q4K {
     const QUANTIZES: bool = false;
 
     fn dequantize(src: &[u8], dst: &mut [f32]) {
-        assert_eq!(src.len() / BYTES * QK_K, dst.len(), "Q4_K: block count mismatch");
+        assert_eq!(
+            src.len() / BYTES * QK_K,
+            dst.len(),
+            "Q4_K: block count mismatch"
+        );
         for (blk, out) in src.chunks_exact(BYTES).zip(dst.chunks_exact_mut(QK_K)) {
             decode(blk, out);
         }

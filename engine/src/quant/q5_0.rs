@@ -34,7 +34,11 @@ impl BlockQuant for Q5_0 {
     const QUANTIZES: bool = false;
 
     fn dequantize(src: &[u8], dst: &mut [f32]) {
-        assert_eq!(src.len() / BYTES * QK, dst.len(), "Q5_0: block count mismatch");
+        assert_eq!(
+            src.len() / BYTES * QK,
+            dst.len(),
+            "Q5_0: block count mismatch"
+        );
         for (blk, out) in src.chunks_exact(BYTES).zip(dst.chunks_exact_mut(QK)) {
             let d = f16_at(blk);
             for (o, q) in out.iter_mut().zip(quants5(blk, 2)) {

@@ -21,7 +21,11 @@ impl BlockQuant for Q5_1 {
     const QUANTIZES: bool = false;
 
     fn dequantize(src: &[u8], dst: &mut [f32]) {
-        assert_eq!(src.len() / BYTES * QK, dst.len(), "Q5_1: block count mismatch");
+        assert_eq!(
+            src.len() / BYTES * QK,
+            dst.len(),
+            "Q5_1: block count mismatch"
+        );
         for (blk, out) in src.chunks_exact(BYTES).zip(dst.chunks_exact_mut(QK)) {
             let (d, m) = (f16_at(blk), f16_at(&blk[2..]));
             for (o, q) in out.iter_mut().zip(quants5(blk, 4)) {

@@ -104,12 +104,20 @@ pub fn decode(ty: Ty, bytes: &[u8]) -> Vec<f32> {
                     let (sc, m) = get_scale_min_k4(is + 1, scales);
                     let (d2, m2) = (d * sc as f32, min * m as f32);
                     for l in 0..32 {
-                        let hb = if ty == Ty::Q5K && qh[l] & u1 != 0 { 16 } else { 0 };
+                        let hb = if ty == Ty::Q5K && qh[l] & u1 != 0 {
+                            16
+                        } else {
+                            0
+                        };
                         y[o] = d1 * ((x[ql + l] & 0xF) + hb) as f32 - m1;
                         o += 1;
                     }
                     for l in 0..32 {
-                        let hb = if ty == Ty::Q5K && qh[l] & u2 != 0 { 16 } else { 0 };
+                        let hb = if ty == Ty::Q5K && qh[l] & u2 != 0 {
+                            16
+                        } else {
+                            0
+                        };
                         y[o] = d2 * ((x[ql + l] >> 4) + hb) as f32 - m2;
                         o += 1;
                     }
@@ -126,7 +134,8 @@ pub fn decode(ty: Ty, bytes: &[u8]) -> Vec<f32> {
                     for l in 0..32 {
                         let is = l / 16;
                         let q1 = ((x[ql + l] & 0xF) | ((x[qh + l] & 3) << 4)) as i8 - 32;
-                        let q2 = ((x[ql + l + 32] & 0xF) | (((x[qh + l] >> 2) & 3) << 4)) as i8 - 32;
+                        let q2 =
+                            ((x[ql + l + 32] & 0xF) | (((x[qh + l] >> 2) & 3) << 4)) as i8 - 32;
                         let q3 = ((x[ql + l] >> 4) | (((x[qh + l] >> 4) & 3) << 4)) as i8 - 32;
                         let q4 = ((x[ql + l + 32] >> 4) | (((x[qh + l] >> 6) & 3) << 4)) as i8 - 32;
                         let s = |k: usize| x[sc + is + k] as i8 as f32;
@@ -291,9 +300,11 @@ fn decode_q6_ints(x: &[u8]) -> [i8; QK_K] {
         let (ql, qh) = (64 * n, 128 + 32 * n);
         for l in 0..32 {
             q[128 * n + l] = ((x[ql + l] & 0xF) | ((x[qh + l] & 3) << 4)) as i8 - 32;
-            q[128 * n + l + 32] = ((x[ql + l + 32] & 0xF) | (((x[qh + l] >> 2) & 3) << 4)) as i8 - 32;
+            q[128 * n + l + 32] =
+                ((x[ql + l + 32] & 0xF) | (((x[qh + l] >> 2) & 3) << 4)) as i8 - 32;
             q[128 * n + l + 64] = ((x[ql + l] >> 4) | (((x[qh + l] >> 4) & 3) << 4)) as i8 - 32;
-            q[128 * n + l + 96] = ((x[ql + l + 32] >> 4) | (((x[qh + l] >> 6) & 3) << 4)) as i8 - 32;
+            q[128 * n + l + 96] =
+                ((x[ql + l + 32] >> 4) | (((x[qh + l] >> 6) & 3) << 4)) as i8 - 32;
         }
     }
     q

@@ -103,7 +103,10 @@ fn k45<const N: usize, const FIVE: bool, const BYTES: usize>(
     w: &[u8],
     a: &[Q8Row<'_>; N],
 ) -> [f32; N] {
-    assert!(w.len().is_multiple_of(BYTES), "K-quant row is not whole blocks");
+    assert!(
+        w.len().is_multiple_of(BYTES),
+        "K-quant row is not whole blocks"
+    );
     let nb = w.len() / BYTES;
     check_q8k(nb, a);
     let mut out = [0.0f32; N];
