@@ -436,8 +436,8 @@ fn weight_matrix_rejects_bad_shapes_with_typed_errors() {
         }
     );
     assert_eq!(
-        WeightMatrix::new(GgmlType::Q6K, 1, 256, &data).unwrap_err(),
-        QuantError::Unsupported { ty: GgmlType::Q6K }
+        WeightMatrix::new(GgmlType::Q3K, 1, 256, &data).unwrap_err(),
+        QuantError::Unsupported { ty: GgmlType::Q3K }
     );
     assert_eq!(
         WeightMatrix::new(GgmlType::F32, usize::MAX / 2, 3, &data).unwrap_err(),

@@ -256,9 +256,9 @@ fn missing_tensor_is_named() {
 
 #[test]
 fn unsupported_tensor_type_is_named() {
-    // Q5_0 has a GGML layout the reader knows but no kernel in this engine.
+    // IQ4_NL has a GGML layout the reader knows but no kernel in this engine.
     let spec = TinyLlamaSpec {
-        weight_type: GgmlType::Q5_0,
+        weight_type: GgmlType::IQ4NL,
         ..TinyLlamaSpec::default()
     };
     let err = model(&spec, Isa::Portable).unwrap_err();
@@ -268,7 +268,7 @@ fn unsupported_tensor_type_is_named() {
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("'blk.0.attn_q.weight'") && msg.contains("Q5_0"),
+        msg.contains("'blk.0.attn_q.weight'") && msg.contains("IQ4_NL"),
         "{msg}"
     );
 }

@@ -191,13 +191,19 @@ proptest! {
 }
 
 #[test]
-fn supported_types_are_exactly_the_seven() {
+fn supported_types_are_exactly_the_twelve() {
     let got: Vec<&str> = GgmlType::ALL
         .iter()
         .filter(|t| quant::supported(**t))
         .map(|t| t.name())
         .collect();
-    assert_eq!(got, ["F32", "F16", "Q4_0", "Q4_1", "Q8_0", "Q8_1", "BF16"]);
+    assert_eq!(
+        got,
+        [
+            "F32", "F16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q8_1", "Q4_K", "Q5_K", "Q6_K",
+            "BF16"
+        ]
+    );
     assert_eq!(quant::activation_type(GgmlType::F32), None);
     assert_eq!(quant::activation_type(GgmlType::Q4_0), Some(GgmlType::Q8_0));
 }
@@ -225,8 +231,8 @@ fn bad_lengths_and_types_are_typed_errors() {
         })
     );
     assert_eq!(
-        quant::dequantize(GgmlType::Q4K, &[0u8; 144], &mut vec![0.0; 256]),
-        Err(QuantError::Unsupported { ty: GgmlType::Q4K })
+        quant::dequantize(GgmlType::Q2K, &[0u8; 84], &mut vec![0.0; 256]),
+        Err(QuantError::Unsupported { ty: GgmlType::Q2K })
     );
     assert_eq!(
         quant::quantize(GgmlType::Q4_0, &[1.0; 31]),

@@ -11,6 +11,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_kquant;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod packed;
 
@@ -367,7 +369,23 @@ macro_rules! simd_kernels {
                 one: $($m)::+::bf16::<1>,
                 group: $($m)::+::bf16::<GROUP>,
             },
-            other => unreachable!("{other} has no kernels (WeightMatrix::new checks)"),
+            // The K-quants take the AVX2 kernels on every SIMD path (no AVX-512 ones).
+            GgmlType::Q4K => RowKernels::Quant {
+                act: GgmlType::Q8K,
+                one: avx2_kquant::q4_k::<1>,
+                group: avx2_kquant::q4_k::<GROUP>,
+            },
+            GgmlType::Q5K => RowKernels::Quant {
+                act: GgmlType::Q8K,
+                one: avx2_kquant::q5_k::<1>,
+                group: avx2_kquant::q5_k::<GROUP>,
+            },
+            GgmlType::Q6K => RowKernels::Quant {
+                act: GgmlType::Q8K,
+                one: avx2_kquant::q6_k::<1>,
+                group: avx2_kquant::q6_k::<GROUP>,
+            },
+            other => quant::with_block_type!(other, T => portable_kernels::<T>(), _ => unreachable!("{other} has no kernels (WeightMatrix::new checks)")),
         }
     };
 }
@@ -826,6 +844,7 @@ pub fn matvec_multi(cpu: &Cpu, ws: &[&WeightMatrix], x: &[f32], ys: &mut [&mut [
                 qs: &[],
                 d: &[],
                 s: &[],
+                bsums: &[],
             }],
         };
         if cpu.threads == 1 || tasks.len() <= 1 {

@@ -7,7 +7,8 @@
 //!
 //! Quantized weights are multiplied with an activation row that has been quantized once
 //! into 8-bit blocks ([`Q8Activation`]), pairing the types as ggml's `vec_dot_type` does:
-//! Q4_0·Q8_0, Q4_1·Q8_1, Q8_0·Q8_0 (and Q8_1·Q8_0, ggml has no Q8_1 weight kernel).
+//! Q4_0·Q8_0, Q4_1·Q8_1, Q5_0·Q8_0, Q5_1·Q8_1, Q8_0·Q8_0 (and Q8_1·Q8_0, ggml has no
+//! Q8_1 weight kernel), and the K-quants Q4_K, Q5_K and Q6_K with Q8_K (blocks of 256).
 
 #[cfg(target_arch = "x86_64")]
 mod act_avx512;
@@ -17,32 +18,51 @@ mod bfloat16;
 mod float16;
 #[path = "f32.rs"]
 mod float32;
+mod kquant;
 mod q4_0;
 mod q4_1;
+mod q4_k;
+mod q5_0;
+mod q5_1;
+mod q5_k;
+mod q6_k;
 mod q8_0;
 mod q8_1;
+mod q8_k;
 
 pub use bfloat16::BF16;
 pub use float16::F16;
 pub use float32::F32;
 pub use q4_0::Q4_0;
 pub use q4_1::Q4_1;
+pub use q4_k::Q4K;
+pub use q5_0::Q5_0;
+pub use q5_1::Q5_1;
+pub use q5_k::Q5K;
+pub use q6_k::Q6K;
 pub use q8_0::Q8_0;
 pub use q8_1::Q8_1;
+
+pub(crate) use kquant::scales_mins_k4;
+pub(crate) use q4_k::kquant_acc;
 
 use crate::gguf::GgmlType;
 use crate::kernels::Isa;
 use half::f16;
 
-/// Elements per block of every 8-bit and 4-bit block type handled here (`QK4_0`, `QK8_0`, ...).
+/// Elements per block of every 8-bit, 5-bit and 4-bit non-K block type handled here
+/// (`QK4_0`, `QK5_0`, `QK8_0`, ...).
 pub const QK: usize = 32;
+
+/// Elements per block of the K-quants (`QK_K` in ggml-common.h): Q4_K, Q5_K, Q6_K, Q8_K.
+pub const QK_K: usize = 256;
 
 /// Errors for tensor data handed to the quantization layer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantError {
     /// The tensor type has no implementation here.
     #[error(
-        "tensor type {ty} is not supported by the quantized kernels (supported: F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1)"
+        "tensor type {ty} is not supported by the quantized kernels (supported: F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"
     )]
     Unsupported {
         /// The offending type.
@@ -71,6 +91,13 @@ pub enum QuantError {
         expected: usize,
         /// Bytes given.
         actual: usize,
+    },
+    /// The type is read and multiplied here but has no quantizer (the K-quants and Q5_0 /
+    /// Q5_1 come only from files quantized elsewhere, e.g. by llama.cpp).
+    #[error("tensor type {ty} can be read but not quantized here")]
+    NoQuantizer {
+        /// The offending type.
+        ty: GgmlType,
     },
     /// `rows × cols` (or its byte size) overflows `usize`.
     #[error("{ty}: shape {rows}x{cols} overflows the address space")]
@@ -101,10 +128,21 @@ pub trait BlockQuant {
     /// [`BlockQuant::dot_q8`], or `None` for float types, whose kernels use the f32 row.
     const ACT_TYPE: Option<GgmlType>;
 
+    /// Whether [`BlockQuant::quantize`] is implemented (false for the types that are only
+    /// read: Q5_0, Q5_1 and the K-quants).
+    const QUANTIZES: bool = true;
+
     /// Decode `src` (whole blocks) into `dst` (`dst.len()` elements).
     fn dequantize(src: &[u8], dst: &mut [f32]);
-    /// Encode `src` (whole blocks) into `dst` as ggml's reference quantizer does.
-    fn quantize(src: &[f32], dst: &mut [u8]);
+    /// Encode `src` (whole blocks) into `dst` as ggml's reference quantizer does. Only
+    /// called when [`BlockQuant::QUANTIZES`] (the checked entry point [`quantize`] refuses
+    /// the others with [`QuantError::NoQuantizer`]); the default panics.
+    fn quantize(_src: &[f32], _dst: &mut [u8]) {
+        unreachable!(
+            "{} has no quantizer (checked by quant::quantize)",
+            Self::TYPE
+        )
+    }
     /// `Σ row[i] · x[i]` with the row decoded to f32; `x.len()` elements.
     fn dot_f32(row: &[u8], x: &[f32]) -> f32;
     /// `Σ row[i] · act[i]` with the activation quantized into 8-bit blocks (of type
@@ -114,20 +152,26 @@ pub trait BlockQuant {
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32;
 }
 
-/// A view of one activation row quantized into 8-bit blocks of 32 (Q8_0 or Q8_1).
+/// A view of one activation row quantized into 8-bit blocks: of 32 (Q8_0 or Q8_1) or of
+/// 256 (Q8_K, the activation of the K-quants).
 ///
 /// Held as separate arrays rather than ggml's interleaved `block_q8_*` bytes so SIMD
 /// kernels read them directly; the values are the same: `d[b]` is the block scale
-/// already rounded through f16 as ggml stores it, `qs[32b..32b+32]` the quants, and for
-/// Q8_1 `s[b]` is ggml's `s = d · Σ qs` rounded through f16 (empty for Q8_0).
+/// already rounded through f16 as ggml stores it (Q8_K keeps it in f32, as
+/// `block_q8_K` does), `qs[32b..32b+32]` (Q8_K: `qs[256b..256b+256]`) the quants, for
+/// Q8_1 `s[b]` is ggml's `s = d · Σ qs` rounded through f16 (empty otherwise), and for
+/// Q8_K `bsums[16b + j]` is the sum of the quants `16j..16j+16` of block `b` (ggml's
+/// `bsums`, empty otherwise).
 #[derive(Debug, Clone, Copy)]
 pub struct Q8Row<'a> {
-    /// Quants, 32 per block.
+    /// Quants, 32 (Q8_K: 256) per block.
     pub qs: &'a [i8],
-    /// Block scales (f16-rounded), one per block.
+    /// Block scales (f16-rounded; f32 for Q8_K), one per block.
     pub d: &'a [f32],
-    /// Q8_1 block sums `d · Σ qs` (f16-rounded), one per block; empty for Q8_0.
+    /// Q8_1 block sums `d · Σ qs` (f16-rounded), one per block; empty for Q8_0 and Q8_K.
     pub s: &'a [f32],
+    /// Q8_K sums of each 16 quants, 16 per block; empty for Q8_0 and Q8_1.
+    pub bsums: &'a [i16],
 }
 
 /// A batch of activation rows quantized once into Q8_0 or Q8_1 blocks, reusable across
@@ -140,6 +184,7 @@ pub struct Q8Activation {
     qs: Vec<i8>,
     d: Vec<f32>,
     s: Vec<f32>,
+    bsums: Vec<i16>,
     /// Per-block quant sums of the SIMD path (scratch).
     sums: Vec<i32>,
 }
@@ -160,17 +205,19 @@ impl Q8Activation {
             qs: Vec::new(),
             d: Vec::new(),
             s: Vec::new(),
+            bsums: Vec::new(),
             sums: Vec::new(),
         }
     }
 
     /// Quantize `rows` rows of `cols` elements (`x`: `[rows, cols]` row-major) into `ty`
-    /// blocks (`Q8_0` or `Q8_1`), reusing this buffer. The scheme is ggml's
+    /// blocks (`Q8_0`, `Q8_1` or `Q8_K`), reusing this buffer. The scheme is ggml's
     /// `quantize_row_q8_0_ref` / `quantize_row_q8_1_ref`: `d = max|x| / 127`,
-    /// `q = round(x / d)` (half away from zero).
+    /// `q = round(x / d)` (half away from zero); for Q8_K `quantize_row_q8_K_ref` (see
+    /// [`crate::quant`]'s `q8_k`: signed scale, round half to even, f32 `d`).
     ///
-    /// Panics if `ty` is not Q8_0/Q8_1, `cols` is not a multiple of 32 or
-    /// `x.len() != rows * cols` (caller shape bugs).
+    /// Panics if `ty` is not Q8_0/Q8_1/Q8_K, `cols` is not a multiple of 32 (Q8_K: 256)
+    /// or `x.len() != rows * cols` (caller shape bugs).
     pub fn quantize(&mut self, ty: GgmlType, x: &[f32], rows: usize, cols: usize) {
         self.quantize_on(Isa::Portable, ty, x, rows, cols);
     }
@@ -180,9 +227,35 @@ impl Q8Activation {
     /// bits for every finite input. Panics as [`Q8Activation::quantize`].
     pub fn quantize_on(&mut self, isa: Isa, ty: GgmlType, x: &[f32], rows: usize, cols: usize) {
         assert!(
-            matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1),
-            "activation type must be Q8_0 or Q8_1, got {ty}"
+            matches!(ty, GgmlType::Q8_0 | GgmlType::Q8_1 | GgmlType::Q8K),
+            "activation type must be Q8_0, Q8_1 or Q8_K, got {ty}"
         );
+        if ty == GgmlType::Q8K {
+            // One path for every ISA: the K-quant products' activation is quantized by
+            // the portable loop (a small share of a product's time).
+            assert!(
+                cols.is_multiple_of(QK_K),
+                "activation length {cols} is not a multiple of {QK_K}"
+            );
+            assert_eq!(x.len(), rows * cols, "activation buffer is not rows x cols");
+            let nb = x.len() / QK_K;
+            self.ty = ty;
+            self.rows = rows;
+            self.blocks = cols / QK_K;
+            self.qs.resize(x.len(), 0);
+            self.d.resize(nb, 0.0);
+            self.s.clear();
+            self.bsums.resize(nb * QK_K / 16, 0);
+            for (b, (xb, qb)) in x
+                .chunks_exact(QK_K)
+                .zip(self.qs.chunks_exact_mut(QK_K))
+                .enumerate()
+            {
+                self.d[b] = q8_k::quantize_block(xb, qb, &mut self.bsums[b * 16..(b + 1) * 16]);
+            }
+            return;
+        }
+        self.bsums.clear();
         assert!(
             cols.is_multiple_of(QK),
             "activation length {cols} is not a multiple of {QK}"
@@ -243,13 +316,19 @@ impl Q8Activation {
             self.rows
         );
         let nb = self.blocks;
+        let bl = if self.ty == GgmlType::Q8K { QK_K } else { QK };
         Q8Row {
-            qs: &self.qs[i * nb * QK..(i + 1) * nb * QK],
+            qs: &self.qs[i * nb * bl..(i + 1) * nb * bl],
             d: &self.d[i * nb..(i + 1) * nb],
             s: if self.s.is_empty() {
                 &[]
             } else {
                 &self.s[i * nb..(i + 1) * nb]
+            },
+            bsums: if self.bsums.is_empty() {
+                &[]
+            } else {
+                &self.bsums[i * nb * 16..(i + 1) * nb * 16]
             },
         }
     }
@@ -330,6 +409,26 @@ macro_rules! with_block_type {
                 type $T = $crate::quant::Q4_1;
                 $body
             }
+            $crate::gguf::GgmlType::Q5_0 => {
+                type $T = $crate::quant::Q5_0;
+                $body
+            }
+            $crate::gguf::GgmlType::Q5_1 => {
+                type $T = $crate::quant::Q5_1;
+                $body
+            }
+            $crate::gguf::GgmlType::Q4K => {
+                type $T = $crate::quant::Q4K;
+                $body
+            }
+            $crate::gguf::GgmlType::Q5K => {
+                type $T = $crate::quant::Q5K;
+                $body
+            }
+            $crate::gguf::GgmlType::Q6K => {
+                type $T = $crate::quant::Q6K;
+                $body
+            }
             #[allow(unreachable_patterns)]
             _ => $unsupported,
         }
@@ -337,13 +436,14 @@ macro_rules! with_block_type {
 }
 pub(crate) use with_block_type;
 
-/// Whether `ty` has an implementation here (F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1).
+/// Whether `ty` has an implementation here (F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1,
+/// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K).
 pub fn supported(ty: GgmlType) -> bool {
     with_block_type!(ty, T => { let _ = T::TYPE; true }, _ => false)
 }
 
 /// The GGML `vec_dot_type` an activation is quantized to for weights of type `ty`
-/// (`Some(Q8_0)` / `Some(Q8_1)`), `None` for float types or unsupported types.
+/// (`Some(Q8_0)` / `Some(Q8_1)` / `Some(Q8_K)`), `None` for float types or unsupported types.
 pub fn activation_type(ty: GgmlType) -> Option<GgmlType> {
     with_block_type!(ty, T => T::ACT_TYPE, _ => None)
 }
@@ -396,11 +496,15 @@ pub fn dequantize(ty: GgmlType, src: &[u8], dst: &mut [f32]) -> Result<(), Quant
 
 /// Encode `src` into GGML blocks of type `ty`, as ggml's reference quantizer does.
 ///
-/// Errors: [`QuantError::Unsupported`], or [`QuantError::NotBlockMultiple`] when
+/// Errors: [`QuantError::Unsupported`], [`QuantError::NoQuantizer`] for a type that is
+/// only read (Q5_0, Q5_1, the K-quants), or [`QuantError::NotBlockMultiple`] when
 /// `src.len()` is not a whole number of blocks.
 pub fn quantize(ty: GgmlType, src: &[f32]) -> Result<Vec<u8>, QuantError> {
     if !supported(ty) {
         return Err(QuantError::Unsupported { ty });
+    }
+    if !with_block_type!(ty, T => T::QUANTIZES, _ => false) {
+        return Err(QuantError::NoQuantizer { ty });
     }
     if !src.len().is_multiple_of(ty.block_len()) {
         return Err(QuantError::NotBlockMultiple {

@@ -1,0 +1,295 @@
+//! The decode core on SmolLM2-135M-Instruct requantized by llama.cpp (Q4_K_M, Q5_K_M, Q6_K) against llama.cpp's logits on the same files.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use engine::gguf::{GgmlType, GgufFile};
+use engine::kernels::Isa;
+use engine::kernels::matmul::Cpu;
+use engine::kv::{KvCache, KvDtype};
+use engine::model::{Logits, Model};
+use engine::runtime::{Engine, EngineOptions, GenerateRequest, Prompt};
+use engine::tokenizer::{GgufVocab, Tokenizer};
+use serde::Deserialize;
+
+#[derive(Deserialize, Clone)]
+struct Reference {
+    model_sha256: String,
+    generate: Vec<GenerateCase>,
+}
+
+#[derive(Deserialize, Clone)]
+struct GenerateCase {
+    prompt: String,
+    prompt_ids: Vec<u32>,
+    greedy_ids: Vec<u32>,
+    greedy_text: String,
+    steps: Vec<Step>,
+}
+
+#[derive(Deserialize, Clone)]
+struct Step {
+    pos: usize,
+    top: Vec<(u32, f32)>,
+}
+
+/// The three files of scripts/make-kquant-models.
+const KINDS: [&str; 3] = ["Q4_K_M", "Q5_K_M", "Q6_K"];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn model_path(kind: &str) -> PathBuf {
+    let p = root().join(format!("fixtures/models/SmolLM2-135M-Instruct.{kind}.gguf"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/make-kquant-models first",
+        p.display()
+    );
+    p
+}
+
+fn reference(kind: &str) -> Reference {
+    let path = root().join(format!(
+        "fixtures/reference/smollm2-{}-llamacpp.json",
+        kind.to_lowercase()
+    ));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("reference JSON parses")
+}
+
+fn load(kind: &str, threads: usize, isa: Isa) -> (Model, Tokenizer) {
+    let file = Arc::new(GgufFile::open(model_path(kind)).expect("GGUF opens"));
+    let tok = Tokenizer::from_vocab(&GgufVocab::from_metadata(file.metadata()).unwrap()).unwrap();
+    let model = Model::from_file(file, Cpu::new(threads, isa)).expect("model binds");
+    (model, tok)
+}
+
+/// Argmax with the lowest id on ties, written here independently of the engine.
+fn argmax(row: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// The agreement rule of docs/design.md §2.0.3, unchanged: our argmax must be a token
+/// whose reference logit is within 0.3 of the reference winner's (among its top 8).
+fn check_step(case: &str, step: &Step, row: &[f32]) -> Result<(), String> {
+    let ours = argmax(row);
+    let (top1, l1) = step.top[0];
+    let (top2, l2) = step.top[1];
+    let ok = ours == top1
+        || step
+            .top
+            .iter()
+            .any(|&(id, l)| id == ours && l1 - l >= 0.0 && l1 - l < 0.3);
+    if ok {
+        Ok(())
+    } else {
+        let theirs = step
+            .top
+            .iter()
+            .find(|&&(id, _)| id == ours)
+            .map_or("below its top 8".to_string(), |&(_, l)| format!("{l:.3}"));
+        Err(format!(
+            "{case:?} pos {}: our argmax {ours} (logit {:.3}, reference logit {theirs}); reference top-2 {top1} ({l1:.3}, ours {:.3}), {top2} ({l2:.3})",
+            step.pos, row[ours as usize], row[top1 as usize]
+        ))
+    }
+}
+
+/// Steps where the engine's argmax is outside the §2.0.3 band of llama.cpp's winner on
+/// these files, kept here one by one (file, path, prefill or decode, prompt, position)
+/// with the numbers they were found with: the rule is not widened, and the tests fail on
+/// any disagreement not listed here and on any listed one that no longer happens (on the
+/// paths this machine runs). In each, the two tokens are within 0.14 in the engine's
+/// logits and 0.30–0.56 apart in llama.cpp's; the engine's kernels give ggml's products on
+/// real rows of every new type to ~1e-6 (`quant_kblocks::kquant_real_rows_match_ggml_reference`).
+/// See docs/design.md §2.0.3.
+const KNOWN_DISAGREEMENTS: [(&str, &str, &str, &str, usize); 5] = [
+    // ours 4558 20.735, 7147 20.685; llama.cpp 7147 20.941, 4558 20.639 (gap 0.302).
+    ("Q4_K_M", "portable", "decode", "haiku about the sea", 54),
+    // ours 32214 18.035, 25880 17.920; llama.cpp 25880 18.203, 32214 17.882 (gap 0.321).
+    ("Q4_K_M", "portable", "prefill", "hash map", 55),
+    // ours 430 18.250, 453 18.118; llama.cpp 453 18.374, 430 18.067 (gap 0.307).
+    ("Q5_K_M", "portable", "prefill", "good morning", 35),
+    // ours 430 18.334, 453 18.246; llama.cpp as above.
+    ("Q5_K_M", "avx512vnni", "prefill", "good morning", 35),
+    // ours 253 23.712, 5163 23.667; llama.cpp 5163 23.878, 253 23.318 (gap 0.560).
+    ("Q6_K", "portable", "prefill", "hash map", 60),
+];
+
+/// A step where the engine's argmax is outside the band: file, path, position, message
+/// (which quotes the prompt).
+type Found = (&'static str, String, usize, String);
+
+/// Compare the disagreements `found` in `mode` (prefill or decode) with the listed ones
+/// for the paths `isas` run: `Err` names every unlisted disagreement and every listed one
+/// that did not happen.
+fn check_known(mode: &str, isas: &[Isa], found: &[Found]) -> Result<(), String> {
+    let listed = |(k, i, pos, msg): &Found| {
+        KNOWN_DISAGREEMENTS.iter().any(|&(lk, li, lm, lp, lpos)| {
+            lk == *k && li == i && lm == mode && msg.contains(lp) && lpos == *pos
+        })
+    };
+    let mut problems: Vec<String> = found
+        .iter()
+        .filter(|f| !listed(f))
+        .map(|(k, i, _, msg)| format!("not listed: [{k} {i} {mode}] {msg}"))
+        .collect();
+    for &(lk, li, lm, lp, lpos) in &KNOWN_DISAGREEMENTS {
+        let ran = isas.iter().any(|isa| isa.to_string() == li);
+        let seen = found
+            .iter()
+            .any(|(k, i, pos, msg)| *k == lk && i == li && *pos == lpos && msg.contains(lp));
+        if lm == mode && ran && !seen {
+            problems.push(format!(
+                "listed but agrees now: [{lk} {li} {lm}] {lp:?} pos {lpos}"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+/// The files hold what the reference was captured on (the sha256 the capture recorded)
+/// and mix the types llama.cpp chose: K-quants where rows are whole super-blocks, the
+/// 32-element fallbacks elsewhere.
+#[test]
+fn kquant_files_are_the_captured_ones_and_mix_types() {
+    use sha2::Digest;
+    for (kind, want) in [
+        (
+            "Q4_K_M",
+            &[GgmlType::Q4K, GgmlType::Q6K, GgmlType::Q5_0, GgmlType::Q8_0][..],
+        ),
+        (
+            "Q5_K_M",
+            &[GgmlType::Q5K, GgmlType::Q6K, GgmlType::Q5_1, GgmlType::Q8_0][..],
+        ),
+        ("Q6_K", &[GgmlType::Q6K, GgmlType::Q8_0][..]),
+    ] {
+        let bytes = std::fs::read(model_path(kind)).unwrap();
+        let sha = format!("{:x}", sha2::Sha256::digest(&bytes));
+        assert_eq!(
+            sha,
+            reference(kind).model_sha256,
+            "{kind}: not the file the reference was captured on"
+        );
+        let file = GgufFile::open(model_path(kind)).unwrap();
+        let types: std::collections::BTreeSet<GgmlType> =
+            file.tensors().iter().map(|t| t.ty).collect();
+        for t in want {
+            assert!(types.contains(t), "{kind}: no {t} tensor ({types:?})");
+        }
+    }
+}
+
+/// Teacher-forced prefill (every position's logits from one pass over prompt and
+/// reference continuation) agrees with llama.cpp at every step, on each file, on the
+/// portable path and the best path this machine has, but for the listed
+/// [`KNOWN_DISAGREEMENTS`] (exactly those).
+#[test]
+fn kquant_teacher_forced_prefill_agrees_with_llamacpp() {
+    let mut failures: Vec<Found> = Vec::new();
+    let mut checked = 0;
+    let isas = [Isa::Portable, Isa::best()];
+    for kind in KINDS {
+        for isa in isas {
+            let (model, _) = load(kind, 2, isa);
+            for case in reference(kind).generate {
+                let mut seq_ids = case.prompt_ids.clone();
+                seq_ids.extend_from_slice(&case.greedy_ids[..case.greedy_ids.len() - 1]);
+                let mut kv = KvCache::new(model.kv_config(seq_ids.len(), KvDtype::F16)).unwrap();
+                let seq = kv.create_sequence();
+                let logits = model.forward(&mut kv, seq, &seq_ids, Logits::All).unwrap();
+                let vocab = model.config().vocab;
+                for step in &case.steps {
+                    let row = &logits[step.pos * vocab..(step.pos + 1) * vocab];
+                    checked += 1;
+                    if let Err(e) = check_step(&case.prompt, step, row) {
+                        failures.push((kind, isa.to_string(), step.pos, e));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 600, "only {checked} steps checked");
+    println!("{} listed disagreements of {checked} steps", failures.len());
+    if let Err(e) = check_known("prefill", &isas, &failures) {
+        panic!("{e}");
+    }
+}
+
+/// Decode steps (the matrix-vector path, one token at a time) agree with llama.cpp on
+/// each file, on the portable path and the best path, but for the listed
+/// [`KNOWN_DISAGREEMENTS`] (exactly those).
+#[test]
+fn kquant_teacher_forced_decode_steps_agree_with_llamacpp() {
+    let mut failures: Vec<Found> = Vec::new();
+    let isas = [Isa::Portable, Isa::best()];
+    for kind in KINDS {
+        for isa in isas {
+            let (model, tok) = load(kind, 2, isa);
+            for case in reference(kind).generate.iter().take(3) {
+                assert_eq!(tok.encode(&case.prompt).unwrap(), case.prompt_ids, "{kind}");
+                let total = case.prompt_ids.len() + case.greedy_ids.len();
+                let mut kv = KvCache::new(model.kv_config(total, KvDtype::F16)).unwrap();
+                let seq = kv.create_sequence();
+                let mut row = model
+                    .forward(&mut kv, seq, &case.prompt_ids, Logits::Last)
+                    .unwrap();
+                for (i, step) in case.steps.iter().enumerate() {
+                    if let Err(e) = check_step(&case.prompt, step, &row) {
+                        failures.push((kind, isa.to_string(), step.pos, e));
+                    }
+                    if i + 1 < case.steps.len() {
+                        row = model
+                            .forward(&mut kv, seq, &[case.greedy_ids[i]], Logits::Last)
+                            .unwrap();
+                    }
+                }
+            }
+        }
+    }
+    if let Err(e) = check_known("decode", &isas, &failures) {
+        panic!("{e}");
+    }
+}
+
+/// A user's Q4_K_M file loads through the engine's funnel and answers as llama.cpp does.
+#[test]
+fn q4_k_m_file_generates_the_reference_answer() {
+    let engine = Engine::load_gguf(
+        model_path("Q4_K_M"),
+        EngineOptions {
+            threads: 2,
+            ..EngineOptions::default()
+        },
+    )
+    .expect("the Q4_K_M file loads");
+    let r = reference("Q4_K_M");
+    let case = r
+        .generate
+        .iter()
+        .find(|c| c.prompt.contains("capital of France"))
+        .unwrap();
+    let g = engine
+        .generate_stream(
+            &GenerateRequest::new(Prompt::Text(case.prompt.clone()), 32),
+            &mut |_| {},
+            &mut |_, _| engine::runtime::Flow::Continue,
+        )
+        .unwrap();
+    let row = &g.rows[0];
+    assert_eq!(row.text.as_deref(), Some(case.greedy_text.as_str()));
+    assert_eq!(row.tokens, case.greedy_ids);
+}
