@@ -52,6 +52,56 @@ pub(crate) fn dot_f32_by_decoding(
     sum
 }
 
+/// Decodes every `block_bytes`-byte block of `src` with `decode` into 256 values of
+/// `dst`. Panics (naming the type `name`) unless `dst` holds one value per element.
+#[inline(always)]
+pub(crate) fn dequantize_by_blocks(
+    name: &str,
+    block_bytes: usize,
+    decode: impl Fn(&[u8], &mut [f32]),
+    src: &[u8],
+    dst: &mut [f32],
+) {
+    assert_eq!(
+        src.len() / block_bytes * QK_K,
+        dst.len(),
+        "{name}: block count mismatch"
+    );
+    for (blk, out) in src
+        .chunks_exact(block_bytes)
+        .zip(dst.chunks_exact_mut(QK_K))
+    {
+        decode(blk, out);
+    }
+}
+
+/// `ggml_vec_dot_q{4,5}_K_q8_K` over a row of `block_bytes`-byte blocks whose header is
+/// `d`, `dmin` (f16): per block, `block_ints` gives the exact integer sums (scaled quants
+/// against the activation, block sums against the mins) that `kquant_acc` adds up in the
+/// order the AVX2 kernels keep. Panics unless `act` is a matching Q8_K row.
+#[inline(always)]
+pub(crate) fn dot_q8k_with_mins(
+    name: &str,
+    block_bytes: usize,
+    block_ints: impl Fn(&[u8], &[i8], &[i16]) -> (i32, i32),
+    row: &[u8],
+    act: &super::Q8Row<'_>,
+) -> f32 {
+    let nb = row.len() / block_bytes;
+    check_q8k(name, nb, act);
+    let mut sum = 0.0f32;
+    for (b, blk) in row.chunks_exact(block_bytes).enumerate() {
+        let (sumi, summ) = block_ints(
+            blk,
+            &act.qs[b * QK_K..(b + 1) * QK_K],
+            &act.bsums[b * 16..(b + 1) * 16],
+        );
+        let (d, dmin) = (super::f16_at(blk), super::f16_at(&blk[2..]));
+        sum = super::kquant_acc(sum, d, dmin, act.d[b], sumi, summ);
+    }
+    sum
+}
+
 /// Panics unless `act` is a Q8_K row matching a row of `nb` blocks.
 #[inline(always)]
 pub(crate) fn check_q8k(name: &str, nb: usize, act: &super::Q8Row<'_>) {

@@ -1,6 +1,6 @@
 //! Q4_K blocks: f16 scale and minimum, eight 6-bit sub-block scales and minimums, 256 4-bit quants (`block_q4_K`, ggml-common.h).
 
-use super::kquant::{check_q8k, dot_f32_by_decoding, scales_mins_k4};
+use super::kquant::{dequantize_by_blocks, dot_f32_by_decoding, dot_q8k_with_mins, scales_mins_k4};
 use super::{BlockQuant, Q8Row, QK_K, f16_at};
 use crate::gguf::GgmlType;
 
@@ -67,14 +67,7 @@ impl BlockQuant for Q4K {
     const QUANTIZES: bool = false;
 
     fn dequantize(src: &[u8], dst: &mut [f32]) {
-        assert_eq!(
-            src.len() / BYTES * QK_K,
-            dst.len(),
-            "Q4_K: block count mismatch"
-        );
-        for (blk, out) in src.chunks_exact(BYTES).zip(dst.chunks_exact_mut(QK_K)) {
-            decode(blk, out);
-        }
+        dequantize_by_blocks("Q4_K", BYTES, decode, src, dst);
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
@@ -84,18 +77,7 @@ impl BlockQuant for Q4K {
     /// `ggml_vec_dot_q4_K_q8_K`: `Σ_b (d_w · d_a) · Σ_s sc_s · Σ_j q_j · a_j −
     /// (dmin_w · d_a) · Σ_j bsums_j · m_{j/2}` (the integer sums exact).
     fn dot_q8(row: &[u8], act: Q8Row<'_>) -> f32 {
-        let nb = row.len() / BYTES;
-        check_q8k("Q4_K", nb, &act);
-        let mut sum = 0.0f32;
-        for (b, blk) in row.chunks_exact(BYTES).enumerate() {
-            let (sumi, summ) = block_ints(
-                blk,
-                &act.qs[b * QK_K..(b + 1) * QK_K],
-                &act.bsums[b * 16..(b + 1) * 16],
-            );
-            sum = kquant_acc(sum, f16_at(blk), f16_at(&blk[2..]), act.d[b], sumi, summ);
-        }
-        sum
+        dot_q8k_with_mins("Q4_K", BYTES, block_ints, row, &act)
     }
 }
 

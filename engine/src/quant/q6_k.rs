@@ -1,6 +1,6 @@
 //! Q6_K blocks: 256 6-bit quants in low and high bit planes, sixteen 8-bit sub-block scales, an f16 scale (`block_q6_K`, ggml-common.h).
 
-use super::kquant::{check_q8k, dot_f32_by_decoding};
+use super::kquant::{check_q8k, dequantize_by_blocks, dot_f32_by_decoding};
 use super::{BlockQuant, Q8Row, QK_K, f16_at};
 use crate::gguf::GgmlType;
 
@@ -68,14 +68,7 @@ impl BlockQuant for Q6K {
     const QUANTIZES: bool = false;
 
     fn dequantize(src: &[u8], dst: &mut [f32]) {
-        assert_eq!(
-            src.len() / BYTES * QK_K,
-            dst.len(),
-            "Q6_K: block count mismatch"
-        );
-        for (blk, out) in src.chunks_exact(BYTES).zip(dst.chunks_exact_mut(QK_K)) {
-            decode(blk, out);
-        }
+        dequantize_by_blocks("Q6_K", BYTES, decode, src, dst);
     }
 
     fn dot_f32(row: &[u8], x: &[f32]) -> f32 {
