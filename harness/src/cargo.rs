@@ -293,6 +293,21 @@ pub struct TestRun {
     pub seconds: f64,
 }
 
+impl TestRun {
+    /// A run of no test: no outcome, nothing failed, no time.
+    pub fn empty() -> TestRun {
+        TestRun {
+            outcomes: BTreeMap::new(),
+            messages: BTreeMap::new(),
+            timed_out: false,
+            success: true,
+            stderr_tail: String::new(),
+            died: Vec::new(),
+            seconds: 0.0,
+        }
+    }
+}
+
 /// How to invoke `cargo test` for one catalog.
 ///
 /// A catalog's tests come from up to two cargo invocations, since cargo refuses to mix
@@ -748,15 +763,7 @@ impl CargoCmd {
             .cloned()
             .partition(|t| crate::libtest::is_doc_test(t));
         let groups = self.groups();
-        let mut total = TestRun {
-            outcomes: BTreeMap::new(),
-            messages: BTreeMap::new(),
-            timed_out: false,
-            success: true,
-            stderr_tail: String::new(),
-            died: Vec::new(),
-            seconds: 0.0,
-        };
+        let mut total = TestRun::empty();
         for (g, names) in [(Group::Harness, &lib), (Group::Doc, &doc)] {
             if names.is_empty() || !groups.contains(&g) {
                 continue;

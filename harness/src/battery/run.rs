@@ -1087,15 +1087,7 @@ fn mark_not_reached(run: &mut TestRun, listed: &[String], ran: &[String]) {
 /// The run of a NO_COVERAGE mutant that ran nothing: every listed test
 /// [`Outcome::NotReached`].
 fn nothing_reached(listed: &[String]) -> TestRun {
-    let mut run = TestRun {
-        outcomes: BTreeMap::new(),
-        messages: BTreeMap::new(),
-        timed_out: false,
-        success: true,
-        stderr_tail: String::new(),
-        died: Vec::new(),
-        seconds: 0.0,
-    };
+    let mut run = TestRun::empty();
     mark_not_reached(&mut run, listed, &[]);
     run
 }
