@@ -694,8 +694,11 @@ impl StreamDecoder<'_> {
         self.state.push(self.tok, id)
     }
 
-    /// Flushes what is still held (an unfinished character becomes U+FFFD) and resets the
-    /// decoder. Returns `None` when nothing was pending.
+    /// Flushes what is still held and resets the decoder. Returns `None` when nothing was
+    /// pending. An unfinished character at the end (the stream stopped inside a multi-byte
+    /// UTF-8 sequence) is dropped, not flushed as U+FFFD: the model did not produce that
+    /// character. (A complete U+FFFD as the very last character is dropped too: in decoded
+    /// text the two cannot be told apart.)
     pub fn finish(&mut self) -> Result<Option<String>, TokenizerError> {
         self.state.finish(self.tok)
     }
@@ -744,6 +747,7 @@ impl StreamState {
         let rest = text
             .strip_prefix(self.prefix.as_str())
             .unwrap_or(text.as_str())
+            .trim_end_matches('\u{FFFD}')
             .to_string();
         self.ids.clear();
         self.prefix.clear();

@@ -583,6 +583,18 @@ mod admission {
                     .unwrap()
             })
         };
+        // A queued streaming request: it has not started, so its answer is a 503 status,
+        // not a 200 with an error event.
+        let c = {
+            let (http, u) = (http.clone(), url("/v1/completions"));
+            tokio::spawn(async move {
+                http.post(u)
+                    .json(&completion(&prompt(3, 2), 4, true))
+                    .send()
+                    .await
+                    .unwrap()
+            })
+        };
         let t0 = Instant::now();
         loop {
             let m = http
@@ -593,12 +605,12 @@ mod admission {
                 .text()
                 .await
                 .unwrap();
-            if m.lines().any(|l| l == "genai_queue_depth 1") {
+            if m.lines().any(|l| l == "genai_queue_depth 2") {
                 break;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
-                "B never queued:\n{m}"
+                "B and C never queued:\n{m}"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -606,6 +618,14 @@ mod admission {
         assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
         let b = b.await.unwrap();
         assert_eq!(b.status(), 503);
+        let c = c.await.unwrap();
+        assert_eq!(
+            c.status(),
+            503,
+            "a queued stream gets its status before any 200"
+        );
+        let body: Value = c.json().await.unwrap();
+        assert_eq!(body["error"]["type"], "unavailable_error", "{body}");
         let events = read_events(&mut a, 10_000).await;
         assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
         let last: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
@@ -633,5 +653,114 @@ mod admission {
                 let _ = self.0.wait();
             }
         }
+    }
+}
+
+/// The edges an OpenAI client meets that no admission mutation reaches: which field a 400
+/// names.
+mod edges {
+    use std::net::SocketAddr;
+    use std::time::{Duration, Instant};
+
+    use engine::server::{ServerConfig, serve};
+    use serde_json::{Value, json};
+    use tokio::sync::oneshot;
+
+    const MODEL: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/packages/tiny-decoder/model.gguf"
+    );
+
+    async fn start() -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let config = ServerConfig {
+            threads: 1,
+            ..ServerConfig::new(MODEL)
+        };
+        let done = tokio::spawn(async move {
+            serve(listener, config, |_| {}, async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("server runs");
+        });
+        let t0 = Instant::now();
+        let http = reqwest::Client::new();
+        while !http
+            .get(format!("http://{addr}/health"))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == 200)
+        {
+            assert!(t0.elapsed() < Duration::from_secs(20), "server not ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (addr, stop, done)
+    }
+
+    /// Each 400 names the field at fault (`model`, `prompt`, `messages`), or `null` only
+    /// where no field is (a body that is not JSON); no message speaks of "row 0".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_each_400_names_the_field_at_fault_or_null_when_none_is() {
+        let (addr, stop, done) = start().await;
+        let http = reqwest::Client::new();
+        let post = |path: &'static str, body: String| {
+            let http = http.clone();
+            async move {
+                let r = http
+                    .post(format!("http://{addr}{path}"))
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 400);
+                r.json::<Value>().await.unwrap()["error"].clone()
+            }
+        };
+        let long: Vec<u32> = (0..5000).map(|i| 72 + i % 30).collect();
+        let cases: Vec<(&str, Value, Value)> = vec![
+            ("/v1/completions", json!({"prompt": "hi"}), json!("model")),
+            ("/v1/completions", json!({"model": "m"}), json!("prompt")),
+            (
+                "/v1/chat/completions",
+                json!({"model": "m"}),
+                json!("messages"),
+            ),
+            (
+                "/v1/chat/completions",
+                json!({"model": "m", "messages": [{"content": "hi"}]}),
+                json!("messages[0].role"),
+            ),
+            (
+                "/v1/completions",
+                json!({"model": "m", "prompt": ""}),
+                json!("prompt"),
+            ),
+            (
+                "/v1/completions",
+                json!({"model": "m", "prompt": long}),
+                json!("prompt"),
+            ),
+        ];
+        for (path, body, param) in cases {
+            let e = post(path, body.to_string()).await;
+            let shown: String = body.to_string().chars().take(120).collect();
+            assert_eq!(e["param"], param, "{path} {shown}: {e}");
+            let msg = e["message"].as_str().unwrap();
+            assert!(
+                msg.contains(param.as_str().unwrap()),
+                "{shown}: the message names the field: {msg}"
+            );
+            assert!(!msg.contains("row 0"), "{msg}");
+        }
+        for raw in ["{\"model\": ", "not json", "{\"model\": \"m\",}"] {
+            let e = post("/v1/completions", raw.to_string()).await;
+            assert_eq!(e["param"], Value::Null, "{raw:?}: {e}");
+        }
+        let _ = stop.send(());
+        done.await.unwrap();
     }
 }

@@ -53,7 +53,9 @@ use crate::batch::{Batch, Done, Finish, Piece, SeqSpec, Sink};
 use crate::chat::{self, ChatTemplate};
 use crate::kernels::sample::SamplerConfig;
 use crate::kv::KvDtype;
-use crate::runtime::{Engine, EngineError, EngineOptions, Flow, GenerateRequest, Prompt};
+use crate::runtime::{
+    BadRequest, Engine, EngineError, EngineOptions, Flow, GenerateRequest, Prompt,
+};
 use crate::scheduler::{Admission, AdmissionError, ReservationId, Submitted};
 
 use metrics::Metrics;
@@ -210,12 +212,33 @@ fn parse<T: for<'de> Deserialize<'de>>(body: Result<Bytes, BytesRejection>) -> R
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        if path == "." {
-            bad_request(None, format!("invalid JSON body: {inner}"))
-        } else {
-            bad_request(Some(&path), format!("field `{path}`: {inner}"))
+        match body_fault(&path, &inner) {
+            Some(field) => bad_request(Some(&field), format!("field `{field}`: {inner}")),
+            None => bad_request(None, format!("invalid JSON body: {inner}")),
         }
     })
+}
+
+/// The field a body's parse error is about, as a JSON path (`max_tokens`,
+/// `messages[0].role`), or `None` when no field is at fault (the body is not JSON).
+///
+/// `serde_path_to_error` gives the path of the value being read: `.` for the top-level
+/// object (a missing field is reported there, named only in serde's message "missing field
+/// `model`"), `?` where the text is not JSON at all (the parser lost its place).
+fn body_fault(path: &str, inner: &serde_json::Error) -> Option<String> {
+    if inner.is_syntax() || inner.is_eof() || path.ends_with('?') {
+        return None;
+    }
+    let missing = inner
+        .to_string()
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split_once('`').map(|(f, _)| f.to_string()));
+    match (path, missing) {
+        (".", Some(field)) => Some(field),
+        (".", None) => None,
+        (p, Some(field)) => Some(format!("{p}.{field}")),
+        (p, None) => Some(p.to_string()),
+    }
 }
 
 impl Shared {
@@ -360,6 +383,16 @@ enum Kind {
     Chat,
 }
 
+impl Kind {
+    /// The request field that holds the prompt.
+    fn prompt_field(self) -> &'static str {
+        match self {
+            Kind::Completion => "prompt",
+            Kind::Chat => "messages",
+        }
+    }
+}
+
 /// The start of a generation handler: the loaded app, the body parsed as `R` and checked
 /// by `check`; a refusal (loading, draining, bad body, unsupported field) is the response.
 fn accept<R: for<'de> Deserialize<'de>, T>(
@@ -391,7 +424,7 @@ async fn chat_completions(
     State(s): State<Shared>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let (app, (turns, common)) = match accept(&s, body, ChatRequest::check) {
+    let (app, (turns, tools, common)) = match accept(&s, body, ChatRequest::check) {
         Ok(x) => x,
         Err(r) => return r,
     };
@@ -400,6 +433,7 @@ async fn chat_completions(
     };
     let request = chat::ChatRequest {
         messages: minijinja::Value::from_serialize(&turns),
+        tools: tools.map(|t| minijinja::Value::from_serialize(&t)),
         ..chat::ChatRequest::new(&[], true)
     };
     let text = match template.render_request(&request) {
@@ -505,16 +539,38 @@ async fn generate(
         .with_stop(common.stop.clone());
     let (demand, spec) = match app.engine.prepare(&req) {
         Ok(x) => x,
+        Err(EngineError::BadRequest(BadRequest::EmptyPrompt { .. })) => {
+            s.metrics.refused("bad_request");
+            return bad_request(
+                Some(kind.prompt_field()),
+                format!(
+                    "`{}`: the prompt is empty (it encodes to no token); at least one token is needed",
+                    kind.prompt_field()
+                ),
+            );
+        }
         Err(e) => {
             s.metrics.refused("bad_request");
             let param = match &e {
-                EngineError::Tokenizer(_) => Some("prompt"),
+                EngineError::Tokenizer(_) => Some(kind.prompt_field()),
                 _ => None,
             };
             return bad_request(param, e.to_string());
         }
     };
     let prompt_tokens = spec.prompt.len();
+    if prompt_tokens >= app.context_len {
+        s.metrics.refused("bad_request");
+        return bad_request(
+            Some(kind.prompt_field()),
+            format!(
+                "`{}`: the prompt is {prompt_tokens} tokens, and the model's context length is {}; \
+                 a prompt must leave room for at least one new token",
+                kind.prompt_field(),
+                app.context_len
+            ),
+        );
+    }
     if prompt_tokens + max_tokens > app.context_len {
         s.metrics.refused("bad_request");
         return bad_request(
@@ -532,6 +588,7 @@ async fn generate(
     let arrived = Instant::now();
     // Admission: one step under the waiting lock, so the worker's admit_ready sees the
     // queued job as soon as the scheduler does.
+    let mut queued = false;
     let reservation = {
         let mut waiting = lock(&app.waiting);
         match app.engine.scheduler().submit(&demand) {
@@ -563,6 +620,7 @@ async fn generate(
                         .insert(header::RETRY_AFTER, HeaderValue::from(secs));
                     return r;
                 }
+                queued = true;
                 waiting.insert(
                     id,
                     Job {
@@ -596,8 +654,32 @@ async fn generate(
     let created = seconds_now();
     let model = app.model_name.clone();
     if common.stream {
+        // A queued request has not started: its status (503 if the server stops before
+        // admitting it) must be known before a 200 and the event stream are sent.
+        let mut first = None;
+        if queued {
+            match rx.recv().await {
+                Some(Out::Refused(status, message)) => {
+                    let mut guard = guard;
+                    guard.finished = true;
+                    return error(status, "unavailable_error", None, message);
+                }
+                Some(ev) => first = Some(ev),
+                None => {
+                    let mut guard = guard;
+                    guard.finished = true;
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "server_error",
+                        None,
+                        "the worker stopped before the request started",
+                    );
+                }
+            }
+        }
         let stream = sse(
             rx,
+            first,
             guard,
             kind,
             id,
@@ -701,12 +783,14 @@ fn refusal(s: &Shared, e: &AdmissionError) -> Response {
     )
 }
 
-/// The server-sent events of a streamed request. A task forwards the worker's events as
+/// The server-sent events of a streamed request, starting with `first` (the event a queued
+/// request's handler waited for before answering 200). A task forwards the worker's events as
 /// chunks; when the client goes away the response stream is dropped, the task sees its
 /// channel closed and ends, and its [`CancelGuard`] cancels the request.
 #[allow(clippy::too_many_arguments)]
 fn sse(
     mut rx: mpsc::UnboundedReceiver<Out>,
+    mut first: Option<Out>,
     mut guard: CancelGuard,
     kind: Kind,
     id: String,
@@ -751,9 +835,12 @@ fn sse(
             return;
         }
         loop {
-            let ev = tokio::select! {
-                ev = rx.recv() => ev,
-                () = out.closed() => return,
+            let ev = match first.take() {
+                Some(ev) => Some(ev),
+                None => tokio::select! {
+                    ev = rx.recv() => ev,
+                    () = out.closed() => return,
+                },
             };
             let Some(ev) = ev else { break };
             match ev {

@@ -205,6 +205,9 @@ request_body! {
     }
 }
 
+/// A chat request's `tools` (OpenAI tool definitions, as sent).
+pub type Tools = Vec<Value>;
+
 /// A field whose value the engine cannot honour.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
@@ -378,7 +381,10 @@ impl ChatRequest {
     ///
     /// # Errors
     /// [`Unsupported`] naming the field.
-    pub fn check(mut self) -> Result<(Vec<Turn>, Common), Unsupported> {
+    /// The third value is `tools` as given, when sent with `tool_choice: "none"`: the
+    /// template renders them (as transformers' `apply_chat_template(tools=...)` does) and
+    /// the model is never asked to call one.
+    pub fn check(mut self) -> Result<(Vec<Turn>, Option<Tools>, Common), Unsupported> {
         let nulls = [
             ("audio", self.audio.is_some()),
             ("function_call", self.function_call.is_some()),
@@ -388,16 +394,23 @@ impl ChatRequest {
             ("verbosity", self.verbosity.is_some()),
             ("logprobs", self.logprobs == Some(true)),
             ("top_logprobs", self.top_logprobs.is_some_and(|n| n > 0)),
-            ("tools", self.tools.as_ref().is_some_and(|t| !t.is_empty())),
+            (
+                "tools",
+                self.tools.as_ref().is_some_and(|t| !t.is_empty())
+                    && self.tool_choice.as_ref().is_none_or(|c| c != "none"),
+            ),
             (
                 "functions",
                 self.functions.as_ref().is_some_and(|t| !t.is_empty()),
             ),
         ];
         if let Some((field, _)) = nulls.iter().find(|(_, set)| *set) {
-            let why = if matches!(*field, "tools" | "functions") {
-                "tool definitions are not supported: the server does not parse tool calls out \
+            let why = if *field == "tools" {
+                "tools are accepted only with tool_choice: \"none\" (rendered into the prompt \
+                 by the chat template, never called): the server does not parse tool calls out \
                  of the model's output (tool and tool-call messages in `messages` are accepted)"
+            } else if *field == "functions" {
+                "the deprecated functions are not supported; send tools with tool_choice: \"none\""
             } else {
                 "this feature is not supported by the engine"
             };
@@ -408,7 +421,7 @@ impl ChatRequest {
         {
             return Err(refuse(
                 "tool_choice",
-                "tool definitions are not supported; only \"none\"",
+                "only \"none\" is supported: tools are rendered into the prompt, never called",
             ));
         }
         if let Some(m) = &self.modalities
@@ -510,7 +523,8 @@ impl ChatRequest {
                 tool_call_id: m.tool_call_id,
             });
         }
-        Ok((turns, common))
+        let tools = self.tools.filter(|t| !t.is_empty());
+        Ok((turns, tools, common))
     }
 }
 
@@ -519,7 +533,36 @@ mod tests {
     use super::*;
 
     fn chat(v: Value) -> Result<(Vec<Turn>, Common), Unsupported> {
-        serde_json::from_value::<ChatRequest>(v).unwrap().check()
+        serde_json::from_value::<ChatRequest>(v)
+            .unwrap()
+            .check()
+            .map(|(turns, _, common)| (turns, common))
+    }
+
+    /// `tools` pass through to the template with `tool_choice: "none"` and are refused,
+    /// naming `tools`, with any other choice (the default, "auto", included).
+    #[test]
+    fn tools_are_accepted_with_tool_choice_none_only() {
+        let tool = serde_json::json!({"type": "function", "function": {"name": "weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+        let base = serde_json::json!({"model": "m", "tools": [tool],
+            "messages": [{"role": "user", "content": "hi"}]});
+        let mut none = base.clone();
+        none["tool_choice"] = "none".into();
+        let (_, tools, _) = serde_json::from_value::<ChatRequest>(none)
+            .unwrap()
+            .check()
+            .unwrap();
+        assert_eq!(tools, Some(vec![tool]));
+        for choice in [Value::Null, "auto".into(), "required".into()] {
+            let mut b = base.clone();
+            if !choice.is_null() {
+                b["tool_choice"] = choice.clone();
+            }
+            let e = chat(b).unwrap_err();
+            assert_eq!(e.field, "tools", "{choice}");
+            assert!(e.message.contains("tool_choice"), "{}", e.message);
+        }
     }
 
     #[test]
