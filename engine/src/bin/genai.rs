@@ -3,8 +3,9 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
@@ -390,7 +391,9 @@ fn request(text: String, s: &SampleArgs) -> GenerateRequest {
 
 /// Run `req` through the engine's funnel, streaming its text to stdout; the stats line
 /// goes to stderr. Returns the generated text.
-fn stream(l: &Loaded, req: &GenerateRequest) -> Result<String> {
+/// Generate `req`, printing its text as it comes; `interrupt`, when given and set (Ctrl-C),
+/// stops the reply after the token in hand (the flag is cleared). Returns the text.
+fn stream(l: &Loaded, req: &GenerateRequest, interrupt: Option<&AtomicBool>) -> Result<String> {
     let mut out = std::io::stdout().lock();
     let mut printed = 0;
     let r = l
@@ -399,7 +402,11 @@ fn stream(l: &Loaded, req: &GenerateRequest) -> Result<String> {
             printed += piece.text.len();
             let _ = out.write_all(piece.text.as_bytes());
             let _ = out.flush();
-            Flow::Continue
+            if interrupt.is_some_and(|i| i.swap(false, Ordering::SeqCst)) {
+                Flow::Stop
+            } else {
+                Flow::Continue
+            }
         })?;
     let row = &r.rows[0];
     let text = row.text.clone().unwrap_or_default();
@@ -416,6 +423,27 @@ fn stream(l: &Loaded, req: &GenerateRequest) -> Result<String> {
         row.finish
     );
     Ok(text)
+}
+
+/// Lines of standard input, read on their own thread so that the chat prompt can also wait
+/// for Ctrl-C; the channel closes at end of input or on a read error.
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        loop {
+            let mut line = String::new();
+            match stdin.lock().read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    if tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
 }
 
 fn rate(n: usize, secs: f64) -> f64 {
@@ -446,7 +474,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 prompt
             };
-            stream(&l, &request(text, &sample))?;
+            stream(&l, &request(text, &sample), None)?;
         }
         Command::Chat {
             system,
@@ -460,15 +488,34 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(s) = system {
                 msgs.push(Message::system(s));
             }
-            let stdin = std::io::stdin();
+            // Ctrl-C during a reply stops the reply and returns to the prompt; Ctrl-C, Ctrl-D
+            // (end of input) or an empty line at the prompt ends the chat with exit 0.
+            let interrupt = Arc::new(AtomicBool::new(false));
+            signal_hook::flag::register(signal_hook::consts::SIGINT, interrupt.clone())
+                .context("installing the Ctrl-C handler")?;
+            let lines = stdin_lines();
             loop {
+                // Cleared before the prompt shows: a Ctrl-C seen at the prompt ends the chat.
+                interrupt.store(false, Ordering::SeqCst);
                 eprint!("> ");
-                let mut line = String::new();
-                if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
+                let line = loop {
+                    match lines.recv_timeout(Duration::from_millis(50)) {
+                        Ok(line) => break Some(line),
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break None,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            if interrupt.load(Ordering::SeqCst) {
+                                break None;
+                            }
+                        }
+                    }
+                };
+                let Some(line) = line.filter(|l| !l.trim().is_empty()) else {
+                    eprintln!();
                     break;
-                }
+                };
                 msgs.push(Message::user(line.trim_end()));
-                let text = stream(&l, &request(template.render(&msgs, true)?, &sample))?;
+                let prompt = template.render(&msgs, true)?;
+                let text = stream(&l, &request(prompt, &sample), Some(&interrupt))?;
                 msgs.push(Message::assistant(text));
             }
         }
