@@ -1,21 +1,11 @@
 //! The GGUF chat template renders as Hugging Face renders it: SmolLM2's default system turn, explicit turns, and the Jinja environment.
 
-use std::path::PathBuf;
-
 use engine::chat::{ChatError, ChatTemplate, Message, Role};
 use engine::gguf::GgufFile;
 use engine::tokenizer::{GgufVocab, Tokenizer};
 
-fn model_path() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "model file {} is missing: run `scripts/fetch-model` from the repository root first",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::model_path;
 
 fn smollm2() -> (ChatTemplate, GgufVocab) {
     let f = GgufFile::open(model_path()).expect("the real model must parse");

@@ -13,6 +13,8 @@ use engine::chat::{ChatDate, ChatError, ChatRequest, ChatTemplate, SpecialTokens
 use minijinja::Value;
 use sha2::{Digest, Sha256};
 
+mod common;
+
 /// Renderings transformers produces but this renderer refuses, naming the construct and its
 /// line: Jinja2 HTML-escapes the plain operand of `+` when the other is `|safe` markup, which
 /// minijinja's `+` cannot reproduce.
@@ -181,13 +183,7 @@ fn every_corpus_template_renders_every_conversation_as_transformers_does() {
 
 #[test]
 fn the_stored_smollm2_template_is_the_fetched_models() {
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        model.is_file(),
-        "model file {} is missing: run `scripts/fetch-model` from the repository root first",
-        model.display()
-    );
+    let model = common::model_path();
     let f = engine::gguf::GgufFile::open(&model).unwrap();
     let stored = read(&corpus().join("templates/HuggingFaceTB-SmolLM2-135M-Instruct.jinja"));
     assert_eq!(

@@ -3,21 +3,12 @@
 //! prompt ends the chat with exit 0.
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-fn model_path() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-model first",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::model_path;
 
 /// A `genai chat` child whose stderr and stdout are read on threads, killed if the test
 /// fails first.

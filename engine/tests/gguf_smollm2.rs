@@ -1,20 +1,11 @@
 //! The real SmolLM2-135M-Instruct Q4_1 GGUF opens with the expected tensors and metadata.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use engine::gguf::{GgmlType, GgufError, GgufFile};
 
-fn model_path() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "model file {} is missing: run `scripts/fetch-model` from the repository root first",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::model_path;
 
 #[test]
 fn smollm2_q4_1_opens_with_272_tensors_llama_30_blocks() {

@@ -19,7 +19,7 @@ mod admission {
     use serde_json::{Value, json};
     use tokio::sync::oneshot;
 
-    const MODEL: &str = concat!(
+    pub(super) const MODEL: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../fixtures/packages/tiny-decoder/model.gguf"
     );
@@ -28,15 +28,16 @@ mod admission {
     /// (the default f16 cache).
     const BPT: u64 = 2 * 2 * 2 * 8 * 2;
 
-    struct Server {
+    /// A server on 127.0.0.1 (any free port), ready when `start` returns.
+    pub(super) struct Server {
         addr: SocketAddr,
         stop: Option<oneshot::Sender<()>>,
         done: tokio::task::JoinHandle<()>,
-        http: reqwest::Client,
+        pub(super) http: reqwest::Client,
     }
 
     impl Server {
-        async fn start(config: ServerConfig) -> Server {
+        pub(super) async fn start(config: ServerConfig) -> Server {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let (stop, stopped) = oneshot::channel::<()>();
@@ -67,7 +68,7 @@ mod admission {
             }
         }
 
-        fn url(&self, path: &str) -> String {
+        pub(super) fn url(&self, path: &str) -> String {
             format!("http://{}{path}", self.addr)
         }
 
@@ -115,7 +116,7 @@ mod admission {
             }
         }
 
-        async fn stop(mut self) {
+        pub(super) async fn stop(mut self) {
             let _ = self.stop.take().unwrap().send(());
             tokio::time::timeout(Duration::from_secs(30), &mut self.done)
                 .await
@@ -573,28 +574,20 @@ mod admission {
             .await
             .unwrap();
         assert!(!read_events(&mut a, 1).await.is_empty());
-        let b = {
+        let queue = |salt: u32, stream: bool| {
             let (http, u) = (http.clone(), url("/v1/completions"));
             tokio::spawn(async move {
                 http.post(u)
-                    .json(&completion(&prompt(3, 1), 4, false))
+                    .json(&completion(&prompt(3, salt), 4, stream))
                     .send()
                     .await
                     .unwrap()
             })
         };
+        let b = queue(1, false);
         // A queued streaming request: it has not started, so its answer is a 503 status,
         // not a 200 with an error event.
-        let c = {
-            let (http, u) = (http.clone(), url("/v1/completions"));
-            tokio::spawn(async move {
-                http.post(u)
-                    .json(&completion(&prompt(3, 2), 4, true))
-                    .send()
-                    .await
-                    .unwrap()
-            })
-        };
+        let c = queue(2, true);
         let t0 = Instant::now();
         loop {
             let m = http
@@ -659,58 +652,25 @@ mod admission {
 /// The edges an OpenAI client meets that no admission mutation reaches: which field a 400
 /// names.
 mod edges {
-    use std::net::SocketAddr;
-    use std::time::{Duration, Instant};
-
-    use engine::server::{ServerConfig, serve};
+    use engine::server::ServerConfig;
     use serde_json::{Value, json};
-    use tokio::sync::oneshot;
 
-    const MODEL: &str = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/packages/tiny-decoder/model.gguf"
-    );
-
-    async fn start() -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let config = ServerConfig {
-            threads: 1,
-            ..ServerConfig::new(MODEL)
-        };
-        let done = tokio::spawn(async move {
-            serve(listener, config, |_| {}, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("server runs");
-        });
-        let t0 = Instant::now();
-        let http = reqwest::Client::new();
-        while !http
-            .get(format!("http://{addr}/health"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == 200)
-        {
-            assert!(t0.elapsed() < Duration::from_secs(20), "server not ready");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        (addr, stop, done)
-    }
+    use super::admission::{MODEL, Server};
 
     /// Each 400 names the field at fault (`model`, `prompt`, `messages`), or `null` only
     /// where no field is (a body that is not JSON); no message speaks of "row 0".
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_each_400_names_the_field_at_fault_or_null_when_none_is() {
-        let (addr, stop, done) = start().await;
-        let http = reqwest::Client::new();
+        let s = Server::start(ServerConfig {
+            threads: 1,
+            ..ServerConfig::new(MODEL)
+        })
+        .await;
         let post = |path: &'static str, body: String| {
-            let http = http.clone();
+            let (http, url) = (s.http.clone(), s.url(path));
             async move {
                 let r = http
-                    .post(format!("http://{addr}{path}"))
+                    .post(url)
                     .header("content-type", "application/json")
                     .body(body)
                     .send()
@@ -760,7 +720,6 @@ mod edges {
             let e = post("/v1/completions", raw.to_string()).await;
             assert_eq!(e["param"], Value::Null, "{raw:?}: {e}");
         }
-        let _ = stop.send(());
-        done.await.unwrap();
+        s.stop().await;
     }
 }

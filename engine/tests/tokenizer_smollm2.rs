@@ -7,16 +7,8 @@ use engine::gguf::GgufFile;
 use engine::tokenizer::{GgufVocab, Tokenizer, TokenizerError};
 use proptest::prelude::*;
 
-fn model_path() -> PathBuf {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "model file {} is missing: run `scripts/fetch-model` from the repository root first",
-        p.display()
-    );
-    p
-}
+mod common;
+use common::model_path;
 
 fn vocab() -> &'static GgufVocab {
     static V: OnceLock<GgufVocab> = OnceLock::new();

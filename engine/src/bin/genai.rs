@@ -390,9 +390,8 @@ fn request(text: String, s: &SampleArgs) -> GenerateRequest {
 }
 
 /// Run `req` through the engine's funnel, streaming its text to stdout; the stats line
-/// goes to stderr. Returns the generated text.
-/// Generate `req`, printing its text as it comes; `interrupt`, when given and set (Ctrl-C),
-/// stops the reply after the token in hand (the flag is cleared). Returns the text.
+/// goes to stderr. `interrupt`, when given and set (Ctrl-C), stops the reply after the
+/// token in hand and is cleared. Returns the generated text.
 fn stream(l: &Loaded, req: &GenerateRequest, interrupt: Option<&AtomicBool>) -> Result<String> {
     let mut out = std::io::stdout().lock();
     let mut printed = 0;

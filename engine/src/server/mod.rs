@@ -639,7 +639,7 @@ async fn generate(
             }
         }
     };
-    let guard = CancelGuard {
+    let mut guard = CancelGuard {
         app: app.clone(),
         metrics: s.metrics.clone(),
         reservation,
@@ -660,13 +660,11 @@ async fn generate(
         if queued {
             match rx.recv().await {
                 Some(Out::Refused(status, message)) => {
-                    let mut guard = guard;
                     guard.finished = true;
                     return error(status, "unavailable_error", None, message);
                 }
                 Some(ev) => first = Some(ev),
                 None => {
-                    let mut guard = guard;
                     guard.finished = true;
                     return error(
                         StatusCode::INTERNAL_SERVER_ERROR,
@@ -692,7 +690,6 @@ async fn generate(
             .keep_alive(KeepAlive::default())
             .into_response();
     }
-    let mut guard = guard;
     let mut text = String::new();
     while let Some(ev) = rx.recv().await {
         match ev {
