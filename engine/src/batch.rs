@@ -247,6 +247,27 @@ impl<'s> Batch<'s> {
             .sum()
     }
 
+    /// Steps each running sequence takes at most before it ends, by key, in join order: the
+    /// prefill chunks of its prompt and of the prompts that join before it still prefilling
+    /// (one chunk per step, first come first served), then one step per new token left
+    /// (the first new token comes from the step that ends its prefill). A sequence that
+    /// stops early (end of generation, a stop string) ends sooner.
+    pub fn steps_left(&self) -> Vec<(Key, u64)> {
+        let mut prefill_steps = 0u64;
+        self.running
+            .iter()
+            .map(|r| {
+                let tokens_left = r.spec.max_new_tokens.saturating_sub(r.tokens.len()) as u64;
+                let prompt_left = r.spec.prompt.len().saturating_sub(r.prefilled);
+                if prompt_left == 0 {
+                    return (r.key, tokens_left);
+                }
+                prefill_steps += prompt_left.div_ceil(self.chunk) as u64;
+                (r.key, prefill_steps + tokens_left.saturating_sub(1))
+            })
+            .collect()
+    }
+
     /// Add a sequence under `key`; it is prefilled from the next step on. `cancel`, when
     /// set, ends it with [`Finish::Cancelled`] at the next step.
     ///

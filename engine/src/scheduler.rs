@@ -682,6 +682,46 @@ impl Scheduler {
         admitted
     }
 
+    /// How many of the running reservations must be released, in the order of `order`,
+    /// before the head of the wait queue (or `demand` when nothing waits) is admissible:
+    /// `Some(0)` if it is admissible now, `Some(k)` if releasing `order[..k]` admits it
+    /// and `order[..k - 1]` does not, `None` if releasing all of `order` still does not
+    /// (or the head can never be admitted). Reserves and releases nothing.
+    ///
+    /// `Retry-After` uses it with `order` sorted by the running requests' remaining steps:
+    /// the `k`-th release is the one the queue waits for. Ids in `order` that are not
+    /// running on this scheduler are skipped (they release nothing).
+    pub fn releases_before_admission(
+        &self,
+        demand: &Demand,
+        order: &[ReservationId],
+    ) -> Option<usize> {
+        let state = self.lock();
+        let head = state.queue.front().map_or(*demand, |&(_, d)| d);
+        let mut sim = State {
+            config: state.config,
+            tag: state.tag,
+            next_seq: state.next_seq,
+            used_bytes: state.used_bytes,
+            running: state.running.clone(),
+            queue: VecDeque::new(),
+        };
+        drop(state);
+        let admissible = |s: &State| s.decide(&head).is_ok();
+        if admissible(&sim) {
+            return Some(0);
+        }
+        for (k, id) in order.iter().enumerate() {
+            if id.scheduler == sim.tag {
+                sim.release_running(id.seq);
+            }
+            if admissible(&sim) {
+                return Some(k + 1);
+            }
+        }
+        None
+    }
+
     /// Releases an admitted request's reservation; call it after success and after failure.
     ///
     /// # Errors

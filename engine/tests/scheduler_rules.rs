@@ -573,3 +573,53 @@ fn release_errors_name_the_reservation() {
     let err = s.complete(a.id).unwrap_err().to_string();
     assert_eq!(err, format!("{an} was already released"));
 }
+
+#[test]
+fn releases_before_admission_counts_releases_in_the_given_order() {
+    // Budget 100 tokens at 1 byte each. A reserves 60 (10 + 50), B reserves 30 (10 + 20).
+    let s = sched(100, 1, 4);
+    let a = s.admit(&Demand::prompt(10, 50)).unwrap().id;
+    let b = s.admit(&Demand::prompt(10, 20)).unwrap().id;
+    // 10 bytes free. A request needing 10 + 15 = 25 at least: admissible after B (30 free
+    // + 10 = 40) alone, or after A alone (70 free).
+    let wants_25 = Demand::prompt(10, 15);
+    assert_eq!(s.releases_before_admission(&wants_25, &[b, a]), Some(1));
+    assert_eq!(s.releases_before_admission(&wants_25, &[a, b]), Some(1));
+    // Minimum 10 + 41 = 51 bytes: B's 30 + 10 free is not enough, A's 60 + 10 is.
+    let wants_51 = Demand::prompt(50, 1);
+    assert_eq!(s.releases_before_admission(&wants_51, &[b, a]), Some(2));
+    assert_eq!(s.releases_before_admission(&wants_51, &[a, b]), Some(1));
+    // Fits now (a partial fit counts: it is admitted, clamped).
+    assert_eq!(
+        s.releases_before_admission(&Demand::prompt(5, 40), &[a, b]),
+        Some(0)
+    );
+    // Releasing only B never admits the 51-byte minimum.
+    assert_eq!(s.releases_before_admission(&wants_51, &[b]), None);
+    // Nothing was released by asking.
+    assert_eq!(used(&s), 90);
+    assert_eq!(s.usage().running, 2);
+}
+
+#[test]
+fn releases_before_admission_asks_for_the_queue_head_and_the_batch_limit() {
+    // max_running 2, both slots taken, budget wide open: one release frees a slot.
+    let s = sched(1000, 1, 2);
+    let a = s.admit(&Demand::prompt(1, 1)).unwrap().id;
+    let b = s.admit(&Demand::prompt(1, 1)).unwrap().id;
+    let small = Demand::prompt(1, 1);
+    assert_eq!(s.releases_before_admission(&small, &[a, b]), Some(1));
+    // Budget 10, A and B reserve 4 each, the queue's head needs 7 at least (6 + 1): 2
+    // free, 6 after one release, so both must release, though the refused request itself
+    // (2 bytes) would fit now.
+    let t = sched(10, 1, 4);
+    let a = t.admit(&Demand::prompt(2, 2)).unwrap().id;
+    let b = t.admit(&Demand::prompt(2, 2)).unwrap().id;
+    t.enqueue(&Demand::prompt(6, 1)).unwrap();
+    assert_eq!(t.releases_before_admission(&small, &[a, b]), Some(2));
+    // Ids of another scheduler release nothing here.
+    let other = sched(1000, 1, 2);
+    let x = other.admit(&small).unwrap().id;
+    assert_eq!(t.releases_before_admission(&small, &[x]), None);
+    assert_eq!(t.releases_before_admission(&small, &[x, a, b]), Some(3));
+}

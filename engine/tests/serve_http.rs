@@ -257,6 +257,78 @@ mod admission {
         s.stop().await;
     }
 
+    /// `Retry-After` against the wait it advises: two requests run (100 and 160 new tokens,
+    /// 60 ms per step), one waits for budget that the shorter one's release frees, and a
+    /// fourth finds the queue full. The advice is within 1.5x of the measured time until
+    /// the queue has room (its head admitted) and never below it by more than a second.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_retry_after_is_within_1_5x_of_the_measured_wait() {
+        // A: 3 + 160 positions, A2: 3 + 100, B: 10 + 40; budget 270 holds A and A2 (266)
+        // and not even B's minimum (11) as well until A2 leaves.
+        let s = Server::start(ServerConfig {
+            max_running: 4,
+            max_queue: 1,
+            step_interval: Duration::from_millis(60),
+            ..config(270)
+        })
+        .await;
+        let mut a = s
+            .post("/v1/completions", completion(&prompt(3, 0), 160, true))
+            .await;
+        assert_eq!(a.status(), 200);
+        let a2 = {
+            let (http, url) = (s.http.clone(), s.url("/v1/completions"));
+            tokio::spawn(async move {
+                let r = http
+                    .post(url)
+                    .json(&completion(&prompt(3, 1), 100, false))
+                    .send()
+                    .await
+                    .unwrap();
+                r.json::<Value>().await.unwrap()
+            })
+        };
+        s.wait_metric("genai_running_requests", 2.0, 10).await;
+        // Some steps measured before the question is asked.
+        assert!(read_events(&mut a, 10).await.len() >= 10, "A streams");
+        let b = {
+            let (http, url) = (s.http.clone(), s.url("/v1/completions"));
+            tokio::spawn(async move {
+                http.post(url)
+                    .json(&completion(&prompt(10, 2), 40, false))
+                    .send()
+                    .await
+                    .unwrap()
+            })
+        };
+        s.wait_metric("genai_queue_depth", 1.0, 10).await;
+        let c = s
+            .post("/v1/completions", completion(&prompt(3, 3), 4, false))
+            .await;
+        let asked = Instant::now();
+        assert_eq!(c.status(), 429, "the queue holds one request");
+        let advice: f64 = c.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        s.wait_metric("genai_queue_depth", 0.0, 30).await;
+        let wait = asked.elapsed().as_secs_f64();
+        eprintln!("Retry-After {advice} s, measured wait {wait:.2} s");
+        let a2 = a2.await.unwrap();
+        assert_eq!(
+            a2["choices"][0]["finish_reason"], "length",
+            "A2 uses its whole max_tokens, as the advice assumes"
+        );
+        assert!(
+            advice <= 1.5 * wait && advice >= wait - 1.0,
+            "Retry-After {advice} s against a measured wait of {wait:.2} s"
+        );
+        assert_eq!(b.await.unwrap().status(), 200);
+        drop(a);
+        s.stop().await;
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_disconnect_cancels_and_releases_the_reservation() {
         let s = Server::start(ServerConfig {

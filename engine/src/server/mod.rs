@@ -15,10 +15,11 @@
 //! `genai serve`) stops accepting, lets running requests finish, answers queued ones
 //! `503`, and returns.
 //!
-//! `Retry-After` (whole seconds, at least 1) = `ceil(R / D)`, where `R` is the sum over
-//! running requests of their remaining reserved new tokens and `D` the aggregate decode
-//! rate the batch has measured (tokens per second over its batched decode passes); before
-//! any decode pass it is 1. See `docs/serve.md`.
+//! `Retry-After` (whole seconds, at least 1) is when the queue's head is admitted if the
+//! batch keeps its pace: the running requests' steps left ([`Batch::steps_left`]), the
+//! fewest releases in that order after which the scheduler admits the head
+//! ([`Scheduler::releases_before_admission`]), times the measured seconds per worker
+//! step; 1 before the first step. See `docs/serve.md`.
 
 // Handlers return axum's `Response` as their error (it is what they answer), and
 // `ServeError` carries the engine's errors by value, as `runtime` does.
@@ -56,7 +57,7 @@ use crate::kv::KvDtype;
 use crate::runtime::{
     BadRequest, Engine, EngineError, EngineOptions, Flow, GenerateRequest, Prompt,
 };
-use crate::scheduler::{Admission, AdmissionError, ReservationId, Submitted};
+use crate::scheduler::{Admission, AdmissionError, Demand, ReservationId, Submitted};
 
 use metrics::Metrics;
 use openai::{ChatRequest, Common, CompletionPrompt, CompletionRequest, Unsupported};
@@ -131,12 +132,19 @@ struct Job {
     arrived: Instant,
 }
 
-/// What the worker publishes for `Retry-After`.
-#[derive(Debug, Default, Clone, Copy)]
+/// What the worker publishes after each step for `Retry-After`.
+#[derive(Debug, Default, Clone)]
 struct WorkerStats {
-    remaining_tokens: u64,
-    decode_rate: Option<f64>,
+    /// Each running request's reservation and the steps it takes at most before it ends
+    /// ([`Batch::steps_left`]).
+    steps_left: Vec<(ReservationId, u64)>,
+    /// Wall seconds per worker step (the step, its deliveries and the step interval),
+    /// an exponentially weighted mean; `None` before the first step.
+    secs_per_step: Option<f64>,
 }
+
+/// Weight of the newest step in [`WorkerStats::secs_per_step`].
+const STEP_TIME_WEIGHT: f64 = 0.2;
 
 /// The loaded model and everything the handlers share.
 struct App {
@@ -498,13 +506,26 @@ fn seconds_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `Retry-After` for a full queue; see the module docs.
-fn retry_after(app: &App) -> u64 {
-    let st = *lock(&app.stats);
-    match st.decode_rate {
-        Some(rate) if rate > 0.0 => ((st.remaining_tokens as f64 / rate).ceil() as u64).max(1),
-        _ => 1,
-    }
+/// `Retry-After` for a full queue (the refused request is `demand`); see the module docs.
+fn retry_after(app: &App, demand: &Demand) -> u64 {
+    let st = lock(&app.stats).clone();
+    let Some(secs_per_step) = st.secs_per_step else {
+        return 1;
+    };
+    let mut order = st.steps_left;
+    order.sort_by_key(|&(_, steps)| steps);
+    let ids: Vec<ReservationId> = order.iter().map(|&(id, _)| id).collect();
+    let steps = match app
+        .engine
+        .scheduler()
+        .releases_before_admission(demand, &ids)
+    {
+        Some(0) => 0,
+        Some(k) => order[k - 1].1,
+        // Admitted requests not yet in the batch hold budget too: wait for every release.
+        None => order.last().map_or(0, |&(_, steps)| steps),
+    };
+    ((steps as f64 * secs_per_step).ceil() as u64).max(1)
 }
 
 fn finish_reason(f: &Finish) -> &'static str {
@@ -606,7 +627,7 @@ async fn generate(
                     let _ = app.engine.scheduler().cancel(id);
                     drop(waiting);
                     s.metrics.refused("queue_full");
-                    let secs = retry_after(&app);
+                    let secs = retry_after(&app, &demand);
                     let mut r = error(
                         StatusCode::TOO_MANY_REQUESTS,
                         "rate_limit_exceeded",
@@ -1005,6 +1026,7 @@ fn worker(
     let mut running: HashMap<u64, (ReservationId, Arc<AtomicBool>)> = HashMap::new();
     let mut next_key = 0u64;
     let mut open = true;
+    let mut secs_per_step: Option<f64> = None;
     let mut join =
         |batch: &mut Batch<'static>,
          job: Job,
@@ -1113,13 +1135,21 @@ fn worker(
                 let _ = scheduler.complete(id);
             }
         }
-        *lock(&app.stats) = WorkerStats {
-            remaining_tokens: batch.remaining_tokens(),
-            decode_rate: batch.decode_rate(),
-        };
         if let Some(rest) = step_interval.checked_sub(started.elapsed()) {
             std::thread::sleep(rest);
         }
+        let took = started.elapsed().as_secs_f64();
+        secs_per_step =
+            Some(secs_per_step.map_or(took, |mean| mean + STEP_TIME_WEIGHT * (took - mean)));
+        let steps_left = batch
+            .steps_left()
+            .into_iter()
+            .filter_map(|(key, steps)| running.get(&key).map(|&(id, _)| (id, steps)))
+            .collect();
+        *lock(&app.stats) = WorkerStats {
+            steps_left,
+            secs_per_step,
+        };
     }
 }
 
