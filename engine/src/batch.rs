@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::kernels::logprob::{TokenLogprobs, token_logprobs};
 use crate::kernels::sample::{Sampler, SamplerConfig};
 use crate::kv::{KvCache, KvDtype, SeqId};
 use crate::model::{Logits, Model, ModelError};
@@ -77,6 +78,9 @@ pub struct SeqSpec {
     pub stop: Vec<String>,
     /// Stop at an end-of-generation token.
     pub stop_at_eog: bool,
+    /// Log probabilities to report with each token ([`Piece::logprobs`]): `Some(n)` gives
+    /// the token's own and the `n` most likely tokens' at its step; `None` computes none.
+    pub logprobs: Option<usize>,
 }
 
 /// One streamed token: its id and the text it releases (possibly empty: an incomplete
@@ -87,6 +91,10 @@ pub struct Piece<'a> {
     pub id: u32,
     /// Text released with it.
     pub text: &'a str,
+    /// Its log probabilities, from the logits it was sampled from, when
+    /// [`SeqSpec::logprobs`] asks for them; `None` for an end-of-generation token that ends
+    /// the sequence (it is no part of the text).
+    pub logprobs: Option<&'a TokenLogprobs>,
 }
 
 /// Receives a sequence's tokens as they are generated and its end.
@@ -345,7 +353,8 @@ impl<'s> Batch<'s> {
                             ended.insert(r.key, Ok(Finish::MaxTokens));
                         } else {
                             let next = r.sampler.sample(&logits);
-                            if let Some(f) = accept(r, next, self.tokenizer.as_deref()) {
+                            let lp = r.spec.logprobs.map(|n| token_logprobs(&logits, next, n));
+                            if let Some(f) = accept(r, next, lp, self.tokenizer.as_deref()) {
                                 ended.insert(r.key, f);
                             }
                         }
@@ -382,8 +391,10 @@ impl<'s> Batch<'s> {
                     let vocab = self.model.config().vocab;
                     for (j, &i) in decode.iter().enumerate() {
                         let r = &mut self.running[i];
-                        let next = r.sampler.sample(&logits[j * vocab..(j + 1) * vocab]);
-                        if let Some(f) = accept(r, next, self.tokenizer.as_deref()) {
+                        let row = &logits[j * vocab..(j + 1) * vocab];
+                        let next = r.sampler.sample(row);
+                        let lp = r.spec.logprobs.map(|n| token_logprobs(row, next, n));
+                        if let Some(f) = accept(r, next, lp, self.tokenizer.as_deref()) {
                             ended.insert(r.key, f);
                         }
                     }
@@ -424,6 +435,7 @@ impl<'s> Batch<'s> {
 fn accept(
     r: &mut Running<'_>,
     next: u32,
+    logprobs: Option<TokenLogprobs>,
     tokenizer: Option<&Tokenizer>,
 ) -> Option<Result<Finish, String>> {
     if r.first.is_none() {
@@ -446,6 +458,7 @@ fn accept(
     let flow = r.sink.token(Piece {
         id: next,
         text: &r.text[r.released..safe],
+        logprobs: logprobs.as_ref().filter(|_| !(eog && r.spec.stop_at_eog)),
     });
     r.released = safe;
     if eog && r.spec.stop_at_eog {

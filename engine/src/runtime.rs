@@ -702,6 +702,7 @@ impl Engine {
             sampling: req.sampling,
             stop: req.stop.clone(),
             stop_at_eog: req.stop_at_eog,
+            logprobs: None,
         };
         Ok((demand, spec))
     }
@@ -962,6 +963,7 @@ impl Engine {
                     sampling: req.sampling,
                     stop: req.stop.clone(),
                     stop_at_eog: req.stop_at_eog,
+                    logprobs: None,
                 };
                 let done = self
                     .decode_core(
@@ -1008,6 +1010,7 @@ impl Engine {
                                 Piece {
                                     id: t,
                                     text: &piece,
+                                    logprobs: None,
                                 },
                             )
                         })

@@ -632,6 +632,20 @@ impl Tokenizer {
         self.decode(&[id])
     }
 
+    /// The bytes of one token, as it adds them to the text: a byte-level token's characters
+    /// mapped back through GPT-2's byte-to-unicode table (`Ġ` → `0x20`); a token with a
+    /// character outside that table (an added token such as `<fake token>`) gives its text's
+    /// UTF-8. A token may hold part of a multi-byte character: these are the bytes OpenAI's
+    /// `logprobs.bytes` lists.
+    ///
+    /// Errors: [`TokenizerError::IdOutOfRange`].
+    pub fn token_bytes(&self, id: u32) -> Result<Vec<u8>, TokenizerError> {
+        self.check_id(id)?;
+        let text = self.inner.id_to_token(id).unwrap_or_default();
+        let bytes: Option<Vec<u8>> = text.chars().map(byte_of_char).collect();
+        Ok(bytes.unwrap_or_else(|| text.into_bytes()))
+    }
+
     /// Number of token ids (the model's embedding rows for a GGUF vocabulary).
     pub fn vocab_size(&self) -> usize {
         self.vocab_size
@@ -753,4 +767,20 @@ impl StreamState {
         self.prefix.clear();
         Ok((!rest.is_empty()).then_some(rest))
     }
+}
+
+/// The byte a character of GPT-2's byte-level alphabet stands for (`bytes_to_unicode` of
+/// OpenAI's GPT-2 encoder): the printable bytes `!`..=`~`, `¡`..=`¬` and `®`..=`ÿ` stand for
+/// themselves; the other 68 bytes, in increasing order, are `U+0100`, `U+0101`, ...
+fn byte_of_char(c: char) -> Option<u8> {
+    let printable = |b: u32| matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
+    let code = c as u32;
+    if code <= 0xFF {
+        return printable(code).then_some(code as u8);
+    }
+    let index = code.checked_sub(0x100)?;
+    (0u32..=0xFF)
+        .filter(|&b| !printable(b))
+        .nth(index as usize)
+        .map(|b| b as u8)
 }

@@ -335,3 +335,32 @@ proptest! {
         check_stream(&ids)?;
     }
 }
+
+/// The bytes of the tokens of a text, concatenated, are the text's bytes, also where a
+/// token holds part of a character (Japanese, emoji); special tokens give their text.
+#[test]
+fn token_bytes_concatenate_to_the_encoded_text() {
+    let t = tok();
+    for text in [
+        "Hello, world!",
+        "  leading and trailing spaces  \n\n\ttab",
+        "émigré naïve façade — “quotes” ‘single’",
+        "日本語のテキスト 🦀🎉",
+        "<|im_start|>user\nhi<|im_end|>",
+    ] {
+        let ids = t.encode(text).unwrap();
+        let bytes: Vec<u8> = ids
+            .iter()
+            .flat_map(|&id| t.token_bytes(id).unwrap())
+            .collect();
+        assert_eq!(String::from_utf8(bytes).unwrap(), text, "{ids:?}");
+    }
+    // A space-prefixed word is one token whose first byte is the space (`Ġ` in the vocab).
+    let ids = t.encode(" world").unwrap();
+    assert_eq!(ids.len(), 1);
+    assert_eq!(t.token_bytes(ids[0]).unwrap(), b" world");
+    assert!(matches!(
+        t.token_bytes(u32::MAX),
+        Err(TokenizerError::IdOutOfRange { .. })
+    ));
+}

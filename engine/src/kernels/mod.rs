@@ -5,6 +5,7 @@ pub mod matmul;
 
 pub mod activation;
 pub mod attention;
+pub mod logprob;
 pub mod norm;
 pub mod pool;
 pub mod rope;

@@ -25,6 +25,7 @@
 // `ServeError` carries the engine's errors by value, as `runtime` does.
 #![allow(clippy::result_large_err)]
 
+pub mod logprobs;
 pub mod metrics;
 pub mod openai;
 
@@ -52,6 +53,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::{Batch, Done, Finish, Piece, SeqSpec, Sink};
 use crate::chat::{self, ChatTemplate};
+use crate::kernels::logprob::TokenLogprobs;
 use crate::kernels::sample::SamplerConfig;
 use crate::kv::KvDtype;
 use crate::runtime::{
@@ -111,8 +113,8 @@ impl ServerConfig {
 /// Events from the worker to one request's handler.
 #[derive(Debug)]
 enum Out {
-    /// A token and the text it releases.
-    Token(String),
+    /// A token: the text it releases, and its log probabilities when asked for.
+    Token(String, Option<TokenLogprobs>),
     /// The end: generated tokens, the remaining text, why.
     Done {
         completion_tokens: usize,
@@ -558,7 +560,7 @@ async fn generate(
             ..SamplerConfig::default()
         })
         .with_stop(common.stop.clone());
-    let (demand, spec) = match app.engine.prepare(&req) {
+    let (demand, mut spec) = match app.engine.prepare(&req) {
         Ok(x) => x,
         Err(EngineError::BadRequest(BadRequest::EmptyPrompt { .. })) => {
             s.metrics.refused("bad_request");
@@ -579,6 +581,7 @@ async fn generate(
             return bad_request(param, e.to_string());
         }
     };
+    spec.logprobs = common.logprobs;
     let prompt_tokens = spec.prompt.len();
     if prompt_tokens >= app.context_len {
         s.metrics.refused("bad_request");
@@ -700,6 +703,7 @@ async fn generate(
             rx,
             first,
             guard,
+            app.clone(),
             kind,
             id,
             created,
@@ -712,9 +716,13 @@ async fn generate(
             .into_response();
     }
     let mut text = String::new();
+    let mut lps = Vec::new();
     while let Some(ev) = rx.recv().await {
         match ev {
-            Out::Token(t) => text.push_str(&t),
+            Out::Token(t, lp) => {
+                text.push_str(&t);
+                lps.extend(lp);
+            }
             Out::Refused(status, message) => {
                 guard.finished = true;
                 return error(status, "unavailable_error", None, message);
@@ -732,13 +740,17 @@ async fn generate(
                         return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, e);
                     }
                 };
+                let tok = app.engine.tokenizer();
                 let choice = match kind {
                     Kind::Completion => json!({
-                        "text": text, "index": 0, "logprobs": null,
+                        "text": text, "index": 0,
+                        "logprobs": common.logprobs.map(|_| logprobs::completion(tok, &lps, 0)),
                         "finish_reason": finish_reason(&finish),
                     }),
                     Kind::Chat => json!({
-                        "index": 0, "logprobs": null, "finish_reason": finish_reason(&finish),
+                        "index": 0,
+                        "logprobs": common.logprobs.map(|_| logprobs::chat(tok, &lps)),
+                        "finish_reason": finish_reason(&finish),
                         "message": {"role": "assistant", "content": text, "refusal": null},
                     }),
                 };
@@ -810,6 +822,7 @@ fn sse(
     mut rx: mpsc::UnboundedReceiver<Out>,
     mut first: Option<Out>,
     mut guard: CancelGuard,
+    app: Arc<App>,
     kind: Kind,
     id: String,
     created: u64,
@@ -823,10 +836,10 @@ fn sse(
         Kind::Chat => "chat.completion.chunk",
     };
     let (cid, cmodel) = (id.clone(), model.clone());
-    let chunk = move |text: Option<&str>, finish: Option<&str>, first: bool| -> SseEvent {
+    let chunk = move |text: Option<&str>, lp: Value, finish: Option<&str>, first: bool| {
         let choice = match kind {
             Kind::Completion => json!({
-                "text": text.unwrap_or(""), "index": 0, "logprobs": null, "finish_reason": finish,
+                "text": text.unwrap_or(""), "index": 0, "logprobs": lp, "finish_reason": finish,
             }),
             Kind::Chat => {
                 let mut delta = serde_json::Map::new();
@@ -836,7 +849,7 @@ fn sse(
                 if let Some(t) = text {
                     delta.insert("content".into(), t.into());
                 }
-                json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+                json!({"index": 0, "delta": delta, "logprobs": lp, "finish_reason": finish})
             }
         };
         let body = json!({
@@ -849,9 +862,11 @@ fn sse(
             let out = out.clone();
             async move { out.send(Ok(ev)).await.is_ok() }
         };
-        if kind == Kind::Chat && !send(chunk(Some(""), None, true)).await {
+        if kind == Kind::Chat && !send(chunk(Some(""), Value::Null, None, true)).await {
             return;
         }
+        // Bytes of generated text before the next token (completions' `text_offset`).
+        let mut offset = 0usize;
         loop {
             let ev = match first.take() {
                 Some(ev) => Some(ev),
@@ -862,8 +877,24 @@ fn sse(
             };
             let Some(ev) = ev else { break };
             match ev {
-                Out::Token(t) => {
-                    if !t.is_empty() && !send(chunk(Some(&t), None, false)).await {
+                Out::Token(t, lp) => {
+                    let tok = app.engine.tokenizer();
+                    // A token with log probabilities gets its chunk even when it releases
+                    // no text (the content is then ""), so every token's entry is sent.
+                    let lp = match (lp, kind) {
+                        (None, _) => Value::Null,
+                        (Some(lp), Kind::Chat) => {
+                            json!({"content": [logprobs::chat_entry(tok, &lp)], "refusal": null})
+                        }
+                        (Some(lp), Kind::Completion) => {
+                            let v = logprobs::completion(tok, std::slice::from_ref(&lp), offset);
+                            offset += logprobs::token_len(tok, lp.id);
+                            v
+                        }
+                    };
+                    if (!t.is_empty() || !lp.is_null())
+                        && !send(chunk(Some(&t), lp, None, false)).await
+                    {
                         return;
                     }
                 }
@@ -880,12 +911,12 @@ fn sse(
                 } => {
                     guard.finished = true;
                     if !tail.is_empty() {
-                        send(chunk(Some(&tail), None, false)).await;
+                        send(chunk(Some(&tail), Value::Null, None, false)).await;
                     }
                     match finish {
                         Ok(f) => {
                             let text = (kind == Kind::Completion).then_some("");
-                            send(chunk(text, Some(finish_reason(&f)), false)).await;
+                            send(chunk(text, Value::Null, Some(finish_reason(&f)), false)).await;
                             if include_usage {
                                 let body = json!({
                                     "id": id, "object": object, "created": created,
@@ -990,8 +1021,10 @@ impl Sink for JobSink {
         if self.route.tx.is_closed() {
             cancel_request(&self.route.cancel);
         } else {
-            self.outbox
-                .push(&self.route, Out::Token(piece.text.to_string()));
+            self.outbox.push(
+                &self.route,
+                Out::Token(piece.text.to_string(), piece.logprobs.cloned()),
+            );
         }
         Flow::Continue
     }
@@ -1383,7 +1416,7 @@ mod tests {
 
     fn text(out: &Out) -> String {
         match out {
-            Out::Token(t) => t.clone(),
+            Out::Token(t, _) => t.clone(),
             Out::Done { tail, .. } => format!("done:{tail}"),
             Out::Refused(_, m) => format!("refused:{m}"),
         }
@@ -1399,8 +1432,8 @@ mod tests {
             deliver,
         };
         let ((a, _ra, _), (b, _rb, _)) = (route(), route());
-        outbox.push(&a, Out::Token("a1".into()));
-        outbox.push(&b, Out::Token("b1".into()));
+        outbox.push(&a, Out::Token("a1".into(), None));
+        outbox.push(&b, Out::Token("b1".into(), None));
         outbox.push(
             &a,
             Out::Done {
@@ -1439,9 +1472,9 @@ mod tests {
         drop(rb);
         deliver
             .send(vec![
-                (a.clone(), Out::Token("x".into())),
-                (b.clone(), Out::Token("y".into())),
-                (a.clone(), Out::Token("z".into())),
+                (a.clone(), Out::Token("x".into(), None)),
+                (b.clone(), Out::Token("y".into(), None)),
+                (a.clone(), Out::Token("z".into(), None)),
             ])
             .expect("the fan-out task is running");
         drop(deliver);

@@ -3,7 +3,7 @@
 //! Source of the schema: OpenAI's API reference ("Create completion", "Create chat
 //! completion"). Unknown fields are refused (`deny_unknown_fields`); a field whose value
 //! would change the output in a way the engine does not implement (`n` > 1, penalties,
-//! `logit_bias`, `logprobs`, tools, ...) is refused with [`Unsupported`] naming it;
+//! `logit_bias`, tool calls, ...) is refused with [`Unsupported`] naming it;
 //! fields that only label a request (`user`, `metadata`, `store`, ...) are accepted and
 //! ignored.
 
@@ -241,6 +241,10 @@ pub struct Common {
     pub stream: bool,
     /// `stream_options.include_usage`.
     pub include_usage: bool,
+    /// Log probabilities asked for: `Some(n)` reports each token's and the `n` most
+    /// likely tokens' (chat `logprobs: true` with `top_logprobs: n`, completions
+    /// `logprobs: n`); `None` reports none.
+    pub logprobs: Option<usize>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -317,8 +321,15 @@ fn common(
         include_usage: stream_options
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
+        logprobs: None,
     })
 }
+
+/// The largest completions `logprobs` (OpenAI's limit).
+pub const MAX_COMPLETION_LOGPROBS: u32 = 5;
+
+/// The largest chat `top_logprobs` (OpenAI's limit).
+pub const MAX_TOP_LOGPROBS: u32 = 20;
 
 /// What a completions request asks for.
 #[derive(Debug, Clone)]
@@ -341,13 +352,20 @@ impl CompletionRequest {
         if self.echo == Some(true) {
             return Err(refuse("echo", "echo is not supported"));
         }
-        if self.logprobs.is_some() {
-            return Err(refuse("logprobs", "logprobs are not supported"));
-        }
+        let logprobs = match self.logprobs {
+            Some(n) if n > MAX_COMPLETION_LOGPROBS => {
+                return Err(refuse(
+                    "logprobs",
+                    format!("must be between 0 and {MAX_COMPLETION_LOGPROBS}, got {n}"),
+                ));
+            }
+            n => n.map(|n| n as usize),
+        };
         if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(refuse("suffix", "suffix (insertion) is not supported"));
         }
-        let common = self.common(self.max_tokens.map(|m| ("max_tokens", m)))?;
+        let mut common = self.common(self.max_tokens.map(|m| ("max_tokens", m)))?;
+        common.logprobs = logprobs;
         let one = "one prompt per request is supported";
         let prompt = match self.prompt {
             PromptInput::Text(t) => CompletionPrompt::Text(t),
@@ -392,8 +410,6 @@ impl ChatRequest {
             ("web_search_options", self.web_search_options.is_some()),
             ("reasoning_effort", self.reasoning_effort.is_some()),
             ("verbosity", self.verbosity.is_some()),
-            ("logprobs", self.logprobs == Some(true)),
-            ("top_logprobs", self.top_logprobs.is_some_and(|n| n > 0)),
             (
                 "tools",
                 self.tools.as_ref().is_some_and(|t| !t.is_empty())
@@ -437,6 +453,19 @@ impl ChatRequest {
                 "only {\"type\": \"text\"} is supported",
             ));
         }
+        let logprobs = match (self.logprobs, self.top_logprobs) {
+            (_, Some(n)) if n > MAX_TOP_LOGPROBS => {
+                return Err(refuse(
+                    "top_logprobs",
+                    format!("must be between 0 and {MAX_TOP_LOGPROBS}, got {n}"),
+                ));
+            }
+            (Some(true), n) => Some(n.unwrap_or(0) as usize),
+            (_, Some(_)) => {
+                return Err(refuse("top_logprobs", "top_logprobs needs logprobs: true"));
+            }
+            _ => None,
+        };
         if self.messages.is_empty() {
             return Err(refuse("messages", "at least one message is needed"));
         }
@@ -445,7 +474,8 @@ impl ChatRequest {
             (None, Some(m)) => Some(("max_tokens", m)),
             (None, None) => None,
         };
-        let common = self.common(max)?;
+        let mut common = self.common(max)?;
+        common.logprobs = logprobs;
         let mut turns = Vec::new();
         for (i, m) in self.messages.into_iter().enumerate() {
             let role = match m.role.as_str() {
