@@ -246,15 +246,6 @@ impl<'s> Batch<'s> {
         (self.decode_tokens > 0 && secs > 0.0).then(|| self.decode_tokens as f64 / secs)
     }
 
-    /// New tokens the running sequences may still generate (their limits minus what they
-    /// generated).
-    pub fn remaining_tokens(&self) -> u64 {
-        self.running
-            .iter()
-            .map(|r| r.spec.max_new_tokens.saturating_sub(r.tokens.len()) as u64)
-            .sum()
-    }
-
     /// Steps each running sequence takes at most before it ends, by key, in join order: the
     /// prefill chunks of its prompt and of the prompts that join before it still prefilling
     /// (one chunk per step, first come first served), then one step per new token left

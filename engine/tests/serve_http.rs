@@ -83,6 +83,17 @@ mod admission {
                 .unwrap()
         }
 
+        /// `post` in a task of its own: a request that waits (queued or long) while the
+        /// test goes on.
+        fn spawn_post(
+            &self,
+            path: &str,
+            body: Value,
+        ) -> tokio::task::JoinHandle<reqwest::Response> {
+            let (http, url) = (self.http.clone(), self.url(path));
+            tokio::spawn(async move { http.post(url).json(&body).send().await.unwrap() })
+        }
+
         /// The value of an unlabelled metric sample (`name value`).
         async fn metric(&self, name: &str) -> f64 {
             let text = self
@@ -223,16 +234,7 @@ mod admission {
             .await;
         assert_eq!(a.status(), 200);
         assert!(!read_events(&mut a, 1).await.is_empty(), "A streams");
-        let b = {
-            let (http, url) = (s.http.clone(), s.url("/v1/completions"));
-            tokio::spawn(async move {
-                http.post(url)
-                    .json(&completion(&prompt(3, 1), 4, false))
-                    .send()
-                    .await
-                    .unwrap()
-            })
-        };
+        let b = s.spawn_post("/v1/completions", completion(&prompt(3, 1), 4, false));
         s.wait_metric("genai_queue_depth", 1.0, 10).await;
         let c = s
             .post("/v1/completions", completion(&prompt(3, 2), 4, false))
@@ -278,31 +280,11 @@ mod admission {
             .post("/v1/completions", completion(&prompt(3, 0), 160, true))
             .await;
         assert_eq!(a.status(), 200);
-        let a2 = {
-            let (http, url) = (s.http.clone(), s.url("/v1/completions"));
-            tokio::spawn(async move {
-                let r = http
-                    .post(url)
-                    .json(&completion(&prompt(3, 1), 100, false))
-                    .send()
-                    .await
-                    .unwrap();
-                r.json::<Value>().await.unwrap()
-            })
-        };
+        let a2 = s.spawn_post("/v1/completions", completion(&prompt(3, 1), 100, false));
         s.wait_metric("genai_running_requests", 2.0, 10).await;
         // Some steps measured before the question is asked.
         assert!(read_events(&mut a, 10).await.len() >= 10, "A streams");
-        let b = {
-            let (http, url) = (s.http.clone(), s.url("/v1/completions"));
-            tokio::spawn(async move {
-                http.post(url)
-                    .json(&completion(&prompt(10, 2), 40, false))
-                    .send()
-                    .await
-                    .unwrap()
-            })
-        };
+        let b = s.spawn_post("/v1/completions", completion(&prompt(10, 2), 40, false));
         s.wait_metric("genai_queue_depth", 1.0, 10).await;
         let c = s
             .post("/v1/completions", completion(&prompt(3, 3), 4, false))
@@ -317,7 +299,7 @@ mod admission {
         s.wait_metric("genai_queue_depth", 0.0, 30).await;
         let wait = asked.elapsed().as_secs_f64();
         eprintln!("Retry-After {advice} s, measured wait {wait:.2} s");
-        let a2 = a2.await.unwrap();
+        let a2: Value = a2.await.unwrap().json().await.unwrap();
         assert_eq!(
             a2["choices"][0]["finish_reason"], "length",
             "A2 uses its whole max_tokens, as the advice assumes"
