@@ -23,8 +23,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::constrain::{Constraint, ConstraintError, Grammar};
 use crate::kernels::logprob::{TokenLogprobs, token_logprobs};
-use crate::kernels::sample::{Sampler, SamplerConfig};
+use crate::kernels::sample::{Sampler, SamplerConfig, argmax};
 use crate::kv::{KvCache, KvDtype, SeqId};
 use crate::model::{Logits, Model, ModelError};
 use crate::tokenizer::{StreamState, Tokenizer, TokenizerError};
@@ -81,6 +82,11 @@ pub struct SeqSpec {
     /// Log probabilities to report with each token ([`Piece::logprobs`]): `Some(n)` gives
     /// the token's own and the `n` most likely tokens' at its step; `None` computes none.
     pub logprobs: Option<usize>,
+    /// Constrained decoding: every token keeps the output a prefix of a JSON value this
+    /// grammar admits, and generation can end only once the value is complete (the logits
+    /// are masked before sampling, so [`Piece::logprobs`] are over the allowed tokens).
+    /// Needs the batch's tokenizer. `None`: unconstrained.
+    pub constraint: Option<Arc<Grammar>>,
 }
 
 /// One streamed token: its id and the text it releases (possibly empty: an incomplete
@@ -141,6 +147,10 @@ struct Running<'s> {
     /// Bytes of `text` released to the sink.
     released: usize,
     sampler: Sampler,
+    /// The constraint's state, when the spec has one.
+    constraint: Option<Constraint>,
+    /// The masked logits row of a constrained sequence, reused from step to step.
+    masked: Vec<f32>,
     decoder: StreamState,
     sink: Box<dyn Sink + 's>,
     cancel: Option<Arc<AtomicBool>>,
@@ -292,6 +302,8 @@ impl<'s> Batch<'s> {
             key,
             seq,
             sampler: Sampler::new(spec.sampling),
+            constraint: spec.constraint.clone().map(Constraint::new),
+            masked: Vec::new(),
             spec,
             prefilled: 0,
             next: None,
@@ -343,9 +355,12 @@ impl<'s> Batch<'s> {
                         if r.spec.max_new_tokens == 0 {
                             ended.insert(r.key, Ok(Finish::MaxTokens));
                         } else {
-                            let next = r.sampler.sample(&logits);
-                            let lp = r.spec.logprobs.map(|n| token_logprobs(&logits, next, n));
-                            if let Some(f) = accept(r, next, lp, self.tokenizer.as_deref()) {
+                            let tok = self.tokenizer.as_deref();
+                            let f = match choose(r, &logits, tok) {
+                                Ok((next, lp)) => accept(r, next, lp, tok),
+                                Err(e) => Some(Err(e)),
+                            };
+                            if let Some(f) = f {
                                 ended.insert(r.key, f);
                             }
                         }
@@ -383,9 +398,12 @@ impl<'s> Batch<'s> {
                     for (j, &i) in decode.iter().enumerate() {
                         let r = &mut self.running[i];
                         let row = &logits[j * vocab..(j + 1) * vocab];
-                        let next = r.sampler.sample(row);
-                        let lp = r.spec.logprobs.map(|n| token_logprobs(row, next, n));
-                        if let Some(f) = accept(r, next, lp, self.tokenizer.as_deref()) {
+                        let tok = self.tokenizer.as_deref();
+                        let f = match choose(r, row, tok) {
+                            Ok((next, lp)) => accept(r, next, lp, tok),
+                            Err(e) => Some(Err(e)),
+                        };
+                        if let Some(f) = f {
                             ended.insert(r.key, f);
                         }
                     }
@@ -420,6 +438,44 @@ impl<'s> Batch<'s> {
             self.step();
         }
     }
+}
+
+/// Draw the next token of `r` from `row` (`[vocab]` logits), with its log probabilities
+/// when asked for. Under a constraint the row is masked to the allowed tokens first; a
+/// greedy draw without log probabilities first tries the unmasked argmax, which is the
+/// masked argmax whenever the constraint allows it (the mask only removes tokens, and ties
+/// go to the lower id either way).
+///
+/// Errors: a constrained sequence without a tokenizer, or one no token can continue.
+fn choose(
+    r: &mut Running<'_>,
+    row: &[f32],
+    tokenizer: Option<&Tokenizer>,
+) -> Result<(u32, Option<TokenLogprobs>), String> {
+    let Some(c) = r.constraint.as_mut() else {
+        let next = r.sampler.sample(row);
+        return Ok((next, r.spec.logprobs.map(|n| token_logprobs(row, next, n))));
+    };
+    let Some(tok) = tokenizer else {
+        return Err("constrained decoding needs the model's tokenizer".to_string());
+    };
+    let vocab = tok.constraint_vocab();
+    let refused = |e: ConstraintError| format!("constrained decoding: {e}");
+    if r.spec.sampling.temperature <= 0.0
+        && r.spec.logprobs.is_none()
+        && let Some(best) = argmax(row).map(|i| i as u32)
+        && c.allows(vocab, best)
+    {
+        c.advance(vocab, best).map_err(refused)?;
+        return Ok((best, None));
+    }
+    if !c.mask_logits(vocab, row, &mut r.masked) {
+        return Err(refused(ConstraintError::NoToken));
+    }
+    let next = r.sampler.sample(&r.masked);
+    c.advance(vocab, next).map_err(refused)?;
+    let lp = r.spec.logprobs.map(|n| token_logprobs(&r.masked, next, n));
+    Ok((next, lp))
 }
 
 /// Record token `next` of `r`, stream it, and tell whether the sequence ends with it.

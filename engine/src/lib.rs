@@ -7,6 +7,7 @@
 //! - [`kv`]: the paged KV cache.
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
 //! - [`chat`]: the model's Jinja chat template, rendered as transformers renders it.
+//! - [`constrain`]: constrained decoding: JSON output that stays inside a JSON Schema (matcher and token mask).
 //! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
 //! - [`batch`]: the decode loop: continuous batching (chunked prefill, one batched decode step, sampling, stops, streaming).
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
@@ -19,6 +20,7 @@
 
 pub mod batch;
 pub mod chat;
+pub mod constrain;
 pub mod driver;
 pub mod gguf;
 pub mod kernels;

@@ -703,6 +703,7 @@ impl Engine {
             stop: req.stop.clone(),
             stop_at_eog: req.stop_at_eog,
             logprobs: None,
+            constraint: None,
         };
         Ok((demand, spec))
     }
@@ -964,6 +965,7 @@ impl Engine {
                     stop: req.stop.clone(),
                     stop_at_eog: req.stop_at_eog,
                     logprobs: None,
+                    constraint: None,
                 };
                 let done = self
                     .decode_core(

@@ -366,6 +366,7 @@ pub struct Tokenizer {
     bos: Option<u32>,
     eos: Option<u32>,
     eog: HashSet<u32>,
+    constraint_vocab: std::sync::OnceLock<crate::constrain::TokenVocab>,
 }
 
 impl std::fmt::Debug for Tokenizer {
@@ -569,6 +570,7 @@ impl Tokenizer {
             bos: v.bos,
             eos: v.eos,
             eog,
+            constraint_vocab: std::sync::OnceLock::new(),
         })
     }
 
@@ -598,6 +600,7 @@ impl Tokenizer {
             bos,
             eos,
             eog,
+            constraint_vocab: std::sync::OnceLock::new(),
         })
     }
 
@@ -644,6 +647,26 @@ impl Tokenizer {
         let text = self.inner.id_to_token(id).unwrap_or_default();
         let bytes: Option<Vec<u8>> = text.chars().map(byte_of_char).collect();
         Ok(bytes.unwrap_or_else(|| text.into_bytes()))
+    }
+
+    /// The vocabulary prepared for constrained decoding (built on first use, then kept):
+    /// each token's [`Tokenizer::token_bytes`], with added tokens (`<|im_start|>` and the
+    /// like) never allowed inside a value, and the end-of-generation ids.
+    pub fn constraint_vocab(&self) -> &crate::constrain::TokenVocab {
+        self.constraint_vocab.get_or_init(|| {
+            let added: HashSet<u32> = self.inner.get_added_tokens_decoder().into_keys().collect();
+            let mut eog: Vec<u32> = self.eog.iter().copied().collect();
+            eog.sort_unstable();
+            crate::constrain::TokenVocab::new(
+                self.vocab_size,
+                |id| {
+                    (!added.contains(&id))
+                        .then(|| self.token_bytes(id).ok())
+                        .flatten()
+                },
+                eog,
+            )
+        })
     }
 
     /// Number of token ids (the model's embedding rows for a GGUF vocabulary).

@@ -543,6 +543,7 @@ mod admission {
             stop: Vec::new(),
             stop_at_eog: false,
             logprobs: None,
+            constraint: None,
         };
         let mut alone = Vec::new();
         for i in 0..4 {

@@ -1,0 +1,443 @@
+//! The JSON Schema subset the engine enforces, compiled into a node graph for the matcher; anything outside it is refused by keyword.
+//!
+//! Supported (JSON Schema 2020-12 meanings):
+//!
+//! - `type`: one of `object`, `array`, `string`, `number`, `integer`, `boolean`, `null`
+//!   (a list of types is refused); no `type` and no other keyword means any JSON value;
+//! - `enum` (at most 64 values) and `const`, of any JSON type, with no other keyword but
+//!   `type` (values of another type are dropped);
+//! - objects: `properties`, `required` (each a declared property), `additionalProperties`
+//!   (`false`, `true` or a schema). With `properties`, only declared properties are
+//!   generated (at most 64, in any order, each at most once, the object closing only once
+//!   every `required` one is in); without, keys are free and values follow
+//!   `additionalProperties` (`false`: only `{}`);
+//! - arrays: `items` (a schema), `minItems`, `maxItems`;
+//! - annotations, which constrain nothing: `title`, `description`, `$schema`, `$id`,
+//!   `$comment`, `default`, `examples`, `deprecated`, `readOnly`, `writeOnly`.
+//!
+//! Every other keyword (`anyOf`, `$ref`, `pattern`, `minLength`, `minimum`, `format`, ...)
+//! is a [`SchemaError::Unsupported`] naming it and where it sits, so a schema is never
+//! silently enforced in part. Generation may produce a subset of what the schema admits
+//! (declared properties only, compact numbers), never a value it rejects.
+
+use serde_json::Value;
+
+/// Index of a [`Node`] in a [`Grammar`].
+pub type NodeId = u32;
+
+/// Maximum properties of one object schema, and values of one `enum` (bit masks of `u64`).
+pub const MAX_ALTERNATIVES: usize = 64;
+
+/// Maximum nesting of object and array schemas.
+pub const MAX_DEPTH: usize = 12;
+
+/// One compiled schema.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    /// Any JSON value.
+    Any,
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Boolean,
+    /// A JSON number.
+    Number,
+    /// A number without fraction or exponent.
+    Integer,
+    /// A string.
+    String,
+    /// An object.
+    Object {
+        /// Declared properties: the key as its JSON string body (escaped, without the
+        /// quotes) and the value's node. Empty: keys are free.
+        props: Vec<(Vec<u8>, NodeId)>,
+        /// Bit `i`: `props[i]` is required.
+        required: u64,
+        /// With no declared properties, the node of every value (`None`: no member at all,
+        /// `additionalProperties: false`).
+        extra: Option<NodeId>,
+    },
+    /// An array.
+    Array {
+        /// The node of every item.
+        items: NodeId,
+        /// `minItems`.
+        min: u32,
+        /// `maxItems` (`u32::MAX`: no limit).
+        max: u32,
+    },
+    /// One of these compact JSON texts (`enum`, `const`, and the literals `true`, `false`,
+    /// `null`).
+    Literals(Vec<Vec<u8>>),
+}
+
+/// A compiled schema: nodes and the root.
+///
+/// Nodes 0 to 4 are fixed: `true`/`false` literals, `null`, any value, any object, any array.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grammar {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) root: NodeId,
+}
+
+/// The `true`/`false` literal node.
+pub(crate) const BOOL: NodeId = 0;
+/// The `null` literal node.
+pub(crate) const NULL: NodeId = 1;
+/// Any JSON value.
+pub(crate) const ANY: NodeId = 2;
+/// Any object.
+pub(crate) const ANY_OBJECT: NodeId = 3;
+/// Any array.
+pub(crate) const ANY_ARRAY: NodeId = 4;
+
+/// Why a schema cannot be enforced.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// A keyword outside the supported subset (see the module docs).
+    #[error("JSON Schema keyword `{keyword}` at `{path}` is not supported: {why}")]
+    Unsupported {
+        /// The keyword.
+        keyword: String,
+        /// JSON pointer of the schema holding it (`#`, `#/properties/name`).
+        path: String,
+        /// What is supported instead.
+        why: String,
+    },
+    /// A supported keyword with a value it cannot take.
+    #[error("JSON Schema keyword `{keyword}` at `{path}` is invalid: {why}")]
+    Invalid {
+        /// The keyword.
+        keyword: String,
+        /// JSON pointer of the schema holding it.
+        path: String,
+        /// What was expected.
+        why: String,
+    },
+}
+
+const ANNOTATIONS: &[&str] = &[
+    "title",
+    "description",
+    "$schema",
+    "$id",
+    "$comment",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+const OBJECT_KEYWORDS: &[&str] = &["properties", "required", "additionalProperties"];
+const ARRAY_KEYWORDS: &[&str] = &["items", "minItems", "maxItems"];
+
+impl Grammar {
+    fn base() -> Grammar {
+        Grammar {
+            nodes: vec![
+                Node::Literals(vec![b"true".to_vec(), b"false".to_vec()]),
+                Node::Literals(vec![b"null".to_vec()]),
+                Node::Any,
+                Node::Object {
+                    props: Vec::new(),
+                    required: 0,
+                    extra: Some(ANY),
+                },
+                Node::Array {
+                    items: ANY,
+                    min: 0,
+                    max: u32::MAX,
+                },
+            ],
+            root: ANY,
+        }
+    }
+
+    /// Any JSON object (OpenAI's `response_format: {"type": "json_object"}`).
+    pub fn json_object() -> Grammar {
+        Grammar {
+            root: ANY_OBJECT,
+            ..Grammar::base()
+        }
+    }
+
+    /// Compile a JSON Schema (see the module docs for the subset).
+    ///
+    /// # Errors
+    /// [`SchemaError`] naming the first keyword outside the subset or with a bad value.
+    pub fn from_schema(schema: &Value) -> Result<Grammar, SchemaError> {
+        let mut g = Grammar::base();
+        g.root = g.compile(schema, "#", 0)?;
+        Ok(g)
+    }
+
+    /// The root node.
+    pub fn root(&self) -> NodeId {
+        self.root
+    }
+
+    /// Node `id`.
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    fn push(&mut self, n: Node) -> NodeId {
+        self.nodes.push(n);
+        (self.nodes.len() - 1) as NodeId
+    }
+
+    fn compile(&mut self, schema: &Value, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
+        let invalid = |keyword: &str, why: String| SchemaError::Invalid {
+            keyword: keyword.to_string(),
+            path: path.to_string(),
+            why,
+        };
+        let obj = match schema {
+            Value::Bool(true) => return Ok(ANY),
+            Value::Bool(false) => {
+                return Err(invalid(
+                    "false",
+                    "the schema `false` admits no value".to_string(),
+                ));
+            }
+            Value::Object(o) => o,
+            other => {
+                return Err(invalid(
+                    "schema",
+                    format!("a schema is an object or a boolean, got {other}"),
+                ));
+            }
+        };
+        if depth > MAX_DEPTH {
+            return Err(invalid(
+                "properties",
+                format!("schemas nest at most {MAX_DEPTH} deep"),
+            ));
+        }
+        let ty = match obj.get("type") {
+            None => None,
+            Some(Value::String(t)) => Some(t.as_str()),
+            Some(Value::Array(_)) => {
+                return Err(SchemaError::Unsupported {
+                    keyword: "type".into(),
+                    path: path.into(),
+                    why: "a list of types is not supported; give one type".into(),
+                });
+            }
+            Some(other) => return Err(invalid("type", format!("expected a string, got {other}"))),
+        };
+        if let Some(t) = ty
+            && !matches!(
+                t,
+                "object" | "array" | "string" | "number" | "integer" | "boolean" | "null"
+            )
+        {
+            return Err(invalid("type", format!("unknown type \"{t}\"")));
+        }
+        let literals = match (obj.get("enum"), obj.get("const")) {
+            (Some(_), Some(_)) => {
+                return Err(SchemaError::Unsupported {
+                    keyword: "const".into(),
+                    path: path.into(),
+                    why: "`enum` and `const` together are not supported".into(),
+                });
+            }
+            (Some(Value::Array(vs)), None) => Some(("enum", vs.clone())),
+            (Some(other), None) => {
+                return Err(invalid("enum", format!("expected an array, got {other}")));
+            }
+            (None, Some(v)) => Some(("const", vec![v.clone()])),
+            (None, None) => None,
+        };
+        let allowed: &[&str] = if literals.is_some() {
+            &["enum", "const"]
+        } else {
+            match ty {
+                Some("object") => OBJECT_KEYWORDS,
+                Some("array") => ARRAY_KEYWORDS,
+                Some(_) => &[],
+                None => {
+                    if OBJECT_KEYWORDS.iter().any(|k| obj.contains_key(*k)) {
+                        OBJECT_KEYWORDS
+                    } else {
+                        ARRAY_KEYWORDS
+                    }
+                }
+            }
+        };
+        for key in obj.keys() {
+            let k = key.as_str();
+            if k == "type" || ANNOTATIONS.contains(&k) || allowed.contains(&k) {
+                continue;
+            }
+            let why = match ty {
+                _ if literals.is_some() => {
+                    "`enum` and `const` take no other keyword but `type`".to_string()
+                }
+                Some(t) if OBJECT_KEYWORDS.contains(&k) || ARRAY_KEYWORDS.contains(&k) => {
+                    format!("it does not apply to type \"{t}\"")
+                }
+                None if OBJECT_KEYWORDS.contains(&k) || ARRAY_KEYWORDS.contains(&k) => {
+                    "object and array keywords together need a `type`".to_string()
+                }
+                _ => "the engine enforces type, enum, const, properties, required, \
+                      additionalProperties, items, minItems and maxItems"
+                    .to_string(),
+            };
+            return Err(SchemaError::Unsupported {
+                keyword: key.clone(),
+                path: path.into(),
+                why,
+            });
+        }
+        if let Some((keyword, values)) = literals {
+            let fits = |v: &Value| match ty {
+                None => true,
+                Some("object") => v.is_object(),
+                Some("array") => v.is_array(),
+                Some("string") => v.is_string(),
+                Some("number") => v.is_number(),
+                Some("integer") => v.is_i64() || v.is_u64(),
+                Some("boolean") => v.is_boolean(),
+                Some(_) => v.is_null(),
+            };
+            let mut texts: Vec<Vec<u8>> = Vec::new();
+            for v in values.iter().filter(|v| fits(v)) {
+                let t = serde_json::to_vec(v).expect("a JSON value serializes");
+                if !texts.contains(&t) {
+                    texts.push(t);
+                }
+            }
+            if texts.is_empty() {
+                return Err(invalid(
+                    keyword,
+                    "no value is left that the schema admits".to_string(),
+                ));
+            }
+            if texts.len() > MAX_ALTERNATIVES {
+                return Err(SchemaError::Unsupported {
+                    keyword: keyword.into(),
+                    path: path.into(),
+                    why: format!("at most {MAX_ALTERNATIVES} values are supported"),
+                });
+            }
+            return Ok(self.push(Node::Literals(texts)));
+        }
+        let object_like = ty == Some("object")
+            || (ty.is_none() && OBJECT_KEYWORDS.iter().any(|k| obj.contains_key(*k)));
+        let array_like = ty == Some("array")
+            || (ty.is_none() && ARRAY_KEYWORDS.iter().any(|k| obj.contains_key(*k)));
+        if object_like {
+            return self.compile_object(obj, path, depth);
+        }
+        if array_like {
+            let items = match obj.get("items") {
+                None => ANY,
+                Some(s) => self.compile(s, &format!("{path}/items"), depth + 1)?,
+            };
+            let count = |k: &str, default: u32| -> Result<u32, SchemaError> {
+                match obj.get(k) {
+                    None => Ok(default),
+                    Some(v) => v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|&n| n < u32::MAX)
+                        .ok_or_else(|| {
+                            invalid(k, format!("expected a non-negative integer, got {v}"))
+                        }),
+                }
+            };
+            let min = count("minItems", 0)?;
+            let max = count("maxItems", u32::MAX)?;
+            if min > max {
+                return Err(invalid(
+                    "minItems",
+                    format!("minItems {min} is above maxItems {max}"),
+                ));
+            }
+            return Ok(self.push(Node::Array { items, min, max }));
+        }
+        Ok(match ty {
+            None => ANY,
+            Some("string") => self.push(Node::String),
+            Some("number") => self.push(Node::Number),
+            Some("integer") => self.push(Node::Integer),
+            Some("boolean") => BOOL,
+            Some(_) => NULL,
+        })
+    }
+
+    fn compile_object(
+        &mut self,
+        obj: &serde_json::Map<String, Value>,
+        path: &str,
+        depth: usize,
+    ) -> Result<NodeId, SchemaError> {
+        let invalid = |keyword: &str, why: String| SchemaError::Invalid {
+            keyword: keyword.to_string(),
+            path: path.to_string(),
+            why,
+        };
+        let mut props = Vec::new();
+        if let Some(p) = obj.get("properties") {
+            let Value::Object(p) = p else {
+                return Err(invalid(
+                    "properties",
+                    format!("expected an object, got {p}"),
+                ));
+            };
+            if p.len() > MAX_ALTERNATIVES {
+                return Err(SchemaError::Unsupported {
+                    keyword: "properties".into(),
+                    path: path.into(),
+                    why: format!("at most {MAX_ALTERNATIVES} properties are supported"),
+                });
+            }
+            for (name, s) in p {
+                let at = format!("{path}/properties/{}", pointer_escape(name));
+                let node = self.compile(s, &at, depth + 1)?;
+                let quoted = serde_json::to_vec(name).expect("a string serializes");
+                props.push((quoted[1..quoted.len() - 1].to_vec(), node));
+            }
+        }
+        let mut required = 0u64;
+        if let Some(r) = obj.get("required") {
+            let Value::Array(r) = r else {
+                return Err(invalid("required", format!("expected an array, got {r}")));
+            };
+            for name in r {
+                let Some(name) = name.as_str() else {
+                    return Err(invalid(
+                        "required",
+                        format!("expected property names, got {name}"),
+                    ));
+                };
+                let quoted = serde_json::to_vec(name).expect("a string serializes");
+                let body = &quoted[1..quoted.len() - 1];
+                let Some(i) = props.iter().position(|(k, _)| k == body) else {
+                    return Err(invalid(
+                        "required",
+                        format!("\"{name}\" is not in `properties`"),
+                    ));
+                };
+                required |= 1 << i;
+            }
+        }
+        let extra = match obj.get("additionalProperties") {
+            None | Some(Value::Bool(true)) => Some(ANY),
+            Some(Value::Bool(false)) => None,
+            Some(s) => Some(self.compile(s, &format!("{path}/additionalProperties"), depth + 1)?),
+        };
+        Ok(self.push(Node::Object {
+            extra: if props.is_empty() { extra } else { None },
+            props,
+            required,
+        }))
+    }
+}
+
+/// `name` as a JSON pointer token (RFC 6901: `~` → `~0`, `/` → `~1`).
+fn pointer_escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
