@@ -582,6 +582,7 @@ async fn generate(
         }
     };
     spec.logprobs = common.logprobs;
+    spec.constraint = common.constraint.clone();
     let prompt_tokens = spec.prompt.len();
     if prompt_tokens >= app.context_len {
         s.metrics.refused("bad_request");

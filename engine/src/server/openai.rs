@@ -8,9 +8,12 @@
 //! ignored.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::constrain::Grammar;
 
 /// `prompt`: a string, a list of strings, a list of token ids, or a list of id lists.
 #[derive(Debug, Clone, Deserialize)]
@@ -245,6 +248,9 @@ pub struct Common {
     /// likely tokens' (chat `logprobs: true` with `top_logprobs: n`, completions
     /// `logprobs: n`); `None` reports none.
     pub logprobs: Option<usize>,
+    /// The grammar every output token must keep the text a prefix of
+    /// (`response_format` `json_object` or `json_schema`); `None` for plain text.
+    pub constraint: Option<Arc<Grammar>>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -322,7 +328,79 @@ fn common(
             .and_then(|o| o.include_usage)
             .unwrap_or(false),
         logprobs: None,
+        constraint: None,
     })
+}
+
+/// The grammar of a chat `response_format`: `None` for `{"type": "text"}`,
+/// [`Grammar::json_object`] for `{"type": "json_object"}`, and the compiled
+/// `json_schema.schema` for `{"type": "json_schema", "json_schema": {"name", "schema",
+/// "strict"?, "description"?}}` (OpenAI's shape; without `schema`, any JSON value). The
+/// schema is enforced whatever `strict` says.
+///
+/// # Errors
+/// [`Unsupported`] on field `response_format` for an unknown type, a malformed
+/// `json_schema`, or a schema outside the subset of [`crate::constrain::schema`] (naming the
+/// keyword and its JSON pointer): a schema the engine cannot enforce is refused, never run
+/// unconstrained.
+fn response_format(f: &Value) -> Result<Option<Arc<Grammar>>, Unsupported> {
+    const FIELD: &str = "response_format";
+    let Some(obj) = f.as_object() else {
+        return Err(refuse(FIELD, "must be an object with a `type`"));
+    };
+    match obj.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Arc::new(Grammar::json_object()))),
+        Some("json_schema") => {
+            let Some(js) = obj.get("json_schema").and_then(Value::as_object) else {
+                return Err(refuse(
+                    FIELD,
+                    "type `json_schema` needs a `json_schema` object \
+                     ({\"name\": ..., \"schema\": {...}})",
+                ));
+            };
+            if let Some(name) = js.get("name")
+                && !name.as_str().is_some_and(|n| {
+                    !n.is_empty()
+                        && n.len() <= 64
+                        && n.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+                })
+            {
+                return Err(refuse(
+                    FIELD,
+                    format!(
+                        "json_schema.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -, got {name}"
+                    ),
+                ));
+            }
+            if let Some(strict) = js.get("strict")
+                && !strict.is_boolean()
+                && !strict.is_null()
+            {
+                return Err(refuse(
+                    FIELD,
+                    format!("json_schema.strict must be a boolean, got {strict}"),
+                ));
+            }
+            let schema = js
+                .get("schema")
+                .cloned()
+                .unwrap_or(Value::Object(Default::default()));
+            match Grammar::from_schema(&schema) {
+                Ok(g) => Ok(Some(Arc::new(g))),
+                Err(e) => Err(refuse(FIELD, format!("json_schema.schema: {e}"))),
+            }
+        }
+        Some(other) => Err(refuse(
+            FIELD,
+            format!("type `{other}` is not supported (text, json_object, json_schema)"),
+        )),
+        None => Err(refuse(
+            FIELD,
+            "needs a `type`: text, json_object or json_schema",
+        )),
+    }
 }
 
 /// The largest completions `logprobs` (OpenAI's limit).
@@ -445,14 +523,10 @@ impl ChatRequest {
         {
             return Err(refuse("modalities", "only [\"text\"] is supported"));
         }
-        if let Some(f) = &self.response_format
-            && f.get("type").and_then(Value::as_str) != Some("text")
-        {
-            return Err(refuse(
-                "response_format",
-                "only {\"type\": \"text\"} is supported",
-            ));
-        }
+        let constraint = match &self.response_format {
+            Some(f) => response_format(f)?,
+            None => None,
+        };
         let logprobs = match (self.logprobs, self.top_logprobs) {
             (_, Some(n)) if n > MAX_TOP_LOGPROBS => {
                 return Err(refuse(
@@ -476,6 +550,7 @@ impl ChatRequest {
         };
         let mut common = self.common(max)?;
         common.logprobs = logprobs;
+        common.constraint = constraint;
         let mut turns = Vec::new();
         for (i, m) in self.messages.into_iter().enumerate() {
             let role = match m.role.as_str() {
