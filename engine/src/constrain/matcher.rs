@@ -368,7 +368,19 @@ impl MatchState {
                     unreachable!("a key frame holds an object node")
                 };
                 let pos = pos as usize;
-                if b == b'"' {
+                // The candidates share their first `pos` bytes (an escaped JSON string
+                // body): after an odd run of backslashes, `"` is the escaped character, not
+                // the key's end.
+                let escaped = bits(cand).next().is_some_and(|i| {
+                    props[i].0[..pos]
+                        .iter()
+                        .rev()
+                        .take_while(|&&c| c == b'\\')
+                        .count()
+                        % 2
+                        == 1
+                });
+                if b == b'"' && !escaped {
                     let Some(i) = bits(cand).find(|&i| props[i].0.len() == pos) else {
                         return Step::No;
                     };
