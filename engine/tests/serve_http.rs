@@ -693,6 +693,227 @@ mod admission {
         assert!(status.success(), "{status:?}");
     }
 
+    /// A SmolLM2 server for the structured-output tests (the tiny decoder's vocabulary has
+    /// no JSON to speak of).
+    async fn smollm2() -> Server {
+        Server::start(ServerConfig {
+            threads: 2,
+            ..ServerConfig::new(super::common::model_path())
+        })
+        .await
+    }
+
+    /// KV bytes per token of SmolLM2-135M: 2 x 30 layers x 3 KV heads x 64 x 2 bytes.
+    const SMOLLM2_BPT: u64 = 2 * 30 * 3 * 64 * 2;
+
+    fn person_schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "age": {"type": "integer"},
+                "pets": {"type": "array", "items": {"enum": ["cat", "dog", "fish"]}, "maxItems": 3},
+                "address": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
+                    "required": ["city"],
+                    "additionalProperties": false
+                }
+            },
+            "required": ["name", "age", "address"],
+            "additionalProperties": false
+        })
+    }
+
+    fn chat_body(format: Value, seed: u64, stream: bool) -> Value {
+        json!({"model": "m",
+               "messages": [{"role": "user", "content": "Describe a person who lives in Paris, as JSON."}],
+               "response_format": format, "max_tokens": 200, "temperature": 0.8, "seed": seed,
+               "stream": stream})
+    }
+
+    /// The content of a streamed chat answer, its pieces concatenated.
+    async fn streamed_content(r: &mut reqwest::Response) -> String {
+        let events = read_events(r, 10_000).await;
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        events[..events.len() - 1]
+            .iter()
+            .map(|d| serde_json::from_str::<Value>(d).unwrap())
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(String::from)
+            })
+            .collect()
+    }
+
+    /// `json_schema` and `json_object` answers (sampled at temperature 0.8, several seeds)
+    /// parse, validate against the schema (`jsonschema` judges) and end with `stop`; the
+    /// streamed answer of a seed is the JSON answer of that seed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_json_schema_answers_parse_validate_and_stream_equals_json() {
+        let s = smollm2().await;
+        let schema = person_schema();
+        let formats = [
+            (
+                json!({"type": "json_schema",
+                       "json_schema": {"name": "person", "schema": schema, "strict": true}}),
+                schema.clone(),
+            ),
+            (json!({"type": "json_object"}), json!({"type": "object"})),
+        ];
+        for (format, schema) in formats {
+            for seed in [1, 2] {
+                let r = s
+                    .post(
+                        "/v1/chat/completions",
+                        chat_body(format.clone(), seed, false),
+                    )
+                    .await;
+                let status = r.status();
+                let answer: Value = r.json().await.unwrap();
+                assert_eq!(status, 200, "{answer}");
+                let choice = &answer["choices"][0];
+                assert_eq!(choice["finish_reason"], "stop", "{answer}");
+                let content = choice["message"]["content"].as_str().unwrap();
+                let value: Value = serde_json::from_str(content)
+                    .unwrap_or_else(|e| panic!("seed {seed}: not JSON ({e}): {content}"));
+                let errors: Vec<String> = jsonschema::validator_for(&schema)
+                    .unwrap()
+                    .iter_errors(&value)
+                    .map(|e| e.to_string())
+                    .collect();
+                assert!(
+                    errors.is_empty(),
+                    "seed {seed}: {content} breaks {schema}: {errors:?}"
+                );
+                let mut st = s
+                    .post(
+                        "/v1/chat/completions",
+                        chat_body(format.clone(), seed, true),
+                    )
+                    .await;
+                assert_eq!(st.status(), 200);
+                assert_eq!(streamed_content(&mut st).await, content, "seed {seed}");
+            }
+        }
+        s.stop().await;
+    }
+
+    /// A schema the engine cannot enforce is a 400 on `response_format` naming the keyword
+    /// and where it sits, never an unconstrained answer; so are malformed formats.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_unenforceable_schema_is_400_naming_the_keyword() {
+        let s = smollm2().await;
+        let schema = |inner: Value| json!({"type": "json_schema", "json_schema": {"name": "x", "schema": inner}});
+        let cases = [
+            (
+                schema(
+                    json!({"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}),
+                ),
+                vec!["`format`", "#/properties/when"],
+            ),
+            (
+                schema(json!({"anyOf": [{"type": "string"}, {"type": "integer"}]})),
+                vec!["`anyOf`", "`#`"],
+            ),
+            (schema(json!({"type": ["string", "null"]})), vec!["`type`"]),
+            (json!({"type": "json_schema"}), vec!["json_schema"]),
+            (json!({"type": "grammar"}), vec!["grammar"]),
+            (
+                json!({"type": "json_schema", "json_schema": {"name": "bad name!", "schema": {}}}),
+                vec!["json_schema.name"],
+            ),
+        ];
+        for (format, words) in cases {
+            let r = s
+                .post("/v1/chat/completions", chat_body(format.clone(), 1, false))
+                .await;
+            let status = r.status();
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(status, 400, "{format}: {body}");
+            assert_eq!(body["error"]["param"], "response_format", "{body}");
+            let msg = body["error"]["message"].as_str().unwrap();
+            for w in words {
+                assert!(msg.contains(w), "{format}: the message names {w}: {msg}");
+            }
+        }
+        // Text is the default and stays accepted.
+        let r = s
+            .post(
+                "/v1/chat/completions",
+                json!({"model": "m", "max_tokens": 2,
+            "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "text"}}),
+            )
+            .await;
+        assert_eq!(r.status(), 200);
+        s.stop().await;
+    }
+
+    /// Under a constraint, log probabilities are those of the row the token was drawn
+    /// from, the masked one: every listed alternative keeps the output a prefix of the
+    /// value (the first token of a `json_object` answer is `{` or whitespace), and the
+    /// listed probabilities sum to at most 1 over the allowed tokens.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_constrained_logprobs_are_over_the_allowed_tokens() {
+        let s = smollm2().await;
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "Say hello."}],
+            "response_format": {"type": "json_object"}, "max_tokens": 3, "temperature": 0,
+            "logprobs": true, "top_logprobs": 8});
+        let r = s.post("/v1/chat/completions", body).await;
+        let answer: Value = r.json().await.unwrap();
+        let first = &answer["choices"][0]["logprobs"]["content"][0];
+        let tops = first["top_logprobs"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{answer}"));
+        assert!(!tops.is_empty(), "{answer}");
+        for t in tops {
+            let text = t["token"].as_str().unwrap();
+            let lp = t["logprob"].as_f64().unwrap();
+            if lp == f64::NEG_INFINITY || lp < -1e30 {
+                continue;
+            }
+            let rest = text.trim_start();
+            assert!(
+                rest.is_empty() || rest.starts_with('{'),
+                "alternative {text:?} (logprob {lp}) cannot start a JSON object: {answer}"
+            );
+        }
+        s.stop().await;
+    }
+
+    /// A constrained request is priced and released like any other: while it streams, the
+    /// reservation is (prompt + max_tokens) tokens' bytes; after it ends, nothing is held.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_constrained_request_is_priced_and_released_like_any_other() {
+        let s = Server::start(ServerConfig {
+            threads: 2,
+            step_interval: Duration::from_millis(30),
+            ..ServerConfig::new(super::common::model_path())
+        })
+        .await;
+        let mut body = chat_body(
+            json!({"type": "json_schema", "json_schema": {"name": "p", "schema": person_schema()}}),
+            1,
+            true,
+        );
+        body["stream_options"] = json!({"include_usage": true});
+        let mut r = s.post("/v1/chat/completions", body).await;
+        assert_eq!(r.status(), 200);
+        assert!(!read_events(&mut r, 2).await.is_empty());
+        let held = s.metric("genai_kv_reserved_bytes").await;
+        let events = read_events(&mut r, 10_000).await;
+        let usage = events
+            .iter()
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find_map(|c| c["usage"]["prompt_tokens"].as_u64())
+            .expect("a usage chunk");
+        assert_eq!(held, ((usage + 200) * SMOLLM2_BPT) as f64);
+        s.wait_metric("genai_kv_reserved_bytes", 0.0, 5).await;
+        assert_eq!(s.metric("genai_running_requests").await, 0.0);
+        s.stop().await;
+    }
+
     /// A `genai serve` child that is killed when the test ends before it exits (a failed
     /// assertion): no server outlives its test, holding the test run's output open.
     struct ServeProcess(Child);
