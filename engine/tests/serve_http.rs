@@ -693,109 +693,89 @@ mod admission {
         assert!(status.success(), "{status:?}");
     }
 
-    /// A SmolLM2 server for the structured-output tests (the tiny decoder's vocabulary has
-    /// no JSON to speak of).
-    async fn smollm2() -> Server {
-        Server::start(ServerConfig {
-            threads: 2,
-            ..ServerConfig::new(super::common::model_path())
-        })
-        .await
-    }
-
-    /// KV bytes per token of SmolLM2-135M: 2 x 30 layers x 3 KV heads x 64 x 2 bytes.
-    const SMOLLM2_BPT: u64 = 2 * 30 * 3 * 64 * 2;
-
-    fn person_schema() -> Value {
+    /// A schema whose every answer is bounded (enums, integers, booleans, short arrays, no
+    /// free string): the tiny decoder's random weights end it within its context, so the
+    /// answer's validity is the constraint's work alone.
+    fn bounded_schema() -> Value {
         json!({
             "type": "object",
             "properties": {
-                "name": {"type": "string"},
-                "age": {"type": "integer"},
-                "pets": {"type": "array", "items": {"enum": ["cat", "dog", "fish"]}, "maxItems": 3},
-                "address": {
+                "kind": {"enum": ["cat", "dog", null, 3]},
+                "n": {"type": "integer"},
+                "ok": {"type": "boolean"},
+                "list": {"type": "array", "items": {"type": "number"}, "maxItems": 3},
+                "sub": {
                     "type": "object",
-                    "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
-                    "required": ["city"],
+                    "properties": {"z": {"type": "null"}},
+                    "required": ["z"],
                     "additionalProperties": false
                 }
             },
-            "required": ["name", "age", "address"],
+            "required": ["kind", "n", "ok", "list", "sub"],
             "additionalProperties": false
         })
     }
 
-    fn chat_body(format: Value, seed: u64, stream: bool) -> Value {
-        json!({"model": "m",
-               "messages": [{"role": "user", "content": "Describe a person who lives in Paris, as JSON."}],
-               "response_format": format, "max_tokens": 200, "temperature": 0.8, "seed": seed,
-               "stream": stream})
+    fn json_schema_format(schema: Value) -> Value {
+        json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": schema, "strict": true}})
     }
 
-    /// The content of a streamed chat answer, its pieces concatenated.
-    async fn streamed_content(r: &mut reqwest::Response) -> String {
+    /// A completion under `response_format` (accepted on completions as llama.cpp does),
+    /// sampled at temperature 1.
+    fn constrained(format: Value, seed: u64, max_tokens: usize, stream: bool) -> Value {
+        json!({"model": "tiny", "prompt": "hello", "response_format": format,
+               "max_tokens": max_tokens, "temperature": 1, "seed": seed, "stream": stream})
+    }
+
+    /// The text of a streamed answer, its pieces concatenated (`choices[0].text` for
+    /// completions, `choices[0].delta.content` for chat).
+    pub(super) async fn streamed_text(r: &mut reqwest::Response) -> String {
         let events = read_events(r, 10_000).await;
         assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
         events[..events.len() - 1]
             .iter()
             .map(|d| serde_json::from_str::<Value>(d).unwrap())
             .filter_map(|c| {
-                c["choices"][0]["delta"]["content"]
+                let ch = &c["choices"][0];
+                ch["text"]
                     .as_str()
+                    .or(ch["delta"]["content"].as_str())
                     .map(String::from)
             })
             .collect()
     }
 
-    /// `json_schema` and `json_object` answers (sampled at temperature 0.8, several seeds)
-    /// parse, validate against the schema (`jsonschema` judges) and end with `stop`; the
-    /// streamed answer of a seed is the JSON answer of that seed.
+    /// The answer parses and validates against `schema` (the `jsonschema` crate judges).
+    pub(super) fn assert_valid(text: &str, schema: &Value) {
+        let value: Value =
+            serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"));
+        let errors: Vec<String> = jsonschema::validator_for(schema)
+            .unwrap()
+            .iter_errors(&value)
+            .map(|e| e.to_string())
+            .collect();
+        assert!(errors.is_empty(), "{text:?} breaks {schema}: {errors:?}");
+    }
+
+    /// On the tiny decoder's random weights, `json_schema` answers sampled at temperature 1
+    /// end (`stop`), parse and validate; the streamed answer of a seed is its JSON answer.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_json_schema_answers_parse_validate_and_stream_equals_json() {
-        let s = smollm2().await;
-        let schema = person_schema();
-        let formats = [
-            (
-                json!({"type": "json_schema",
-                       "json_schema": {"name": "person", "schema": schema, "strict": true}}),
-                schema.clone(),
-            ),
-            (json!({"type": "json_object"}), json!({"type": "object"})),
-        ];
-        for (format, schema) in formats {
-            for seed in [1, 2] {
-                let r = s
-                    .post(
-                        "/v1/chat/completions",
-                        chat_body(format.clone(), seed, false),
-                    )
-                    .await;
-                let status = r.status();
-                let answer: Value = r.json().await.unwrap();
-                assert_eq!(status, 200, "{answer}");
-                let choice = &answer["choices"][0];
-                assert_eq!(choice["finish_reason"], "stop", "{answer}");
-                let content = choice["message"]["content"].as_str().unwrap();
-                let value: Value = serde_json::from_str(content)
-                    .unwrap_or_else(|e| panic!("seed {seed}: not JSON ({e}): {content}"));
-                let errors: Vec<String> = jsonschema::validator_for(&schema)
-                    .unwrap()
-                    .iter_errors(&value)
-                    .map(|e| e.to_string())
-                    .collect();
-                assert!(
-                    errors.is_empty(),
-                    "seed {seed}: {content} breaks {schema}: {errors:?}"
-                );
-                let mut st = s
-                    .post(
-                        "/v1/chat/completions",
-                        chat_body(format.clone(), seed, true),
-                    )
-                    .await;
-                assert_eq!(st.status(), 200);
-                assert_eq!(streamed_content(&mut st).await, content, "seed {seed}");
-            }
+        let s = Server::start(config(2048)).await;
+        let schema = bounded_schema();
+        for seed in [1, 2, 3, 4] {
+            let body = constrained(json_schema_format(schema.clone()), seed, 250, false);
+            let r = s.post("/v1/completions", body).await;
+            let status = r.status();
+            let answer: Value = r.json().await.unwrap();
+            assert_eq!(status, 200, "{answer}");
+            assert_eq!(answer["choices"][0]["finish_reason"], "stop", "{answer}");
+            let text = answer["choices"][0]["text"].as_str().unwrap();
+            assert_valid(text, &schema);
+            let body = constrained(json_schema_format(schema.clone()), seed, 250, true);
+            let mut st = s.post("/v1/completions", body).await;
+            assert_eq!(st.status(), 200);
+            assert_eq!(streamed_text(&mut st).await, text, "seed {seed}");
         }
         s.stop().await;
     }
@@ -804,20 +784,21 @@ mod admission {
     /// and where it sits, never an unconstrained answer; so are malformed formats.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_unenforceable_schema_is_400_naming_the_keyword() {
-        let s = smollm2().await;
-        let schema = |inner: Value| json!({"type": "json_schema", "json_schema": {"name": "x", "schema": inner}});
+        let s = Server::start(config(2048)).await;
         let cases = [
             (
-                schema(
-                    json!({"type": "object", "properties": {"when": {"type": "string", "format": "date"}}}),
-                ),
+                json_schema_format(json!({"type": "object",
+                    "properties": {"when": {"type": "string", "format": "date"}}})),
                 vec!["`format`", "#/properties/when"],
             ),
             (
-                schema(json!({"anyOf": [{"type": "string"}, {"type": "integer"}]})),
+                json_schema_format(json!({"anyOf": [{"type": "string"}, {"type": "integer"}]})),
                 vec!["`anyOf`", "`#`"],
             ),
-            (schema(json!({"type": ["string", "null"]})), vec!["`type`"]),
+            (
+                json_schema_format(json!({"type": ["string", "null"]})),
+                vec!["`type`"],
+            ),
             (json!({"type": "json_schema"}), vec!["json_schema"]),
             (json!({"type": "grammar"}), vec!["grammar"]),
             (
@@ -827,7 +808,7 @@ mod admission {
         ];
         for (format, words) in cases {
             let r = s
-                .post("/v1/chat/completions", chat_body(format.clone(), 1, false))
+                .post("/v1/completions", constrained(format.clone(), 1, 4, false))
                 .await;
             let status = r.status();
             let body: Value = r.json().await.unwrap();
@@ -838,47 +819,43 @@ mod admission {
                 assert!(msg.contains(w), "{format}: the message names {w}: {msg}");
             }
         }
-        // Text is the default and stays accepted.
         let r = s
             .post(
-                "/v1/chat/completions",
-                json!({"model": "m", "max_tokens": 2,
-            "messages": [{"role": "user", "content": "hi"}], "response_format": {"type": "text"}}),
+                "/v1/completions",
+                constrained(json!({"type": "text"}), 1, 2, false),
             )
             .await;
-        assert_eq!(r.status(), 200);
+        assert_eq!(r.status(), 200, "text is the default and stays accepted");
         s.stop().await;
     }
 
-    /// Under a constraint, log probabilities are those of the row the token was drawn
-    /// from, the masked one: every listed alternative keeps the output a prefix of the
-    /// value (the first token of a `json_object` answer is `{` or whitespace), and the
-    /// listed probabilities sum to at most 1 over the allowed tokens.
+    /// Under a constraint, log probabilities are those of the row the token was drawn from,
+    /// the masked one: the first token of a `json_object` answer is `{` or whitespace, and
+    /// so is every listed alternative (the tiny vocabulary's bytes: exactly five allowed).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_constrained_logprobs_are_over_the_allowed_tokens() {
-        let s = smollm2().await;
-        let body = json!({"model": "m", "messages": [{"role": "user", "content": "Say hello."}],
-            "response_format": {"type": "json_object"}, "max_tokens": 3, "temperature": 0,
-            "logprobs": true, "top_logprobs": 8});
-        let r = s.post("/v1/chat/completions", body).await;
+        let s = Server::start(config(2048)).await;
+        let mut body = constrained(json!({"type": "json_object"}), 1, 3, false);
+        body["logprobs"] = json!(5);
+        let r = s.post("/v1/completions", body).await;
         let answer: Value = r.json().await.unwrap();
-        let first = &answer["choices"][0]["logprobs"]["content"][0];
-        let tops = first["top_logprobs"]
-            .as_array()
+        let lp = &answer["choices"][0]["logprobs"];
+        let top = lp["top_logprobs"][0]
+            .as_object()
             .unwrap_or_else(|| panic!("{answer}"));
-        assert!(!tops.is_empty(), "{answer}");
-        for t in tops {
-            let text = t["token"].as_str().unwrap();
-            let lp = t["logprob"].as_f64().unwrap();
-            if lp == f64::NEG_INFINITY || lp < -1e30 {
-                continue;
-            }
-            let rest = text.trim_start();
+        assert_eq!(top.len(), 5, "{answer}");
+        let mut mass = 0.0;
+        for (token, logprob) in top {
             assert!(
-                rest.is_empty() || rest.starts_with('{'),
-                "alternative {text:?} (logprob {lp}) cannot start a JSON object: {answer}"
+                matches!(token.as_str(), "{" | " " | "\n" | "\t" | "\r"),
+                "alternative {token:?} cannot start a JSON object: {answer}"
             );
+            mass += logprob.as_f64().unwrap().exp();
         }
+        assert!(
+            (mass - 1.0).abs() < 1e-3,
+            "the five allowed tokens hold all the mass: {mass}"
+        );
         s.stop().await;
     }
 
@@ -887,28 +864,21 @@ mod admission {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn http_constrained_request_is_priced_and_released_like_any_other() {
         let s = Server::start(ServerConfig {
-            threads: 2,
-            step_interval: Duration::from_millis(30),
-            ..ServerConfig::new(super::common::model_path())
+            step_interval: Duration::from_millis(20),
+            ..config(2048)
         })
         .await;
-        let mut body = chat_body(
-            json!({"type": "json_schema", "json_schema": {"name": "p", "schema": person_schema()}}),
-            1,
-            true,
-        );
-        body["stream_options"] = json!({"include_usage": true});
-        let mut r = s.post("/v1/chat/completions", body).await;
+        let body = constrained(json_schema_format(bounded_schema()), 1, 250, true);
+        let mut r = s.post("/v1/completions", body).await;
         assert_eq!(r.status(), 200);
         assert!(!read_events(&mut r, 2).await.is_empty());
-        let held = s.metric("genai_kv_reserved_bytes").await;
-        let events = read_events(&mut r, 10_000).await;
-        let usage = events
-            .iter()
-            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
-            .find_map(|c| c["usage"]["prompt_tokens"].as_u64())
-            .expect("a usage chunk");
-        assert_eq!(held, ((usage + 200) * SMOLLM2_BPT) as f64);
+        // "hello" is 3 tokens of the tiny vocabulary (the ids the tokenizer gives).
+        let prompt_tokens = 3;
+        assert_eq!(
+            s.metric("genai_kv_reserved_bytes").await,
+            ((prompt_tokens + 250) * BPT) as f64
+        );
+        read_events(&mut r, 10_000).await;
         s.wait_metric("genai_kv_reserved_bytes", 0.0, 5).await;
         assert_eq!(s.metric("genai_running_requests").await, 0.0);
         s.stop().await;
@@ -1212,6 +1182,67 @@ mod logprobs {
         }
         eprintln!("{compared} steps compared; largest error {worst:.3} of the tolerance");
         assert!(compared >= 40, "only {compared} steps compared");
+        s.stop().await;
+    }
+}
+
+/// Structured output on SmolLM2 (chat, `json_schema` with free strings, `json_object`):
+/// what a user's model does under the constraint, outside the admission battery (which
+/// runs the tiny decoder only).
+mod structured {
+    use engine::server::ServerConfig;
+    use serde_json::json;
+
+    use super::admission::{Server, assert_valid, streamed_text};
+    use super::common::model_path;
+
+    /// Answers parse and validate, end with `stop`, and stream as their JSON answer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_smollm2_chat_answers_validate_and_stream_equals_json() {
+        let s = Server::start(ServerConfig {
+            threads: 2,
+            ..ServerConfig::new(model_path())
+        })
+        .await;
+        let person = json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "age": {"type": "integer"},
+                "pets": {"type": "array", "items": {"enum": ["cat", "dog", "fish"]}, "maxItems": 3},
+                "address": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}, "zip": {"type": "string"}},
+                    "required": ["city"],
+                    "additionalProperties": false
+                }
+            },
+            "required": ["name", "age", "address"],
+            "additionalProperties": false
+        });
+        let formats = [
+            (
+                json!({"type": "json_schema", "json_schema": {"name": "person", "schema": person}}),
+                person.clone(),
+            ),
+            (json!({"type": "json_object"}), json!({"type": "object"})),
+        ];
+        for (format, schema) in formats {
+            let body = |stream: bool| {
+                json!({"model": "m", "max_tokens": 200, "temperature": 0.8, "seed": 1,
+                       "messages": [{"role": "user", "content": "Describe a person who lives in Paris, as JSON."}],
+                       "response_format": format, "stream": stream})
+            };
+            let r = s.post("/v1/chat/completions", body(false)).await;
+            let status = r.status();
+            let answer: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(status, 200, "{answer}");
+            assert_eq!(answer["choices"][0]["finish_reason"], "stop", "{answer}");
+            let content = answer["choices"][0]["message"]["content"].as_str().unwrap();
+            assert_valid(content, &schema);
+            let mut st = s.post("/v1/chat/completions", body(true)).await;
+            assert_eq!(streamed_text(&mut st).await, content);
+        }
         s.stop().await;
     }
 }

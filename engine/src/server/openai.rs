@@ -113,6 +113,9 @@ request_body! {
         pub echo: Option<bool>,
         pub logprobs: Option<u32>,
         pub max_tokens: Option<u32>,
+        // Not in OpenAI's completions API; accepted as llama.cpp's server accepts it
+        // (the chat shape: `json_object` or `json_schema`).
+        pub response_format: Option<Value>,
         pub suffix: Option<String>,
     }
 }
@@ -332,7 +335,7 @@ fn common(
     })
 }
 
-/// The grammar of a chat `response_format`: `None` for `{"type": "text"}`,
+/// The grammar of a `response_format` (chat; completions as an extension): `None` for `{"type": "text"}`,
 /// [`Grammar::json_object`] for `{"type": "json_object"}`, and the compiled
 /// `json_schema.schema` for `{"type": "json_schema", "json_schema": {"name", "schema",
 /// "strict"?, "description"?}}` (OpenAI's shape; without `schema`, any JSON value). The
@@ -442,8 +445,13 @@ impl CompletionRequest {
         if self.suffix.as_ref().is_some_and(|s| !s.is_empty()) {
             return Err(refuse("suffix", "suffix (insertion) is not supported"));
         }
+        let constraint = match &self.response_format {
+            Some(f) => response_format(f)?,
+            None => None,
+        };
         let mut common = self.common(self.max_tokens.map(|m| ("max_tokens", m)))?;
         common.logprobs = logprobs;
+        common.constraint = constraint;
         let one = "one prompt per request is supported";
         let prompt = match self.prompt {
             PromptInput::Text(t) => CompletionPrompt::Text(t),
