@@ -868,17 +868,19 @@ mod admission {
             ..config(2048)
         })
         .await;
-        let body = constrained(json_schema_format(bounded_schema()), 1, 250, true);
+        let mut body = constrained(json_schema_format(bounded_schema()), 1, 250, true);
+        body["stream_options"] = json!({"include_usage": true});
         let mut r = s.post("/v1/completions", body).await;
         assert_eq!(r.status(), 200);
         assert!(!read_events(&mut r, 2).await.is_empty());
-        // "hello" is 3 tokens of the tiny vocabulary (the ids the tokenizer gives).
-        let prompt_tokens = 3;
-        assert_eq!(
-            s.metric("genai_kv_reserved_bytes").await,
-            ((prompt_tokens + 250) * BPT) as f64
-        );
-        read_events(&mut r, 10_000).await;
+        let held = s.metric("genai_kv_reserved_bytes").await;
+        let prompt_tokens = read_events(&mut r, 10_000)
+            .await
+            .iter()
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find_map(|c| c["usage"]["prompt_tokens"].as_u64())
+            .expect("a usage chunk");
+        assert_eq!(held, ((prompt_tokens + 250) * BPT) as f64);
         s.wait_metric("genai_kv_reserved_bytes", 0.0, 5).await;
         assert_eq!(s.metric("genai_running_requests").await, 0.0);
         s.stop().await;
