@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::batch::{Batch, Done, Piece, SeqSpec, Sink};
+use crate::constrain::Grammar;
 use crate::gguf::GgufFile;
 use crate::kernels::Isa;
 use crate::kernels::matmul::Cpu;
@@ -123,6 +124,9 @@ pub struct GenerateRequest {
     pub inputs: BTreeMap<String, Tensor>,
     /// Component overrides by component name (packages only).
     pub overrides: BTreeMap<String, Replacement>,
+    /// Constrained decoding ([`SeqSpec::constraint`]): every token keeps the output a
+    /// prefix of a JSON value the grammar admits (decode core only).
+    pub constraint: Option<Arc<Grammar>>,
 }
 
 impl GenerateRequest {
@@ -137,7 +141,14 @@ impl GenerateRequest {
             session_id: None,
             inputs: BTreeMap::new(),
             overrides: BTreeMap::new(),
+            constraint: None,
         }
+    }
+
+    /// The request under a JSON constraint (decode core only).
+    pub fn with_constraint(mut self, grammar: Arc<Grammar>) -> GenerateRequest {
+        self.constraint = Some(grammar);
+        self
     }
 
     /// A greedy request on token ids.
@@ -703,7 +714,7 @@ impl Engine {
             stop: req.stop.clone(),
             stop_at_eog: req.stop_at_eog,
             logprobs: None,
-            constraint: None,
+            constraint: req.constraint.clone(),
         };
         Ok((demand, spec))
     }
@@ -868,6 +879,7 @@ impl Engine {
                 ("top_k", req.sampling.top_k != d.top_k),
                 ("top_p", req.sampling.top_p != d.top_p),
                 ("min_p", req.sampling.min_p != d.min_p),
+                ("constraint", req.constraint.is_some()),
             ];
             if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
                 return Err(BadRequest::InterpreterUnsupported { field }.into());
@@ -965,7 +977,7 @@ impl Engine {
                     stop: req.stop.clone(),
                     stop_at_eog: req.stop_at_eog,
                     logprobs: None,
-                    constraint: None,
+                    constraint: req.constraint.clone(),
                 };
                 let done = self
                     .decode_core(

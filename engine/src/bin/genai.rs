@@ -180,6 +180,15 @@ enum Command {
         /// decode tok/s and p50/p99 time to first token for each count.
         #[arg(long, value_delimiter = ',')]
         concurrency: Vec<usize>,
+        /// Decode-rate cost of constrained decoding: `json_object`, or a JSON Schema file
+        /// (the `json_schema` subset of `genai serve`). Alternates unconstrained and
+        /// constrained runs of a chat prompt asking for JSON, and prints both medians and
+        /// their ratio.
+        #[arg(long, value_name = "json_object|SCHEMA.json")]
+        response_format: Option<String>,
+        /// Sampling temperature of the `--response-format` runs (0: greedy).
+        #[arg(long, default_value_t = 0.8)]
+        temperature: f32,
         #[command(flatten)]
         model: ModelArgs,
         #[command(flatten)]
@@ -602,11 +611,42 @@ fn run(cli: Cli) -> Result<()> {
             runs,
             json,
             concurrency,
+            response_format,
+            temperature,
             model,
             kv,
         } => {
             let l = load_engine(&model, kv.options())?;
-            if concurrency.is_empty() {
+            if let Some(format) = response_format {
+                let grammar = match format.as_str() {
+                    "json_object" => engine::constrain::Grammar::json_object(),
+                    path => {
+                        let text = std::fs::read_to_string(path)
+                            .with_context(|| format!("--response-format {path}: cannot read it"))?;
+                        let schema: serde_json::Value = serde_json::from_str(&text)
+                            .with_context(|| format!("--response-format {path}: not JSON"))?;
+                        engine::constrain::Grammar::from_schema(&schema)
+                            .with_context(|| format!("--response-format {path}"))?
+                    }
+                };
+                let text = chat_template(&l)?.render(
+                    &[Message::user(
+                        "Describe three people who live in Paris, with their names, ages, \
+                         jobs and hobbies, as JSON."
+                            .to_string(),
+                    )],
+                    true,
+                )?;
+                bench::constrained(
+                    &l.engine,
+                    text,
+                    grammar,
+                    gen_tokens,
+                    runs.max(1),
+                    temperature,
+                    json,
+                )?
+            } else if concurrency.is_empty() {
                 bench(&l, prompt_tokens, gen_tokens, runs.max(1), json)?
             } else {
                 bench::concurrent(&l.engine, prompt_tokens, gen_tokens, &concurrency, json)?

@@ -1,11 +1,16 @@
-//! `genai bench --concurrency N,...`: concurrent streams through the admission funnel and the continuous batch.
+//! `genai bench --concurrency N,...` and `--response-format`: concurrent streams through the admission funnel and the continuous batch, and the decode-rate cost of constrained decoding.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
 use engine::batch::{Done, Piece, Sink};
-use engine::runtime::{Engine, Flow, GenerateRequest};
+use engine::constrain::Grammar;
+use engine::kernels::sample::SamplerConfig;
+use engine::runtime::{Engine, Flow, GenerateRequest, Prompt};
+
+use super::median;
 
 /// A deterministic prompt of ordinary text, repeated to `prompt_tokens` tokens.
 pub(crate) fn prompt(engine: &Engine, prompt_tokens: usize, gen_tokens: usize) -> Result<Vec<u32>> {
@@ -159,6 +164,88 @@ pub(crate) fn concurrent(
             r.wall_tps,
             quantile(&r.ttft, 0.5),
             quantile(&r.ttft, 0.99)
+        );
+    }
+    Ok(())
+}
+
+/// Decode tokens/s with and without a JSON constraint, alternating runs of the same chat
+/// prompt (`text`, rendered) and sampling; the constrained runs end at the value's end (an
+/// end-of-generation token) or at `gen_tokens`, the unconstrained ones generate
+/// `gen_tokens` through end-of-generation. Prints both medians, the ratio
+/// (constrained / unconstrained), the mean tokens per constrained run and the load average.
+pub(crate) fn constrained(
+    engine: &Engine,
+    text: String,
+    grammar: Grammar,
+    gen_tokens: usize,
+    runs: usize,
+    temperature: f32,
+    json: bool,
+) -> Result<()> {
+    let model = engine.model().context("the model has no decode core")?;
+    let grammar = Arc::new(grammar);
+    let sampling = SamplerConfig {
+        temperature,
+        seed: 1,
+        ..SamplerConfig::default()
+    };
+    let mut plain = Vec::new();
+    let mut constrained = Vec::new();
+    let mut lengths = Vec::new();
+    let rate = |tokens: usize, secs: f64| tokens.saturating_sub(1) as f64 / secs.max(1e-9);
+    for run in 0..=runs {
+        let mut free = GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens)
+            .with_sampling(sampling);
+        free.stop_at_eog = false;
+        let r = engine.generate_with(&free, &mut |_| {}, &mut |_, _| Flow::Continue)?;
+        let free_rate = rate(r.tokens().len(), r.decode_secs);
+        let bound = GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens)
+            .with_sampling(sampling)
+            .with_constraint(grammar.clone());
+        let r = engine.generate_with(&bound, &mut |_| {}, &mut |_, _| Flow::Continue)?;
+        if run > 0 {
+            plain.push(free_rate);
+            constrained.push(rate(r.tokens().len(), r.decode_secs));
+            lengths.push(r.tokens().len());
+        }
+    }
+    let (p, c) = (median(&mut plain.clone()), median(&mut constrained.clone()));
+    let mean_len = lengths.iter().sum::<usize>() as f64 / lengths.len() as f64;
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "threads": model.cpu().threads(), "isa": model.cpu().isa().name(),
+                "temperature": temperature, "gen_tokens": gen_tokens, "runs": runs,
+                "unconstrained_decode_tokens_per_sec_median": p,
+                "constrained_decode_tokens_per_sec_median": c,
+                "ratio": c / p,
+                "unconstrained_decode_tokens_per_sec": plain,
+                "constrained_decode_tokens_per_sec": constrained,
+                "constrained_tokens": lengths, "load_average": load,
+            })
+        );
+    } else {
+        println!(
+            "genai bench --response-format: {} threads, {}, temperature {temperature}, {runs} alternating runs, load average {load}",
+            model.cpu().threads(),
+            model.cpu().isa()
+        );
+        println!("unconstrained  median {p:8.1} tok/s   runs {plain:.1?}");
+        println!(
+            "constrained    median {c:8.1} tok/s   runs {constrained:.1?} ({mean_len:.0} tokens per run on average)"
+        );
+        println!(
+            "ratio          {:.3} (constrained / unconstrained; cost {:+.1}%)",
+            c / p,
+            (1.0 - c / p) * 100.0
         );
     }
     Ok(())
