@@ -539,6 +539,17 @@ fn unsupported_schemas_are_refused_by_keyword() {
             "$ref",
             "#/properties/a",
         ),
+        (json!({"$ref": "https://example.com/a.json"}), "$ref", "#"),
+        (
+            json!({"$defs": {"a": {"type": "array", "items": {"$ref": "#/$defs/a"}}}, "$ref": "#/$defs/a"}),
+            "$ref",
+            "#/$defs/a/items",
+        ),
+        (
+            json!({"$defs": {"a": {}}, "$ref": "#/$defs/a", "type": "object"}),
+            "type",
+            "#",
+        ),
         (json!({"type": "string", "pattern": "^a"}), "pattern", "#"),
         (json!({"type": "string", "minLength": 2}), "minLength", "#"),
         (json!({"type": "string", "format": "date"}), "format", "#"),
@@ -596,6 +607,7 @@ fn unsupported_schemas_are_refused_by_keyword() {
         (json!({"type": "stringy"}), "type"),
         (json!(false), "false"),
         (json!({"type": "array", "minItems": -1}), "minItems"),
+        (json!({"$ref": "#/$defs/missing"}), "$ref"),
     ];
     for (schema, keyword) in invalid {
         match Grammar::from_schema(&schema) {
@@ -694,6 +706,49 @@ fn smollm2_vocabulary_masks_match_per_token_checks() {
             out.extend_from_slice(vocab.bytes(pick));
         }
         assert!(ended, "did not end: {:?}", String::from_utf8_lossy(&out));
+        check_output(&schema, &out).unwrap();
+    }
+}
+
+/// What pydantic (v2) makes of nested models and OpenAI's client sends as a strict
+/// `json_schema`: `$defs` with `$ref`s, titles on every schema. The nested model is compiled
+/// once and enforced where each reference sits.
+#[test]
+fn refs_into_defs_are_enforced_where_they_sit() {
+    let schema = json!({
+        "$defs": {
+            "Address": {
+                "properties": {"city": {"title": "City", "type": "string"}},
+                "required": ["city"], "title": "Address", "type": "object",
+                "additionalProperties": false
+            }
+        },
+        "properties": {
+            "name": {"title": "Name", "type": "string"},
+            "home": {"$ref": "#/$defs/Address"},
+            "past": {"items": {"$ref": "#/$defs/Address"}, "title": "Past", "type": "array"}
+        },
+        "required": ["name", "home", "past"], "title": "Person", "type": "object",
+        "additionalProperties": false
+    });
+    let g = Grammar::from_schema(&schema).unwrap();
+    let takes = |text: &str| {
+        let mut m = MatchState::new(&g);
+        m.feed_all(&g, text.as_bytes()) && m.is_complete(&g)
+    };
+    assert!(takes(
+        r#"{"name":"A","home":{"city":"Paris"},"past":[{"city":"Lyon"}]}"#
+    ));
+    assert!(!takes(r#"{"name":"A","home":{"town":"Paris"},"past":[]}"#));
+    assert!(!takes(
+        r#"{"name":"A","home":{"city":"Paris"},"past":[{}]}"#
+    ));
+    let (vocab, tokens) = synthetic_vocab();
+    let mut rng = TestRng::from_seed(proptest::test_runner::RngAlgorithm::ChaCha, &seed_bytes(3));
+    for _ in 0..20 {
+        let mut c = Constraint::new(Arc::new(g.clone()));
+        let (out, ended) = generate(&mut c, &vocab, &tokens, &mut rng, 30).unwrap();
+        assert!(ended);
         check_output(&schema, &out).unwrap();
     }
 }

@@ -12,13 +12,20 @@
 //!   every `required` one is in); without, keys are free and values follow
 //!   `additionalProperties` (`false`: only `{}`);
 //! - arrays: `items` (a schema), `minItems`, `maxItems`;
+//! - `$ref` to a schema in the same document (`#/$defs/Name`, `#/definitions/Name`, any
+//!   local JSON pointer; what pydantic and OpenAI's client send for nested models), with
+//!   annotations beside it; a reference to itself (a recursive schema) or outside the
+//!   document is refused;
 //! - annotations, which constrain nothing: `title`, `description`, `$schema`, `$id`,
-//!   `$comment`, `default`, `examples`, `deprecated`, `readOnly`, `writeOnly`.
+//!   `$comment`, `default`, `examples`, `deprecated`, `readOnly`, `writeOnly`, and the
+//!   `$defs` / `definitions` containers.
 //!
-//! Every other keyword (`anyOf`, `$ref`, `pattern`, `minLength`, `minimum`, `format`, ...)
+//! Every other keyword (`anyOf`, `pattern`, `minLength`, `minimum`, `format`, ...)
 //! is a [`SchemaError::Unsupported`] naming it and where it sits, so a schema is never
 //! silently enforced in part. Generation may produce a subset of what the schema admits
 //! (declared properties only, compact numbers), never a value it rejects.
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -127,6 +134,9 @@ const ANNOTATIONS: &[&str] = &[
     "deprecated",
     "readOnly",
     "writeOnly",
+    // Containers of schemas a `$ref` points into: they constrain nothing themselves.
+    "$defs",
+    "definitions",
 ];
 
 const OBJECT_KEYWORDS: &[&str] = &["properties", "required", "additionalProperties"];
@@ -167,9 +177,14 @@ impl Grammar {
     /// # Errors
     /// [`SchemaError`] naming the first keyword outside the subset or with a bad value.
     pub fn from_schema(schema: &Value) -> Result<Grammar, SchemaError> {
-        let mut g = Grammar::base();
-        g.root = g.compile(schema, "#", 0)?;
-        Ok(g)
+        let mut c = Compiler {
+            g: Grammar::base(),
+            document: schema,
+            compiled: HashMap::new(),
+            active: Vec::new(),
+        };
+        c.g.root = c.compile(schema, "#", 0)?;
+        Ok(c.g)
     }
 
     /// The root node.
@@ -185,6 +200,76 @@ impl Grammar {
     fn push(&mut self, n: Node) -> NodeId {
         self.nodes.push(n);
         (self.nodes.len() - 1) as NodeId
+    }
+}
+
+/// One schema's compilation: the grammar so far, the document `$ref`s resolve in, the
+/// references compiled (shared, not copied) and those being compiled (a cycle is refused).
+struct Compiler<'a> {
+    g: Grammar,
+    document: &'a Value,
+    compiled: HashMap<String, NodeId>,
+    active: Vec<String>,
+}
+
+impl Compiler<'_> {
+    /// `{"$ref": "#/$defs/Name"}` (or `#/definitions/Name`, any local JSON pointer, with
+    /// annotations beside it): the schema it points to, compiled once.
+    fn compile_ref(
+        &mut self,
+        obj: &serde_json::Map<String, Value>,
+        r: &Value,
+        path: &str,
+        depth: usize,
+    ) -> Result<NodeId, SchemaError> {
+        let unsupported = |why: String| SchemaError::Unsupported {
+            keyword: "$ref".into(),
+            path: path.into(),
+            why,
+        };
+        if let Some(k) = obj
+            .keys()
+            .find(|k| *k != "$ref" && !ANNOTATIONS.contains(&k.as_str()))
+        {
+            return Err(SchemaError::Unsupported {
+                keyword: k.clone(),
+                path: path.into(),
+                why: "a `$ref` takes no other keyword but annotations".into(),
+            });
+        }
+        let Some(target) = r.as_str() else {
+            return Err(SchemaError::Invalid {
+                keyword: "$ref".into(),
+                path: path.into(),
+                why: format!("expected a string, got {r}"),
+            });
+        };
+        let Some(pointer) = target.strip_prefix('#') else {
+            return Err(unsupported(format!(
+                "only references inside the schema (`#/$defs/...`) are supported, got \"{target}\""
+            )));
+        };
+        if let Some(&id) = self.compiled.get(pointer) {
+            return Ok(id);
+        }
+        if self.active.iter().any(|p| p == pointer) {
+            return Err(unsupported(format!(
+                "\"{target}\" refers to itself (recursive schemas are not supported)"
+            )));
+        }
+        let Some(schema) = self.document.pointer(pointer) else {
+            return Err(SchemaError::Invalid {
+                keyword: "$ref".into(),
+                path: path.into(),
+                why: format!("\"{target}\" points to nothing in the schema"),
+            });
+        };
+        self.active.push(pointer.to_string());
+        let id = self.compile(schema, target, depth + 1);
+        self.active.pop();
+        let id = id?;
+        self.compiled.insert(pointer.to_string(), id);
+        Ok(id)
     }
 
     fn compile(&mut self, schema: &Value, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
@@ -209,6 +294,9 @@ impl Grammar {
                 ));
             }
         };
+        if let Some(r) = obj.get("$ref") {
+            return self.compile_ref(obj, r, path, depth);
+        }
         if depth > MAX_DEPTH {
             return Err(invalid(
                 "properties",
@@ -322,7 +410,7 @@ impl Grammar {
                     why: format!("at most {MAX_ALTERNATIVES} values are supported"),
                 });
             }
-            return Ok(self.push(Node::Literals(texts)));
+            return Ok(self.g.push(Node::Literals(texts)));
         }
         let object_like = ty == Some("object")
             || (ty.is_none() && OBJECT_KEYWORDS.iter().any(|k| obj.contains_key(*k)));
@@ -356,13 +444,13 @@ impl Grammar {
                     format!("minItems {min} is above maxItems {max}"),
                 ));
             }
-            return Ok(self.push(Node::Array { items, min, max }));
+            return Ok(self.g.push(Node::Array { items, min, max }));
         }
         Ok(match ty {
             None => ANY,
-            Some("string") => self.push(Node::String),
-            Some("number") => self.push(Node::Number),
-            Some("integer") => self.push(Node::Integer),
+            Some("string") => self.g.push(Node::String),
+            Some("number") => self.g.push(Node::Number),
+            Some("integer") => self.g.push(Node::Integer),
             Some("boolean") => BOOL,
             Some(_) => NULL,
         })
@@ -429,7 +517,7 @@ impl Grammar {
             Some(Value::Bool(false)) => None,
             Some(s) => Some(self.compile(s, &format!("{path}/additionalProperties"), depth + 1)?),
         };
-        Ok(self.push(Node::Object {
+        Ok(self.g.push(Node::Object {
             extra: if props.is_empty() { extra } else { None },
             props,
             required,
