@@ -1285,6 +1285,11 @@ fn load(
         ),
         Err(_) => None,
     };
+    // The vocabulary's byte trie for `response_format`, built while loading rather than in
+    // the first constrained request's first step.
+    if let Some(tok) = engine.tokenizer() {
+        tok.constraint_vocab();
+    }
     let tokens = bytes / bpt;
     let (jobs, rx) = std_mpsc::channel();
     let app = Arc::new(App {
