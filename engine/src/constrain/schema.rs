@@ -370,7 +370,7 @@ impl Compiler<'_> {
                     "object and array keywords together need a `type`".to_string()
                 }
                 _ => "the engine enforces type, enum, const, properties, required, \
-                      additionalProperties, items, minItems and maxItems"
+                      additionalProperties, items, minItems, maxItems and local $ref"
                     .to_string(),
             };
             return Err(SchemaError::Unsupported {
