@@ -355,12 +355,7 @@ impl<'s> Batch<'s> {
                         if r.spec.max_new_tokens == 0 {
                             ended.insert(r.key, Ok(Finish::MaxTokens));
                         } else {
-                            let tok = self.tokenizer.as_deref();
-                            let f = match choose(r, &logits, tok) {
-                                Ok((next, lp)) => accept(r, next, lp, tok),
-                                Err(e) => Some(Err(e)),
-                            };
-                            if let Some(f) = f {
+                            if let Some(f) = draw(r, &logits, self.tokenizer.as_deref()) {
                                 ended.insert(r.key, f);
                             }
                         }
@@ -398,12 +393,7 @@ impl<'s> Batch<'s> {
                     for (j, &i) in decode.iter().enumerate() {
                         let r = &mut self.running[i];
                         let row = &logits[j * vocab..(j + 1) * vocab];
-                        let tok = self.tokenizer.as_deref();
-                        let f = match choose(r, row, tok) {
-                            Ok((next, lp)) => accept(r, next, lp, tok),
-                            Err(e) => Some(Err(e)),
-                        };
-                        if let Some(f) = f {
+                        if let Some(f) = draw(r, row, self.tokenizer.as_deref()) {
                             ended.insert(r.key, f);
                         }
                     }
@@ -440,6 +430,18 @@ impl<'s> Batch<'s> {
     }
 }
 
+/// Draw the next token of `r` from `row` and [`accept`] it: whether the sequence ends.
+fn draw(
+    r: &mut Running<'_>,
+    row: &[f32],
+    tokenizer: Option<&Tokenizer>,
+) -> Option<Result<Finish, String>> {
+    match choose(r, row, tokenizer) {
+        Ok((next, lp)) => accept(r, next, lp, tokenizer),
+        Err(e) => Some(Err(e)),
+    }
+}
+
 /// Draw the next token of `r` from `row` (`[vocab]` logits), with its log probabilities
 /// when asked for. Under a constraint the row is masked to the allowed tokens first; a
 /// greedy draw without log probabilities first tries the unmasked argmax, which is the
@@ -464,9 +466,8 @@ fn choose(
     if r.spec.sampling.temperature <= 0.0
         && r.spec.logprobs.is_none()
         && let Some(best) = argmax(row).map(|i| i as u32)
-        && c.allows(vocab, best)
+        && c.advance(vocab, best).is_ok()
     {
-        c.advance(vocab, best).map_err(refused)?;
         return Ok((best, None));
     }
     if !c.mask_logits(vocab, row, &mut r.masked) {

@@ -163,10 +163,15 @@ impl TokenVocab {
         self.bytes.get(id as usize).map_or(&[], |b| &b[..])
     }
 
+    /// Whether `id` is an end-of-generation token.
+    pub fn is_eog(&self, id: u32) -> bool {
+        self.eog.contains(&id)
+    }
+
     /// Whether token `id` is allowed after `state`: its bytes keep the text a prefix of a
     /// value, or it ends generation and the value is complete.
     pub fn allows(&self, g: &Grammar, state: &MatchState, id: u32) -> bool {
-        if self.eog.contains(&id) {
+        if self.is_eog(id) {
             return state.is_complete(g);
         }
         let b = self.bytes(id);

@@ -329,12 +329,8 @@ impl MatchState {
                 };
                 match (at, b) {
                     (ArrAt::Open | ArrAt::After | ArrAt::Comma, b) if is_ws(b) => Step::Space,
-                    (ArrAt::Open, b']') if min == 0 => {
-                        self.stack.pop();
-                        self.value_done();
-                        Step::Byte
-                    }
-                    (ArrAt::After, b']') if count >= min => {
+                    // At `Open` the count is 0: the array closes empty only when min is 0.
+                    (ArrAt::Open | ArrAt::After, b']') if count >= min => {
                         self.stack.pop();
                         self.value_done();
                         Step::Byte

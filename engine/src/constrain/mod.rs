@@ -56,17 +56,12 @@ impl Constraint {
     /// `logits` (`[vocab]`) with every token the constraint refuses set to `-inf`, written
     /// to `out`; `false` when it refuses every token.
     pub fn mask_logits(&mut self, vocab: &TokenVocab, logits: &[f32], out: &mut Vec<f32>) -> bool {
-        vocab.mask(
-            &self.grammar,
-            &self.state,
-            &mut self.scratch,
-            &mut self.mask,
-        );
+        let mask = self.mask(vocab);
         out.clear();
         out.extend_from_slice(logits);
         let mut any = false;
         for (i, l) in out.iter_mut().enumerate() {
-            let word = self.mask.get(i / 64).copied().unwrap_or(0);
+            let word = mask.get(i / 64).copied().unwrap_or(0);
             if word >> (i % 64) & 1 == 0 {
                 *l = f32::NEG_INFINITY;
             } else {
@@ -76,14 +71,22 @@ impl Constraint {
         any
     }
 
-    /// Take token `id` (an end-of-generation token adds no byte).
+    /// Take token `id` if the constraint allows it (an end-of-generation token adds no byte
+    /// and is allowed on a complete value only); a refused token leaves the state as it was.
     ///
     /// # Errors
-    /// The token's bytes leave the grammar (the caller sampled a token the mask refused).
+    /// The constraint refuses the token (the caller sampled a token the mask refused).
     pub fn advance(&mut self, vocab: &TokenVocab, id: u32) -> Result<(), ConstraintError> {
+        if vocab.is_eog(id) {
+            return if self.is_complete() {
+                Ok(())
+            } else {
+                Err(ConstraintError::Refused { id })
+            };
+        }
         let bytes = vocab.bytes(id);
         let mut next = self.state.clone();
-        if next.feed_all(&self.grammar, bytes) {
+        if !bytes.is_empty() && next.feed_all(&self.grammar, bytes) {
             self.state = next;
             Ok(())
         } else {
