@@ -627,6 +627,10 @@ fn added_and_end_tokens_follow_completeness() {
     ));
     assert!(!c.allows(&vocab, EOG));
     assert!(!c.allows(&vocab, added));
+    // Taking either anyway is refused, and leaves the state as it was.
+    assert!(c.advance(&vocab, EOG).is_err());
+    assert!(c.advance(&vocab, added).is_err());
+    assert!(!c.is_complete());
     c.advance(&vocab, u32::from(b'7') + 1).unwrap();
     assert!(c.is_complete());
     assert!(c.allows(&vocab, EOG), "an integer may end after a digit");
