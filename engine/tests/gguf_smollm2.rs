@@ -68,3 +68,26 @@ fn smollm2_q4_1_opens_with_272_tensors_llama_30_blocks() {
         other => panic!("expected MissingTensor, got {other:?}"),
     }
 }
+
+/// Releasing a tensor's pages (after the model packs it) keeps its bytes readable and
+/// unchanged, releases only whole pages inside the tensor, and does nothing for a file
+/// held in memory.
+#[test]
+fn released_tensor_pages_read_back_unchanged() {
+    let f = GgufFile::open(model_path()).unwrap();
+    let i = f.tensor_index("token_embd.weight").unwrap();
+    let before = f.tensor_at(i).unwrap().data.to_vec();
+    let released = f.release_tensor_pages(i);
+    assert!(
+        released > 0 && released <= before.len() && released % 4096 == 0,
+        "released {released} of {} bytes",
+        before.len()
+    );
+    assert!(f.tensor_at(i).unwrap().data == &before[..], "bytes changed after the release");
+    assert_eq!(f.release_tensor_pages(f.tensors().len()), 0, "index past the end");
+    let small = f.tensor_index("output_norm.weight").unwrap();
+    assert_eq!(f.release_tensor_pages(small), 0, "a 2304-byte tensor holds no whole page");
+    let bytes = std::fs::read(model_path()).unwrap();
+    let owned = GgufFile::from_bytes(bytes).unwrap();
+    assert_eq!(owned.release_tensor_pages(i), 0, "a file held in memory");
+}

@@ -115,7 +115,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Packed Q4_1 and Q8_0 matrices on every path that has the packed kernels: matmul and matvec
-    /// equal the reference, and a row's result is bit for bit the same whether it runs
+    /// equal the reference and are bit for bit the same on every such path (AVX2 and
+    /// AVX-512), and a row's result is bit for bit the same whether it runs
     /// alone (matvec), in a batch of `n` (matmul: groups of four and a remainder), on 1 or
     /// 2 threads, or as part of a fused product with other matrices (matvec_multi, and
     /// matmul_many for the batch, with a packed or an unpacked partner).
@@ -134,6 +135,7 @@ proptest! {
         let om = om.with_packed(&op);
         let x = r::Rng(seed ^ 1).vec(n * cols, 2.0);
         let rb = w.len() / rows;
+        let mut first: Option<(Isa, Vec<f32>)> = None;
         for isa in packed_paths(ty) {
             let one = Cpu::new(1, isa);
             let two = Cpu::new(2, isa);
@@ -141,6 +143,12 @@ proptest! {
             matmul(&one, &pm, &x, n, &mut y1);
             matmul(&two, &pm, &x, n, &mut y2);
             prop_assert_eq!(&y1, &y2, "{} 1 vs 2 threads", isa);
+            // Every packed path does the same float operations per lane on an exact
+            // integer block dot: AVX2 (two halves of eight lanes) equals AVX-512.
+            match &first {
+                None => first = Some((isa, y1.clone())),
+                Some((i0, y0)) => prop_assert_eq!(&y1, y0, "{} vs {} packed, n = {}", isa, i0, n),
+            }
             // The fused batch product of both matrices (one quantization, one dispatch)
             // and the same with an unpacked matrix in the set (one product each).
             let unpacked = WeightMatrix::new(ggml(ty), 16, cols, &other).unwrap();

@@ -174,6 +174,43 @@ impl GgufFile {
         Some(TensorView { info, data })
     }
 
+    /// Hand the resident pages of tensor `index`'s data back to the system, for a caller
+    /// that keeps its own copy of the tensor (the packed weight matrices): whole pages
+    /// inside the tensor's bytes only (pages it shares with a neighbour stay), with
+    /// `madvise(MADV_DONTNEED)` on the read-only map. The bytes stay readable and unchanged:
+    /// a later read faults them in again from the file. Returns the bytes released; 0 for
+    /// a file held in memory ([`GgufFile::from_bytes`]), an index past the end, a tensor
+    /// smaller than a page, or a system that refuses the advice (it changes no result).
+    pub fn release_tensor_pages(&self, index: usize) -> usize {
+        let (Storage::Mmap(map), Some(info)) = (&self.storage, self.tensors.get(index)) else {
+            return 0;
+        };
+        const PAGE: usize = 4096;
+        let start = self.data_start + info.offset as usize;
+        let end = start + info.n_bytes() as usize;
+        // The map starts on a page boundary, so offsets into it round like addresses.
+        let (lo, hi) = (start.next_multiple_of(PAGE), end / PAGE * PAGE);
+        if hi <= lo {
+            return 0;
+        }
+        #[cfg(unix)]
+        {
+            use memmap2::UncheckedAdvice::DontNeed;
+            // SAFETY: the map is read-only and shared with the file: dropping its pages
+            // loses nothing (they are read again from the file on the next access), and
+            // no byte a live reference points to changes.
+            match unsafe { map.unchecked_advise_range(DontNeed, lo, hi - lo) } {
+                Ok(()) => hi - lo,
+                Err(_) => 0,
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = map;
+            0
+        }
+    }
+
     /// The tensor called `name`.
     ///
     /// Errors: [`GgufError::MissingTensor`] naming the tensor (and the file, when opened

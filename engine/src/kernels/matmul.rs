@@ -13,6 +13,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_kquant;
 #[cfg(target_arch = "x86_64")]
+mod avx2_packed;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod packed;
 
@@ -233,8 +235,8 @@ impl<'a> WeightMatrix<'a> {
     }
 
     /// The same matrix with its 16-row packing ([`PackedWeights::pack`] of this matrix),
-    /// which the products use on the paths that have packed kernels (AVX-512, AVX-512
-    /// VNNI); the results are the same as without it up to float summation order, and a
+    /// which the products use on the paths that have packed kernels ([`uses_packed`]:
+    /// every SIMD path); the results are the same as without it up to float summation order, and a
     /// row's result does not depend on how many activation rows share the product.
     /// Panics when `p` has another shape (a caller bug).
     pub fn with_packed(mut self, p: &'a PackedWeights) -> WeightMatrix<'a> {
@@ -416,6 +418,9 @@ type PackedKernels = (PackedFn<1>, PackedFn<2>, PackedFn<GROUP>);
 fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
     #[cfg(target_arch = "x86_64")]
     match (isa, ty) {
+        (Isa::Avx2, GgmlType::Q4_1) => return Some(avx2_packed::q4_1x16::<TILE>),
+        // AVX-512 without VNNI takes the AVX2 Q8_0 kernel (its features are a subset).
+        (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => return Some(avx2_packed::q8_0x16::<TILE>),
         (Isa::Avx512, GgmlType::Q4_1) => return Some(avx512::bw::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q4_1) => return Some(avx512::vnni::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q8_0) => return Some(avx512::vnni::q8_0x16::<TILE>),
@@ -429,6 +434,20 @@ fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
 fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
     #[cfg(target_arch = "x86_64")]
     match (isa, ty) {
+        (Isa::Avx2, GgmlType::Q4_1) => {
+            return Some((
+                avx2_packed::q4_1x16::<1>,
+                avx2_packed::q4_1x16::<2>,
+                avx2_packed::q4_1x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => {
+            return Some((
+                avx2_packed::q8_0x16::<1>,
+                avx2_packed::q8_0x16::<2>,
+                avx2_packed::q8_0x16::<GROUP>,
+            ));
+        }
         (Isa::Avx512, GgmlType::Q4_1) => {
             return Some((
                 avx512::bw::q4_1x16::<1>,
@@ -457,8 +476,9 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
 }
 
 /// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
-/// matrices only then): Q4_1 on AVX-512 and AVX-512 VNNI, Q8_0 on AVX-512 VNNI (its
-/// unsigned × signed byte dot of weights offset by 128 would saturate `vpmaddubsw`).
+/// matrices only then): Q4_1 and Q8_0 on every SIMD path. Q8_0 on AVX-512 without VNNI
+/// takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights offset by 128 would
+/// saturate.
 pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
     packed_kernels(isa, ty).is_some()
 }
@@ -523,9 +543,10 @@ fn packed_rows(
     }
 }
 
-/// The packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s` (its
-/// weights are offset by 128; Q8_0 activations carry no sums of their own): those sums
-/// per row of `a` for a Q8_0 packing, nothing for another.
+/// The AVX-512 VNNI packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s`
+/// (its weights are offset by 128; Q8_0 activations carry no sums of their own): those
+/// sums per row of `a` for a Q8_0 packing, nothing for another. The AVX2 kernel does not
+/// read them.
 fn offset_sums(p: &PackedWeights, a: &[Q8Row<'_>]) -> Vec<Vec<f32>> {
     if p.ty() != GgmlType::Q8_0 {
         return Vec::new();

@@ -155,8 +155,10 @@ impl Weights {
 
     /// Pack every block matrix and the LM head whose type has packed kernels on `isa`
     /// ([`uses_packed`]) and whose rows are whole 16-row groups ([`PackedWeights::pack`]),
-    /// for the kernels that read one weight row per vector lane; the packings are held
-    /// beside the file (as many bytes as those matrices). Returns the bytes packed.
+    /// for the kernels that read one weight row per vector lane. The packings (as many
+    /// bytes as those matrices) take the place of the matrices' pages of the file, which
+    /// are handed back to the system ([`GgufFile::release_tensor_pages`]), so the resident
+    /// weights stay about one file. Returns the bytes packed.
     pub fn pack(&mut self, isa: Isa) -> usize {
         let mut packed: Vec<Option<PackedWeights>> = Vec::new();
         packed.resize_with(self.file.tensors().len(), || None);
@@ -176,6 +178,14 @@ impl Weights {
             && let Some(p) = PackedWeights::pack(&self.matrix(&self.lm_head))
         {
             packed[self.lm_head.index] = Some(p);
+        }
+        // The packings replace those matrices' bytes in the file for every product, so
+        // the file's pages of them go back to the system (they would double the resident
+        // weights); the tied embedding's rows read later fault in again one by one.
+        for (index, p) in packed.iter().enumerate() {
+            if p.is_some() {
+                self.file.release_tensor_pages(index);
+            }
         }
         let bytes = packed.iter().flatten().map(PackedWeights::bytes).sum();
         self.packed = packed;

@@ -1,4 +1,4 @@
-//! Q4_1 and Q8_0 weight matrices re-laid 16 output rows to a block, for the AVX-512 kernels that put one weight row in each vector lane.
+//! Q4_1 and Q8_0 weight matrices re-laid 16 output rows to a block, for the AVX2 and AVX-512 kernels that put one weight row in each 32-bit lane.
 //!
 //! Layout (this project's own): the rows are cut into groups of [`X16_ROWS`]; group `g`
 //! (rows `16g .. 16g + 16`) is its `cols / 32` blocks one after another. A Q4_1 block is
@@ -12,9 +12,10 @@
 //!
 //! A Q8_0 block is [`X16_BLOCK_Q8_0`] bytes: the 16 f16 scales, then for `k < 8` at
 //! `32 + 64k` bytes `4k .. 4k + 4` of each row's 32 quants, each plus 128 (as unsigned
-//! bytes, for the unsigned × signed byte dot). One 512-bit load thus holds four weights
-//! of every row of the group, lane `j` being row `j`. A packed matrix is the same size as
-//! the GGML one.
+//! bytes, for the unsigned × signed byte dot of AVX-512 VNNI; the AVX2 kernel flips them
+//! back). One 512-bit load thus holds four weights of every row of the group, lane `j`
+//! being row `j`; a 256-bit load holds them for rows 0–7 or 8–15 (the AVX2 kernels take a
+//! group as two halves). A packed matrix is the same size as the GGML one.
 
 use super::WeightMatrix;
 use crate::gguf::GgmlType;

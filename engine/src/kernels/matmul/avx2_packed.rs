@@ -1,0 +1,209 @@
+//! AVX2 + FMA + F16C kernels for the 16-row packed layout of [`super::packed`] (x86-64, chosen at run time).
+//!
+//! The layout is the AVX-512 kernels' own: one weight row per i32 lane. A 256-bit register
+//! holds eight lanes, so each 16-row group is taken as two halves of eight rows (the first
+//! and second 32 bytes of every 64-byte run), each half over the whole of K. The caller
+//! must have checked that the CPU supports AVX2, FMA and F16C
+//! ([`crate::kernels::Isa::Avx2`]); lengths are checked here with `assert!`.
+//!
+//! Bit-for-bit rules, as on AVX-512: every lane's float operations per block are the same
+//! whatever the number of activation rows `N` (the rows are run four, two or one at a
+//! time, which changes only the register tiling), so a row's result does not depend on the
+//! batch it runs in. The integer block dot is exact, and the float steps per block are the
+//! AVX-512 kernels' (`scale = d_w · d_a`, `acc = fma(dot, scale, acc)`, then for Q4_1
+//! `acc = fma(m_w, s_a, acc)`), so a packed product here equals the AVX-512 one bit for
+//! bit.
+
+use super::packed::{X16_BLOCK, X16_BLOCK_Q8_0, X16_ROWS};
+use crate::quant::{Q8Row, QK};
+use core::arch::x86_64::*;
+
+/// How far ahead (bytes) the first half of a group prefetches the group's stream; the
+/// second half reads what the first brought into L1. Formed with `wrapping_add`; a
+/// prefetch never faults.
+const PREFETCH: usize = 2048;
+
+/// Output rows of one half-group (one per i32 lane of a 256-bit register).
+const HALF: usize = X16_ROWS / 2;
+
+/// The little-endian 4 bytes at `p` as one i32 (to broadcast to every lane).
+#[inline(always)]
+unsafe fn rd32(p: *const u8) -> i32 {
+    unsafe { core::ptr::read_unaligned(p as *const i32) }
+}
+
+fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
+    for r in a {
+        assert!(
+            r.qs.len() >= nb * QK && r.d.len() >= nb,
+            "activation shorter than the packed group"
+        );
+        assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
+    }
+}
+
+/// Run `$half($args.., rows, h, out)` over both halves `h` and the activation rows of `$a`
+/// four, then two, then one at a time (`rows`, `out`: arrays of that many rows).
+macro_rules! by_halves_and_rows {
+    ($a:expr, $out:expr, $half:ident($($arg:expr),*)) => {{
+        let n = $a.len();
+        for h in 0..2 {
+            let mut i = 0;
+            while i + 4 <= n {
+                let rows: &[Q8Row<'_>; 4] = $a[i..i + 4].try_into().expect("four rows");
+                let out: &mut [[f32; X16_ROWS]; 4] =
+                    (&mut $out[i..i + 4]).try_into().expect("four rows");
+                $half($($arg,)* rows, h, out);
+                i += 4;
+            }
+            if i + 2 <= n {
+                let rows: &[Q8Row<'_>; 2] = $a[i..i + 2].try_into().expect("two rows");
+                let out: &mut [[f32; X16_ROWS]; 2] =
+                    (&mut $out[i..i + 2]).try_into().expect("two rows");
+                $half($($arg,)* rows, h, out);
+                i += 2;
+            }
+            if i < n {
+                let rows: &[Q8Row<'_>; 1] = $a[i..i + 1].try_into().expect("one row");
+                let out: &mut [[f32; X16_ROWS]; 1] =
+                    (&mut $out[i..i + 1]).try_into().expect("one row");
+                $half($($arg,)* rows, h, out);
+            }
+        }
+    }};
+}
+
+/// Q4_1 weights packed 16 rows to a block (one group of [`super::packed`]) · Q8_1
+/// activations: `out[i][j]` = row `j` of the group · activation row `i`.
+///
+/// Per block and half, each lane's 16 nibble bytes meet the activation's matching 4-byte
+/// runs (broadcast to every lane) in 8 `vpmaddubsw`, summed in i16: a pair sum is at most
+/// 2 · 15 · 128 = 3840 in magnitude, so eight of them (30720) never saturate and the sum
+/// is the exact integer dot. One `vpmaddwd` widens it to i32.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_1x16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK;
+    check_q8(nb, a, true);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q4_1_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q4_1 group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q4_1x16`]); `nb` blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_1_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK);
+    let low = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: block b < nb of the group (asserted) and of every activation row
+        // (checked by the caller); `h < 2`, so every read stays inside the block.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK);
+            if h == 0 {
+                for l in 0..X16_BLOCK / 64 {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(32 + 2 * HALF * h) as *const _));
+            let mut s16 = [_mm256_setzero_si256(); M];
+            for k in 0..4 {
+                let raw = _mm256_loadu_si256(p.add(64 + 64 * k + 32 * h) as *const _);
+                let lo = _mm256_and_si256(raw, low);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+                for i in 0..M {
+                    let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                    let x = _mm256_set1_epi32(rd32(qa.add(4 * k)));
+                    let y = _mm256_set1_epi32(rd32(qa.add(16 + 4 * k)));
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(lo, x));
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(hi, y));
+                }
+            }
+            for i in 0..M {
+                let s = _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[i], ones));
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a[i].d.get_unchecked(b)));
+                acc[i] = _mm256_fmadd_ps(s, scale, acc[i]);
+                acc[i] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*a[i].s.get_unchecked(b)), acc[i]);
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: `out[i][HALF * h ..]` holds 8 f32 (`h < 2`).
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
+
+/// Q8_0 weights packed 16 rows to a block, stored offset by 128 as unsigned bytes (one
+/// group of [`super::packed`]) · Q8_0 activations: `out[i][j]` = row `j` of the group ·
+/// activation row `i`. The activations' `s` is not read (the AVX-512 VNNI kernel's offset
+/// correction): the weights are turned back into signed bytes (`^ 0x80`) and multiplied
+/// with the sign trick (`|w|` · `a` with `w`'s sign), whose pair sums (at most
+/// 2 · 128 · 127 = 32512) never saturate `vpmaddubsw`; each 4-byte run is widened to i32
+/// at once. The block dot is exact, so this equals the VNNI kernel bit for bit.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q8_0x16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK_Q8_0;
+    check_q8(nb, a, false);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q8_0_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q8_0 group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q8_0x16`]); `nb` blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q8_0_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK_Q8_0);
+    let flip = _mm256_set1_epi8(-128);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: as in `q4_1_half`.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK_Q8_0);
+            if h == 0 {
+                for l in 0..X16_BLOCK_Q8_0.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let mut s = [_mm256_setzero_si256(); M];
+            for k in 0..8 {
+                let w = _mm256_xor_si256(
+                    _mm256_loadu_si256(p.add(32 + 64 * k + 32 * h) as *const _),
+                    flip,
+                );
+                let aw = _mm256_sign_epi8(w, w);
+                for i in 0..M {
+                    let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                    let x = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qa.add(4 * k))), w);
+                    let d = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, x), ones);
+                    s[i] = _mm256_add_epi32(s[i], d);
+                }
+            }
+            for i in 0..M {
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a[i].d.get_unchecked(b)));
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[i]), scale, acc[i]);
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: as in `q4_1_half`.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
