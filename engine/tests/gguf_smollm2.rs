@@ -79,14 +79,25 @@ fn released_tensor_pages_read_back_unchanged() {
     let before = f.tensor_at(i).unwrap().data.to_vec();
     let released = f.release_tensor_pages(i);
     assert!(
-        released > 0 && released <= before.len() && released % 4096 == 0,
+        released > 0 && released <= before.len() && released.is_multiple_of(4096),
         "released {released} of {} bytes",
         before.len()
     );
-    assert!(f.tensor_at(i).unwrap().data == &before[..], "bytes changed after the release");
-    assert_eq!(f.release_tensor_pages(f.tensors().len()), 0, "index past the end");
+    assert!(
+        f.tensor_at(i).unwrap().data == &before[..],
+        "bytes changed after the release"
+    );
+    assert_eq!(
+        f.release_tensor_pages(f.tensors().len()),
+        0,
+        "index past the end"
+    );
     let small = f.tensor_index("output_norm.weight").unwrap();
-    assert_eq!(f.release_tensor_pages(small), 0, "a 2304-byte tensor holds no whole page");
+    assert_eq!(
+        f.release_tensor_pages(small),
+        0,
+        "a 2304-byte tensor holds no whole page"
+    );
     let bytes = std::fs::read(model_path()).unwrap();
     let owned = GgufFile::from_bytes(bytes).unwrap();
     assert_eq!(owned.release_tensor_pages(i), 0, "a file held in memory");

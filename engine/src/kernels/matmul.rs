@@ -15,6 +15,8 @@ mod avx2_kquant;
 #[cfg(target_arch = "x86_64")]
 mod avx2_packed;
 #[cfg(target_arch = "x86_64")]
+mod avx2_q5;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod packed;
 
@@ -371,7 +373,18 @@ macro_rules! simd_kernels {
                 one: $($m)::+::bf16::<1>,
                 group: $($m)::+::bf16::<GROUP>,
             },
-            // The K-quants take the AVX2 kernels on every SIMD path (no AVX-512 ones).
+            // Q5_0, Q5_1 and the K-quants take the AVX2 kernels on every SIMD path (no
+            // AVX-512 ones).
+            GgmlType::Q5_0 => RowKernels::Quant {
+                act: GgmlType::Q8_0,
+                one: avx2_q5::q5_0::<1>,
+                group: avx2_q5::q5_0::<GROUP>,
+            },
+            GgmlType::Q5_1 => RowKernels::Quant {
+                act: GgmlType::Q8_1,
+                one: avx2_q5::q5_1::<1>,
+                group: avx2_q5::q5_1::<GROUP>,
+            },
             GgmlType::Q4K => RowKernels::Quant {
                 act: GgmlType::Q8K,
                 one: avx2_kquant::q4_k::<1>,
