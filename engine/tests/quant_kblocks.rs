@@ -4,7 +4,8 @@ mod kquant_reference;
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;
-use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matvec};
+use engine::kernels::matmul::packed::PackedWeights;
+use engine::kernels::matmul::{Cpu, WeightMatrix, matmul, matmul_many, matvec, uses_packed};
 use engine::quant::{self, Q8Activation, QuantError};
 use kquant_reference as r;
 use kquant_reference::Ty;
@@ -157,6 +158,70 @@ proptest! {
                         prop_assert_eq!(yv[rr].to_bits(), got.to_bits(), "{} {:?} matvec y[{}]", isa, ty, rr);
                     }
                 }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Q5_0 matrices packed 16 rows to a block (fifth bits re-laid, quants taken unsigned
+    /// and `16 · Σ a` taken off), on every path with the packed Q5_0 kernels: each output
+    /// equals the reference; each token's row is bit for bit its matvec alone whatever the
+    /// batch (register tiles of 8, 4, 2, 1; cache blocks of 64 tokens), on 1 and 2 threads,
+    /// and inside a fused product with a second packed matrix; every such path gives the
+    /// same bits. Only Q5_0 matrices of whole 16-row groups are packed.
+    #[test]
+    fn packed_q5_0_products_match_reference_and_each_row_alone(
+        groups in 1usize..6, blocks in 1usize..7,
+        n in prop::sample::select(vec![1usize, 2, 3, 5, 8, 9, 13, 64, 65, 77]),
+        seed in any::<u64>()) {
+        let (rows, cols) = (16 * groups, 32 * blocks);
+        let w = r::raw_blocks(Ty::Q5_0, rows * blocks, seed);
+        let m = WeightMatrix::new(GgmlType::Q5_0, rows, cols, &w).unwrap();
+        let p = PackedWeights::pack(&m).expect("whole 16-row groups pack");
+        let pm = m.with_packed(&p);
+        let other = r::raw_blocks(Ty::Q5_0, 16 * blocks, seed ^ 7);
+        let om = WeightMatrix::new(GgmlType::Q5_0, 16, cols, &other).unwrap();
+        let op = PackedWeights::pack(&om).unwrap();
+        let om = om.with_packed(&op);
+        let short = WeightMatrix::new(GgmlType::Q5_0, 15, cols, &w[..15 * blocks * 22]).unwrap();
+        prop_assert!(PackedWeights::pack(&short).is_none(), "15 rows are not a whole group");
+        let x = r::Rng(seed ^ 3).vec(n * cols, 2.0);
+        let rb = blocks * 22;
+        let paths: Vec<Isa> = Isa::available()
+            .into_iter()
+            .filter(|&i| uses_packed(i, GgmlType::Q5_0))
+            .collect();
+        #[cfg(target_arch = "x86_64")]
+        prop_assert!(!is_x86_feature_detected!("avx2") || !paths.is_empty(), "no packed Q5_0 path on an AVX2 CPU");
+        let mut first: Option<(Isa, Vec<f32>)> = None;
+        for isa in paths {
+            let (one, two) = (Cpu::new(1, isa), Cpu::new(2, isa));
+            let (mut y1, mut y2) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
+            matmul(&one, &pm, &x, n, &mut y1);
+            matmul(&two, &pm, &x, n, &mut y2);
+            prop_assert_eq!(&y1, &y2, "{} 1 vs 2 threads, n = {}", isa, n);
+            let (mut ya, mut yb, mut yo) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * 16], vec![f32::NAN; n * 16]);
+            matmul_many(&two, &[&pm, &om], &x, n, &mut [&mut ya, &mut yb]);
+            matmul(&two, &om, &x, n, &mut yo);
+            prop_assert_eq!(&ya, &y1, "{} fused vs matmul, n = {}", isa, n);
+            prop_assert_eq!(&yb, &yo, "{} fused (second) vs matmul, n = {}", isa, n);
+            for i in 0..n {
+                let xi = &x[i * cols..(i + 1) * cols];
+                let mut yv = vec![f32::NAN; rows];
+                matvec(&one, &pm, xi, &mut yv);
+                prop_assert_eq!(&y1[i * rows..(i + 1) * rows], &yv[..], "{} token {} of {}: batch vs alone", isa, i, n);
+                for rr in (i % 3..rows).step_by(3) {
+                    let (want, mag) = reference_row(Ty::Q5_0, &w[rr * rb..(rr + 1) * rb], xi);
+                    let got = y1[i * rows + rr];
+                    prop_assert!(close(got, want, mag), "{} {}x{} n {} y[{},{}] = {}, want {}", isa, rows, cols, n, i, rr, got, want);
+                }
+            }
+            match &first {
+                None => first = Some((isa, y1)),
+                Some((i0, y0)) => prop_assert_eq!(&y1, y0, "{} vs {} packed", isa, i0),
             }
         }
     }

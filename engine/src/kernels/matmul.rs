@@ -432,8 +432,12 @@ fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
     #[cfg(target_arch = "x86_64")]
     match (isa, ty) {
         (Isa::Avx2, GgmlType::Q4_1) => return Some(avx2_packed::q4_1x16::<TILE>),
-        // AVX-512 without VNNI takes the AVX2 Q8_0 kernel (its features are a subset).
+        // AVX-512 without VNNI takes the AVX2 Q8_0 kernel, and every AVX-512 path the
+        // AVX2 Q5_0 one (their features are a subset).
         (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => return Some(avx2_packed::q8_0x16::<TILE>),
+        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q5_0) => {
+            return Some(avx2_packed::q5_0x16::<TILE>);
+        }
         (Isa::Avx512, GgmlType::Q4_1) => return Some(avx512::bw::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q4_1) => return Some(avx512::vnni::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q8_0) => return Some(avx512::vnni::q8_0x16::<TILE>),
@@ -452,6 +456,13 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
                 avx2_packed::q4_1x16::<1>,
                 avx2_packed::q4_1x16::<2>,
                 avx2_packed::q4_1x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q5_0) => {
+            return Some((
+                avx2_packed::q5_0x16::<1>,
+                avx2_packed::q5_0x16::<2>,
+                avx2_packed::q5_0x16::<GROUP>,
             ));
         }
         (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => {
@@ -489,9 +500,9 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
 }
 
 /// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
-/// matrices only then): Q4_1 and Q8_0 on every SIMD path. Q8_0 on AVX-512 without VNNI
-/// takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights offset by 128 would
-/// saturate.
+/// matrices only then): Q4_1, Q5_0 and Q8_0 on every SIMD path. Q8_0 on AVX-512 without
+/// VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights offset by 128
+/// would saturate. Q5_0 takes the AVX2 kernel on every path.
 pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
     packed_kernels(isa, ty).is_some()
 }
@@ -556,18 +567,21 @@ fn packed_rows(
     }
 }
 
-/// The AVX-512 VNNI packed Q8_0 kernel takes `128 · Σ qs` of each activation block in `s`
-/// (its weights are offset by 128; Q8_0 activations carry no sums of their own): those
-/// sums per row of `a` for a Q8_0 packing, nothing for another. The AVX2 kernel does not
-/// read them.
+/// The packed kernels of the offset types take `o · Σ qs` of each activation block in
+/// `s` (Q8_0 activations carry no sums of their own): AVX-512 VNNI's Q8_0 kernel (weights
+/// stored plus 128: `o` = 128) and the Q5_0 kernel (quants taken unsigned, `q` = value +
+/// 16: `o` = 16). Those sums per row of `a` for such a packing, nothing for another. The
+/// AVX2 Q8_0 kernel does not read them.
 fn offset_sums(p: &PackedWeights, a: &[Q8Row<'_>]) -> Vec<Vec<f32>> {
-    if p.ty() != GgmlType::Q8_0 {
-        return Vec::new();
-    }
+    let o = match p.ty() {
+        GgmlType::Q8_0 => 128,
+        GgmlType::Q5_0 => 16,
+        _ => return Vec::new(),
+    };
     a.iter()
         .map(|r| {
             r.qs.chunks_exact(quant::QK)
-                .map(|c| (128 * c.iter().map(|&q| q as i32).sum::<i32>()) as f32)
+                .map(|c| (o * c.iter().map(|&q| q as i32).sum::<i32>()) as f32)
                 .collect()
         })
         .collect()

@@ -14,7 +14,7 @@
 //! `acc = fma(m_w, s_a, acc)`), so a packed product here equals the AVX-512 one bit for
 //! bit.
 
-use super::packed::{X16_BLOCK, X16_BLOCK_Q8_0, X16_ROWS};
+use super::packed::{X16_BLOCK, X16_BLOCK_Q5_0, X16_BLOCK_Q8_0, X16_ROWS};
 use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
@@ -199,6 +199,97 @@ fn q8_0_half<const M: usize>(
             for i in 0..M {
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a[i].d.get_unchecked(b)));
                 acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[i]), scale, acc[i]);
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: as in `q4_1_half`.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
+
+/// Q5_0 weights packed 16 rows to a block (one group of [`super::packed`], fifth bits
+/// re-laid) · Q8_0 activations whose `s[b]` holds `16 · Σ qs` of block `b`: `out[i][j]` =
+/// row `j` of the group · activation row `i`. The quants are taken unsigned (`q`, 0..31:
+/// nibble | fifth bit · 16, one shift and one mask of the re-laid bits per 4-byte run) in
+/// `vpmaddubsw` (pair sums at most 2 · 31 · 128 = 7936, a low and a high run together
+/// 15872: no saturation), and `16 · Σ a` comes off the exact integer dot, which gives
+/// `Σ (q − 16) · a` exactly (integers below 2^24). Per lane as in [`q4_1x16`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q5_0x16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK_Q5_0;
+    check_q8(nb, a, true);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q5_0_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q5_0 group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q5_0x16`]); `nb` blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q5_0_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK_Q5_0);
+    let low = _mm256_set1_epi8(0x0F);
+    let bit4 = _mm256_set1_epi8(0x10);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: as in `q4_1_half`.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK_Q5_0);
+            if h == 0 {
+                for l in 0..X16_BLOCK_Q5_0.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let qh = _mm256_loadu_si256(p.add(32 + 32 * h) as *const _);
+            // Bit 8t + k (low runs) and 8t + 4 + k (high runs) moved to bit 4 of byte t.
+            let lo_bits = [
+                _mm256_slli_epi32::<4>(qh),
+                _mm256_slli_epi32::<3>(qh),
+                _mm256_slli_epi32::<2>(qh),
+                _mm256_slli_epi32::<1>(qh),
+            ];
+            let hi_bits = [
+                qh,
+                _mm256_srli_epi32::<1>(qh),
+                _mm256_srli_epi32::<2>(qh),
+                _mm256_srli_epi32::<3>(qh),
+            ];
+            let mut s = [_mm256_setzero_si256(); M];
+            for k in 0..4 {
+                let raw = _mm256_loadu_si256(p.add(96 + 64 * k + 32 * h) as *const _);
+                let lo = _mm256_or_si256(
+                    _mm256_and_si256(raw, low),
+                    _mm256_and_si256(lo_bits[k], bit4),
+                );
+                let hi = _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low),
+                    _mm256_and_si256(hi_bits[k], bit4),
+                );
+                for i in 0..M {
+                    let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                    let x = _mm256_set1_epi32(rd32(qa.add(4 * k)));
+                    let y = _mm256_set1_epi32(rd32(qa.add(16 + 4 * k)));
+                    let pair =
+                        _mm256_add_epi16(_mm256_maddubs_epi16(lo, x), _mm256_maddubs_epi16(hi, y));
+                    s[i] = _mm256_add_epi32(s[i], _mm256_madd_epi16(pair, ones));
+                }
+            }
+            for i in 0..M {
+                let dot = _mm256_sub_ps(
+                    _mm256_cvtepi32_ps(s[i]),
+                    _mm256_set1_ps(*a[i].s.get_unchecked(b)),
+                );
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a[i].d.get_unchecked(b)));
+                acc[i] = _mm256_fmadd_ps(dot, scale, acc[i]);
             }
         }
     }
