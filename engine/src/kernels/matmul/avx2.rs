@@ -37,7 +37,7 @@ pub(super) unsafe fn h2f(p: *const u8) -> f32 {
 /// (element order of a Q4 block).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn nibbles(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
     let q = unsafe { _mm_loadu_si128(p as *const __m128i) };
     let hi = _mm_srli_epi16::<4>(q);
     _mm256_and_si256(_mm256_set_m128i(hi, q), _mm256_set1_epi8(0x0F))
@@ -62,7 +62,8 @@ unsafe fn load32(p: *const i8) -> __m256i {
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
 
-fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
+/// Panics unless every activation row has `nb` Q8 blocks (and their sums when `sums`).
+pub(super) fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
     for r in a {
         assert!(
             r.qs.len() >= nb * QK && r.d.len() >= nb,

@@ -28,7 +28,7 @@ fn check_q8k<const N: usize>(nb: usize, a: &[Q8Row<'_>; N]) {
 /// Sum of the eight `i32` lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn hsum_i32(v: __m256i) -> i32 {
+pub(super) fn hsum_i32(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
     let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));

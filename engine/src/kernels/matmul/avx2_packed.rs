@@ -14,6 +14,7 @@
 //! `acc = fma(m_w, s_a, acc)`), so a packed product here equals the AVX-512 one bit for
 //! bit.
 
+use super::avx2::check_q8;
 use super::packed::{X16_BLOCK, X16_BLOCK_Q5_0, X16_BLOCK_Q8_0, X16_ROWS};
 use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
@@ -30,16 +31,6 @@ const HALF: usize = X16_ROWS / 2;
 #[inline(always)]
 unsafe fn rd32(p: *const u8) -> i32 {
     unsafe { core::ptr::read_unaligned(p as *const i32) }
-}
-
-fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
-    for r in a {
-        assert!(
-            r.qs.len() >= nb * QK && r.d.len() >= nb,
-            "activation shorter than the packed group"
-        );
-        assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
-    }
 }
 
 /// Run `$half($args.., rows, h, out)` over both halves `h` and the activation rows of `$a`

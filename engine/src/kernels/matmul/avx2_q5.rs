@@ -8,7 +8,8 @@
 //! bit. The caller must have checked that the CPU supports AVX2, FMA and F16C; lengths
 //! are checked here with `assert!`.
 
-use super::avx2::h2f;
+use super::avx2::{check_q8, h2f, nibbles};
+use super::avx2_kquant::hsum_i32;
 use crate::quant::{Q8Row, QK};
 use core::arch::x86_64::*;
 
@@ -16,27 +17,6 @@ use core::arch::x86_64::*;
 const Q5_0_BYTES: usize = 22;
 /// Bytes of a Q5_1 block: f16 `d`, f16 `m`, u32 `qh`, 16 nibble bytes.
 const Q5_1_BYTES: usize = 24;
-
-/// Panics unless every activation row has `nb` Q8 blocks (and sums when `sums`).
-fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
-    for r in a {
-        assert!(
-            r.qs.len() >= nb * QK && r.d.len() >= nb,
-            "activation shorter than weight row"
-        );
-        assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
-    }
-}
-
-/// Sum of the eight `i32` lanes.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn hsum_i32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    _mm_cvtsi128_si32(s)
-}
 
 /// The 32 bits of the little-endian u32 at `p` as 32 bytes: byte `j` is `0xFF` when bit
 /// `j` is set, else 0.
@@ -59,17 +39,6 @@ unsafe fn bit_bytes(p: *const u8) -> __m256i {
     // Byte j of every 8 has every bit but bit j % 8 set: all ones exactly when that bit is.
     let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe_u64 as i64);
     _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), _mm256_set1_epi8(-1))
-}
-
-/// 16 bytes of packed nibbles at `p` → 32 bytes: the low nibbles, then the high nibbles
-/// (element order of a Q5 block).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-unsafe fn nibbles(p: *const u8) -> __m256i {
-    // SAFETY: the caller guarantees 16 readable bytes at `p`.
-    let q = unsafe { _mm_loadu_si128(p as *const __m128i) };
-    let hi = _mm_srli_epi16::<4>(q);
-    _mm256_and_si256(_mm256_set_m128i(hi, q), _mm256_set1_epi8(0x0F))
 }
 
 /// Q5_0 row times `N` Q8_0 rows (`ggml_vec_dot_q5_0_q8_0`).
