@@ -170,11 +170,25 @@ fn a_mutation_only_a_doc_test_kills_is_killed_in_both_modes() {
             ["src/lib.rs - Either<L,R>::left (line 34)"],
             "{mode}"
         );
-        // The other doc test ran and passed under it: a result, not a filtered-out name.
+        // The other doc test has a result under it, not a filtered-out name: in rebuild
+        // mode it ran and passed; in switch mode the reach run found that it never calls
+        // `left`, so it did not run (doc tests are split by reach like any other test).
+        let other = if mode == "switch" {
+            "not_reached"
+        } else {
+            "passed"
+        };
         assert_eq!(
-            left["outcomes"]["src/lib.rs - Either<L,R>::is_left (line 18)"], "passed",
+            left["outcomes"]["src/lib.rs - Either<L,R>::is_left (line 18)"], other,
             "{mode}"
         );
+        if mode == "switch" {
+            assert_eq!(
+                left["reached_by"],
+                serde_json::json!(["src/lib.rs - Either<L,R>::left (line 34)"]),
+                "{mode}"
+            );
+        }
         assert_eq!(r["baseline"]["tests_in_targets"], 4, "{mode}");
     }
 }

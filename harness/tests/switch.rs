@@ -199,6 +199,16 @@ file = "src/lib.rs"
 find = "b: i64) -> i64 {\n    a + b"
 replace = "b: i64) -> i64 {\n    a * b"
 killed_by = ["contract::adds_two_numbers"]
+rationale = "What it changes lies inside the body: switched."
+
+[[mutation]]
+id = "add-signature-changed"
+title = "a change that starts in the signature"
+role = "defect"
+file = "src/lib.rs"
+find = "a: i64, b: i64) -> i64 {\n    a + b"
+replace = "b: i64, a: i64) -> i64 {\n    a - b"
+killed_by = ["contract::adds_two_numbers"]
 rationale = "Not inside one body: falls back to a rebuild."
 
 [[mutation]]
@@ -233,21 +243,31 @@ rationale = "Outside any function body: falls back and survives."
     );
     assert_eq!(
         v["add-signature-and-body"],
+        ("KILLED".into(), "MET".into(), kill.clone())
+    );
+    assert_eq!(
+        v["add-signature-changed"],
         ("KILLED".into(), "MET".into(), kill)
     );
     assert_eq!(v["doc-comment"], ("SURVIVED".into(), "MET".into(), vec![]));
     let p = plan(&sb, "fallback");
-    assert_eq!(p["add-subtracts"]["mode"], "switched");
-    for id in ["add-signature-and-body", "doc-comment"] {
+    // A find text may take in the signature (cargo-mutants widens its texts to whole
+    // lines): what decides is where the changed bytes lie.
+    for id in ["add-subtracts", "add-signature-and-body"] {
+        assert_eq!(p[id]["mode"], "switched", "{id}: {}", p[id]);
+        assert_eq!(p[id]["function"], "add", "{id}");
+    }
+    for id in ["add-signature-changed", "doc-comment"] {
         assert_eq!(p[id]["mode"], "rebuild", "{id}");
         let why = p[id]["reason"].as_str().unwrap();
         assert!(why.contains("outside any function body"), "{id}: {why}");
     }
-    // The fallback mutations paid a build; the switched one did not.
+    // The fallback mutations paid a build; the switched ones did not.
     let m = r["mutations"].as_array().unwrap();
     assert_eq!(m[0]["build_seconds"].as_f64().unwrap(), 0.0);
-    assert!(m[1]["build_seconds"].as_f64().unwrap() > 0.0);
-    run.stderr_has("add-signature-and-body: rebuild mode (");
+    assert_eq!(m[1]["build_seconds"].as_f64().unwrap(), 0.0);
+    assert!(m[2]["build_seconds"].as_f64().unwrap() > 0.0);
+    run.stderr_has("add-signature-changed: rebuild mode (");
 }
 
 /// A sandbox whose sample package depends on `tinydep`, a path dependency outside the

@@ -9,9 +9,12 @@
 //! One relaxed atomic load per call otherwise.
 //!
 //! The reach run: after the forced-fail control proved the switch reached, each listed test
-//! that is not a doc test runs on its own (`cargo test … -- --exact NAME`, its own process,
-//! no mutant selected, its own temporary directory), up to `-j N` at once, each with its own
-//! reach file. A mutation is reached by a test when its id is in that test's file.
+//! runs on its own (`cargo test … -- --exact NAME`, its own process, no mutant selected, its
+//! own temporary directory), up to `-j N` at once, each with its own reach file. A doc test
+//! runs as `cargo test --doc -- FILTER` with the whitespace-free filter of
+//! [`crate::libtest::doc_test_filter`], which may select a few more doc tests: their reach
+//! is then counted as its own, which can only add tests to a mutant's run, never drop one.
+//! A mutation is reached by a test when its id is in that test's file.
 //!
 //! Why selection gives the full run's verdict: a test that never executes the mutated
 //! function runs exactly the code it runs without the mutation, so it passes under the
@@ -23,9 +26,9 @@
 //! - the tests are deterministic in which functions they call (as the control runs assume).
 //!
 //! When a check fails, no reach is used (every mutant runs every listed test) and the
-//! switch report says why. Doc tests are never split (rustdoc compiles each one on its own,
-//! so a run per doc test would cost a build each): every listed doc test counts as reaching
-//! every mutation, and runs with each mutant. A switched mutation no listed test reaches is
+//! switch report says why. A doc test's run on its own costs rustdoc's build of it, once
+//! per battery; a mutant whose reaching tests hold no doc test then skips `cargo test --doc`
+//! (a build of every doc test) altogether. A switched mutation no listed test reaches is
 //! NO_COVERAGE, and nothing runs for it.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,8 +79,7 @@ pub struct ReachInfo {
     pub seconds: f64,
     /// How many tests ran on their own.
     pub tests_run: usize,
-    /// Per switched mutation id, the listed tests that reach it (catalog order; doc tests
-    /// always included).
+    /// Per switched mutation id, the listed tests that reach it (catalog order).
     pub reached_by: BTreeMap<String, Vec<String>>,
 }
 
@@ -104,7 +106,7 @@ pub(crate) struct Request<'a> {
     pub dir: &'a Path,
 }
 
-/// Runs every listed non-doc test on its own with the reach recorder on, up to `jobs` at
+/// Runs every listed test on its own with the reach recorder on, up to `jobs` at
 /// once, and maps each switched mutation to the listed tests that reach it.
 ///
 /// Errors: an I/O fault on the reach directory or a test run's failure to start
@@ -130,11 +132,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
         _ => {}
     }
     std::fs::create_dir_all(dir).map_err(|e| io_fault(dir, "create", e))?;
-    let alone: Vec<(usize, &String)> = tests
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| !crate::libtest::is_doc_test(t))
-        .collect();
+    let alone: Vec<(usize, &String)> = tests.iter().enumerate().collect();
     let files: Vec<PathBuf> = alone
         .iter()
         .map(|(i, _)| dir.join(format!("test-{i}")))
@@ -202,7 +200,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
     if info.untrusted_because.is_none()
         && let Some(t) = forced_fail_failed
             .iter()
-            .find(|t| !crate::libtest::is_doc_test(t) && reached_nothing.contains(t))
+            .find(|t| reached_nothing.contains(t))
     {
         info.untrusted_because = Some(format!(
             "{t} failed under the forced-fail control but recorded no switched function when run on its own: the reach recorder is not seen"
@@ -218,7 +216,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
         let names = tests
             .iter()
             .enumerate()
-            .filter(|(i, t)| crate::libtest::is_doc_test(t) || by.is_some_and(|s| s.contains(i)))
+            .filter(|(i, _)| by.is_some_and(|s| s.contains(i)))
             .map(|(_, t)| t.clone())
             .collect();
         info.reached_by.insert(id.clone(), names);

@@ -216,7 +216,9 @@ pub fn function_bodies(file: &Path, text: &str) -> Result<Vec<FnBody>, ParseErro
 /// Where a mutation's occurrences lie.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Placement {
-    /// Every occurrence is inside the body of `bodies[index]` (the innermost such body).
+    /// Every occurrence changes only bytes inside the body of `bodies[index]`: the outermost
+    /// switchable body that holds every change (a nested function's mutations are switched
+    /// in the function around it, so that no two switched bodies overlap).
     InBody {
         /// Index into the bodies given to [`place`].
         index: usize,
@@ -228,27 +230,62 @@ pub enum Placement {
     },
 }
 
-/// Places the occurrences of `find` in `text` among `bodies` (see [`Placement`]).
-pub fn place(text: &str, find: &str, bodies: &[FnBody]) -> Placement {
+/// The bytes a replacement of `find` by `replace` changes, relative to the start of an
+/// occurrence: `find` less its longest prefix and suffix in common with `replace` (`find`
+/// widened to whole lines to be unique, as cargo-mutants' mutants are, changes only the
+/// expression in its middle).
+pub fn changed_span(find: &str, replace: &str) -> Range<usize> {
+    let (f, r) = (find.as_bytes(), replace.as_bytes());
+    let prefix = f.iter().zip(r).take_while(|(a, b)| a == b).count();
+    let room = f.len().min(r.len()) - prefix;
+    let suffix = f
+        .iter()
+        .rev()
+        .zip(r.iter().rev())
+        .take(room)
+        .take_while(|(a, b)| a == b)
+        .count();
+    prefix..f.len() - suffix
+}
+
+/// Places the occurrences of `find`, replaced by `replace`, in `text` among `bodies` (see
+/// [`Placement`]). What must lie inside a body is the bytes an occurrence changes
+/// ([`changed_span`]), not the whole `find` text.
+pub fn place(text: &str, find: &str, replace: &str, bodies: &[FnBody]) -> Placement {
     let mut chosen: Option<usize> = None;
     if find.is_empty() {
         return Placement::Outside {
             reason: "empty find text".into(),
         };
     }
-    for (start, _) in text.match_indices(find) {
-        let end = start + find.len();
+    let span = changed_span(find, replace);
+    for (at, _) in text.match_indices(find) {
+        let (start, end) = (at + span.start, at + span.end);
         let line = text[..start].matches('\n').count() + 1;
-        let inner = bodies
+        let holding: Vec<usize> = bodies
             .iter()
             .enumerate()
             .filter(|(_, b)| b.body.start < start && end < b.body.end)
-            .min_by_key(|(_, b)| b.body.len())
-            .map(|(i, _)| i);
-        let Some(i) = inner else {
-            return Placement::Outside {
-                reason: format!("the occurrence at line {line} is outside any function body"),
-            };
+            .map(|(i, _)| i)
+            .collect();
+        let switchable = holding
+            .iter()
+            .filter(|&&i| bodies[i].unswitchable.is_none())
+            .max_by_key(|&&i| bodies[i].body.len());
+        let innermost = holding.iter().min_by_key(|&&i| bodies[i].body.len());
+        let i = match (switchable, innermost) {
+            (Some(&i), _) => i,
+            (None, Some(&i)) => {
+                let why = bodies[i].unswitchable.as_deref().unwrap_or_default();
+                return Placement::Outside {
+                    reason: format!("function {}: {why}", bodies[i].name),
+                };
+            }
+            (None, None) => {
+                return Placement::Outside {
+                    reason: format!("the occurrence at line {line} is outside any function body"),
+                };
+            }
         };
         match chosen {
             None => chosen = Some(i),
@@ -267,12 +304,7 @@ pub fn place(text: &str, find: &str, bodies: &[FnBody]) -> Placement {
         None => Placement::Outside {
             reason: "the find text does not occur".into(),
         },
-        Some(i) => match &bodies[i].unswitchable {
-            Some(why) => Placement::Outside {
-                reason: format!("function {}: {why}", bodies[i].name),
-            },
-            None => Placement::InBody { index: i },
-        },
+        Some(i) => Placement::InBody { index: i },
     }
 }
 
@@ -467,6 +499,15 @@ pub(crate) struct Switch {
 struct Layout {
     text: String,
     arms: Vec<(usize, Range<usize>, usize, String)>,
+}
+
+/// The body `b` of `text` (the original file) as the mutated file of `pm` holds it: every
+/// byte `pm` changes lies inside `b` ([`place`]), so the mutated file agrees with the
+/// original before the body and after it, and the body's end moves by the change in length.
+fn mutated_body(text: &str, pm: &PreparedMutation, b: &FnBody) -> String {
+    let mutated = String::from_utf8_lossy(&pm.mutated);
+    let end = (b.body.end + mutated.len()).saturating_sub(text.len());
+    mutated[b.body.start..end].to_string()
 }
 
 /// Takes mutation `i` out of the switched set.
@@ -722,7 +763,7 @@ impl Switch {
                 function: None,
                 reason: None,
             };
-            match place(&text, &m.find, fns) {
+            match place(&text, &m.find, &m.replace, fns) {
                 Placement::Outside { reason } => entry.reason = Some(reason),
                 Placement::InBody { index } => {
                     let per_file = self.switched.entry(pm.rel_path.clone()).or_default();
@@ -923,15 +964,13 @@ impl Switch {
                 .iter()
                 .map(|(&bi, idxs)| {
                     let b = &fb[bi];
-                    let body = &text[b.body.clone()];
                     SwitchedFn {
                         name: b.name.clone(),
                         body: b.body.clone(),
                         mutants: idxs
                             .iter()
                             .map(|&i| {
-                                let m = &self.scratch.spec.mutations[i];
-                                (m.id.clone(), body.replace(&m.find, &m.replace))
+                                (self.id(i).to_string(), mutated_body(&text, by_index[&i], b))
                             })
                             .collect(),
                     }
@@ -1308,18 +1347,81 @@ mod tests {
     #[test]
     fn places_occurrences() {
         let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
-        assert_eq!(place(SRC, "a + b", &b), Placement::InBody { index: 0 });
-        assert_eq!(place(SRC, "y + y", &b), Placement::InBody { index: 1 });
-        match place(SRC, "1 + 2", &b) {
+        assert_eq!(
+            place(SRC, "a + b", "a - b", &b),
+            Placement::InBody { index: 0 }
+        );
+        assert_eq!(
+            place(SRC, "y + y", "y * y", &b),
+            Placement::InBody { index: 1 }
+        );
+        match place(SRC, "1 + 2", "1 - 2", &b) {
             Placement::Outside { reason } => assert!(reason.contains("line 2"), "{reason}"),
             p => panic!("{p:?}"),
         }
-        match place(SRC, " + ", &b) {
+        match place(SRC, " + ", " - ", &b) {
             Placement::Outside { reason } => assert!(reason.contains("outside"), "{reason}"),
             p => panic!("{p:?}"),
         }
-        match place(SRC, "1 + 0", &b) {
+        match place(SRC, "1 + 0", "1 - 0", &b) {
             Placement::Outside { reason } => assert!(reason.contains("const fn"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
+    fn the_changed_span_leaves_out_what_find_and_replace_share() {
+        assert_eq!(
+            changed_span("fn f() {\n    -a\n}", "fn f() {\n    0\n}"),
+            13..15
+        );
+        assert_eq!(changed_span("a == b", "a != b"), 2..3);
+        assert_eq!(changed_span("aXa", "a"), 1..3);
+        assert_eq!(changed_span("x", "x + 1"), 1..1);
+        assert_eq!(changed_span("same", "same"), 4..4);
+    }
+
+    /// cargo-mutants widens a mutant's text to whole lines until it is unique: the two
+    /// `-a` bodies below are told apart only with their signatures, which lie outside the
+    /// bodies. The change itself lies inside, so the mutation is switched.
+    #[test]
+    fn a_find_text_that_takes_in_the_signature_is_placed_by_what_it_changes() {
+        let src = "fn neg_i(a: i32) -> i32 {\n    -a\n}\n\nfn neg_f(a: f32) -> f32 {\n    -a\n}\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        let find = "fn neg_f(a: f32) -> f32 {\n    -a\n}";
+        let replace = "fn neg_f(a: f32) -> f32 {\n    0.0\n}";
+        assert_eq!(
+            place(src, find, replace, &b),
+            Placement::InBody { index: 1 }
+        );
+        // A change to the signature itself is not in a body.
+        match place(src, "a: f32) -> f32", "a: f32) -> f64", &b) {
+            Placement::Outside { reason } => assert!(reason.contains("line 5"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+    }
+
+    /// A nested function's mutations are switched in the function around it (one switch
+    /// per outermost body, so no two switched bodies overlap), unless that one cannot hold
+    /// a switch.
+    #[test]
+    fn a_nested_function_is_switched_in_the_outermost_switchable_body() {
+        let src = "fn outer() -> u32 {\n    fn inner() -> u32 {\n        12\n    }\n    inner() * inner()\n}\n\nconst fn c() -> u32 {\n    fn d() -> u32 { 7 }\n    3\n}\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        assert_eq!(names(&b), ["outer", "inner", "c", "d"]);
+        assert_eq!(place(src, "12", "0", &b), Placement::InBody { index: 0 });
+        assert_eq!(
+            place(src, "inner() * inner()", "1", &b),
+            Placement::InBody { index: 0 }
+        );
+        assert_eq!(
+            place(src, "{ 7 }", "{ 8 }", &b),
+            Placement::InBody { index: 3 }
+        );
+        match place(src, "    3\n", "    4\n", &b) {
+            Placement::Outside { reason } => {
+                assert!(reason.contains("function c: a const fn"), "{reason}")
+            }
             p => panic!("{p:?}"),
         }
     }
@@ -1400,7 +1502,7 @@ mod tests {
         let b = function_bodies(Path::new("x.rs"), src).unwrap();
         assert_eq!(b.len(), 1);
         assert_eq!(b[0].unswitchable, None);
-        match place(src, "+ 2", &b) {
+        match place(src, "+ 2", "- 2", &b) {
             Placement::InBody { index: 0 } => {}
             p => panic!("{p:?}"),
         }

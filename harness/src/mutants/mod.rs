@@ -765,6 +765,9 @@ pub struct ToolOptions {
     pub test_targets: Vec<String>,
     /// Extra: `--timeout` seconds.
     pub timeout: Option<f64>,
+    /// cargo-mutants' `--jobs`: how many mutants it builds and tests at once, each in its
+    /// own copy of the tree (1, its default, gives no flag).
+    pub jobs: usize,
     /// Host state directory: cargo-mutants' process group is recorded there while it runs
     /// (see [`crate::process::reap_orphans`]).
     pub state_dir: Option<PathBuf>,
@@ -820,6 +823,10 @@ pub fn tool_args(opts: &ToolOptions) -> Vec<String> {
     }
     for t in &opts.test_targets {
         a.push(format!("--cargo-arg=--test={t}"));
+    }
+    if opts.jobs > 1 {
+        a.push("--jobs".into());
+        a.push(opts.jobs.to_string());
     }
     a
 }
@@ -1075,6 +1082,7 @@ mod tests {
             in_diff: Some("d.diff".into()),
             test_targets: vec!["contract".into()],
             timeout: None,
+            jobs: 1,
             state_dir: None,
         });
         let s = a.join(" ");
@@ -1084,6 +1092,19 @@ mod tests {
         );
         assert!(s.ends_with("--cargo-arg=--test=contract"), "{s}");
         assert!(!a.iter().any(|x| x == "--"), "{s}");
+        assert!(!s.contains("--jobs"), "{s}");
+        let two = tool_args(&ToolOptions {
+            workspace: "/ws".into(),
+            output: "/out".into(),
+            packages: Vec::new(),
+            files: Vec::new(),
+            in_diff: None,
+            test_targets: Vec::new(),
+            timeout: None,
+            jobs: 2,
+            state_dir: None,
+        });
+        assert!(two.join(" ").ends_with("--jobs 2"), "{two:?}");
     }
 
     #[test]
@@ -1117,17 +1138,17 @@ mod tests {
         assert_eq!(mu.find, "    let y = 2;\n    x + 1\n");
         assert_eq!(mu.replace, "    let y = 2;\n    x - 1\n");
         assert_eq!(
-            crate::switch::place(text, &mu.find, &bodies),
+            crate::switch::place(text, &mu.find, &mu.replace, &bodies),
             crate::switch::Placement::InBody { index: 1 }
         );
-        // Without the body the window grows both ways and takes in the closing brace: such a
-        // mutation could not be switched.
+        // Without the body the window grows both ways and takes in the closing brace; what
+        // it changes is still inside g's body, so it is switched there too.
         let wide = to_catalog_mutation(text, &[], &m, "gen-1").unwrap();
         assert_eq!(wide.find, "    let y = 2;\n    x + 1\n}");
-        assert!(matches!(
-            crate::switch::place(text, &wide.find, &bodies),
-            crate::switch::Placement::Outside { .. }
-        ));
+        assert_eq!(
+            crate::switch::place(text, &wide.find, &wide.replace, &bodies),
+            crate::switch::Placement::InBody { index: 1 }
+        );
         // A one-line function: the window is clipped at the braces.
         let one = "fn a() -> i64 { 1 + 2 }\nfn b() -> i64 { 1 + 2 }\n";
         let bodies = crate::switch::function_bodies(Path::new("src/lib.rs"), one).unwrap();
