@@ -382,6 +382,11 @@ pub struct MutantsArgs {
     /// Battery mode for `--via-harness`.
     #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
     pub mode: Mode,
+    /// How many mutants are tested at once: cargo-mutants' own `--jobs` (each job in its
+    /// own copy of the tree), or with `--via-harness --mode switch` the switch runner's
+    /// `-j N` (as `battery -j N`; rebuild mode takes only 1).
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 1, value_parser = parse_jobs)]
+    pub jobs: usize,
 }
 
 pub use crate::battery::Mode;
@@ -1095,6 +1100,7 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
                 in_diff: args.in_diff.clone(),
                 test_targets: args.test_target.clone(),
                 timeout: None,
+                jobs: args.jobs,
                 state_dir: Some(state.to_path_buf()),
             };
             let res = mutants::run_tool(&opts);
@@ -1142,6 +1148,10 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
 }
 
 fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
+    if let Err(e) = battery::check_jobs(args.jobs, args.mode) {
+        eprintln!("harness: {e}");
+        return EXIT_REFUSED;
+    }
     // Only its workspace, package, targets and tests are used: it needs no mutation.
     let base = match Catalog::load_base(&args.catalog[0]) {
         Ok(c) => c,
@@ -1189,6 +1199,7 @@ fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> i32 {
         in_diff: args.in_diff.clone(),
         test_targets: Vec::new(),
         timeout: None,
+        jobs: 1,
         state_dir: Some(state.to_path_buf()),
     };
     let listed = match mutants::list_tool(&opts) {
@@ -1360,7 +1371,7 @@ fn via_harness_batteries(
         since: None,
         incremental: false,
         recheck: 0,
-        jobs: 1,
+        jobs: args.jobs,
         diff_scope: battery::DiffScope::default(),
         all_tests: false,
         generated: true,

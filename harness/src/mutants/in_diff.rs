@@ -114,6 +114,7 @@ pub fn run(
             in_diff: Some(patch.clone()),
             test_targets: Vec::new(),
             timeout: None,
+            jobs: 1,
             state_dir: Some(opts.state_dir.clone()),
         })
         .map_err(|e| BatteryError::Generated(e.to_string()))?
