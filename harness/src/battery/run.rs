@@ -1128,8 +1128,9 @@ fn log_verdict(p: &Progress, mu: &Mutant<'_>, ran: &Ran, generated: bool) {
 /// The progress line of one judged mutation. A catalog's mutation: `TAG: VERDICT
 /// (EXPECTATION)`, an UNMET one with its reasons and, killed by other tests than the
 /// expected, the tests that killed it. A generated mutant (cargo-mutants', whose catalog
-/// expects nothing of it) in its own terms: `TAG: caught by T, U`, `TAG: missed`, or its
-/// verdict when it neither was caught nor missed (`UNVIABLE`, `TIMEOUT`, ...).
+/// expects nothing of it) in its own terms: `TAG: caught by T, U`, `TAG: missed` (`TAG:
+/// missed, no listed test reaches it` for NO_COVERAGE), or its verdict when it neither was
+/// caught nor missed (`UNVIABLE`, `TIMEOUT`, ...).
 pub(crate) fn verdict_line(
     tag: &str,
     m: &Mutation,
@@ -1144,6 +1145,7 @@ pub(crate) fn verdict_line(
                 format!("{tag}: caught by {}", by.join(", "))
             }
             Verdict::Survived => format!("{tag}: missed"),
+            Verdict::NoCoverage => format!("{tag}: missed, no listed test reaches it"),
             v => format!("{tag}: {v}"),
         };
     }
