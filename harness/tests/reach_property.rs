@@ -257,13 +257,7 @@ fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, Vec<String>, ser
         .unwrap_or_else(|| panic!("no mutations in {r}"))
         .iter()
         .map(|m| {
-            let mut killers: Vec<String> = m["failed_tests"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_string())
-                .collect();
-            killers.sort();
+            let killers = common::killers(m);
             (
                 m["id"].as_str().unwrap().to_string(),
                 (

@@ -16,13 +16,7 @@ fn verdicts(r: &serde_json::Value) -> BTreeMap<String, (String, String, Vec<Stri
         .unwrap()
         .iter()
         .map(|m| {
-            let mut killers: Vec<String> = m["failed_tests"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["name"].as_str().unwrap().to_string())
-                .collect();
-            killers.sort();
+            let killers = common::killers(m);
             (
                 m["id"].as_str().unwrap().to_string(),
                 (

@@ -292,6 +292,18 @@ pub fn strip_thread_ids(s: &str) -> String {
     out
 }
 
+/// A battery report's mutation's failing tests (`failed_tests[].name`), sorted.
+pub fn killers(m: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = m["failed_tests"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no failed_tests in {m}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    k.sort();
+    k
+}
+
 /// A battery report as a run of every listed test would have it: switch mode's
 /// reach-guided selection leaves the tests that do not reach a mutant's function unrun
 /// (`not_reached`), and the claim is that they would have passed; so `not_reached` reads as
