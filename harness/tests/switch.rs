@@ -910,3 +910,48 @@ fn a_test_that_needs_another_to_run_first_turns_selection_off() {
     let v = verdicts(&r);
     assert_eq!(v["uncalled-defect"].0, "SURVIVED");
 }
+
+/// A run stopped during a build of the scratch copy leaves the build mark in the scratch
+/// target directory (rustc and the linker may have left half-written artifacts there, and a
+/// later build can then fail to link with no fault of the tree): the next run removes that
+/// target directory and builds cold, and says so. A run whose builds all ended leaves no
+/// mark and keeps its warm target directory.
+#[test]
+fn a_build_the_run_was_stopped_during_makes_the_next_run_start_cold() {
+    let sb = Sandbox::new();
+    let catalog = sb.catalog.to_str().unwrap().to_string();
+    sb.run(&["battery", &catalog, "--mode", "switch"])
+        .expect_code(1);
+    let target = sb.ws.join("target/harness/sample/switch/target");
+    let mark = target.join("harness-build-in-progress");
+    assert!(target.join("debug").is_dir(), "no scratch build products");
+    assert!(!mark.exists(), "a finished run left its build mark");
+
+    // A warm run keeps what is there.
+    let kept = target.join("debug/kept-by-a-warm-run");
+    std::fs::write(&kept, "x").unwrap();
+    let warm = sb.run(&["battery", &catalog, "--mode", "switch"]);
+    warm.expect_code(1);
+    assert!(!warm.stderr.contains("did not finish"), "{}", warm.stderr);
+    assert!(
+        kept.exists(),
+        "a warm run removed the scratch target directory"
+    );
+    let sw = |sb: &Sandbox| -> serde_json::Value {
+        serde_json::from_str(&sb.read("reports/sample/switch.json")).unwrap()
+    };
+    assert_eq!(sw(&sb)["cold_after_interrupted_build"], false);
+
+    // As a run killed during its switched build leaves it.
+    std::fs::write(&mark, "12345\n").unwrap();
+    let cold = sb.run(&["battery", &catalog, "--mode", "switch"]);
+    cold.expect_code(1)
+        .stderr_has("the last build of the scratch copy did not finish");
+    assert!(!kept.exists(), "the half-built target directory was kept");
+    assert!(!mark.exists(), "the cold run left the build mark");
+    assert_eq!(sw(&sb)["cold_after_interrupted_build"], true);
+    // The same verdicts as the warm run.
+    let r: serde_json::Value =
+        serde_json::from_str(&sb.read("reports/sample/battery.json")).unwrap();
+    assert_eq!(verdicts(&r)["add-subtracts"].0, "KILLED");
+}

@@ -457,7 +457,15 @@ pub struct SwitchInfo {
     /// switch not proven reached).
     #[serde(default)]
     pub reach: Option<super::reach::ReachInfo>,
+    /// Whether the scratch target directory was removed at the start because the last
+    /// build in it did not finish ([`BUILD_MARK`] was left), so every build started cold.
+    #[serde(default)]
+    pub cold_after_interrupted_build: bool,
 }
+
+/// The file in the scratch target directory that says a build in it is going on (it holds
+/// the harness's pid); left behind, it says that build did not finish.
+pub const BUILD_MARK: &str = "harness-build-in-progress";
 
 fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Stop> {
     std::fs::write(path, bytes).map_err(|e| io_fault(path, "write", e))
@@ -635,6 +643,7 @@ impl Switch {
                 jobs: opts.jobs.max(1),
                 ran_again_alone: Vec::new(),
                 reach: None,
+                cold_after_interrupted_build: false,
             },
             scratch,
             packages: Vec::new(),
@@ -726,7 +735,7 @@ impl Switch {
     /// `cargo check --profile test` of the catalog's package and targets in the scratch copy:
     /// `Ok(None)` when it compiles, `Ok(Some(first error))` when not.
     fn compile_check(&self) -> Result<Option<String>, Stop> {
-        let (ok, stdout, stderr) = self.cargo(None).check()?;
+        let (ok, stdout, stderr) = self.marked(|| Ok(self.cargo(None).check()?))?;
         if ok {
             return Ok(None);
         }
@@ -738,7 +747,7 @@ impl Switch {
     /// the test runs use; for doc tests the library they link against) and locates rustc's
     /// errors.
     fn switched_build(&self) -> Result<SwitchedBuild, Stop> {
-        let (build, stdout) = self.cargo(None).build_output()?;
+        let (build, stdout) = self.marked(|| Ok(self.cargo(None).build_output()?))?;
         let errors = if build.success {
             Vec::new()
         } else {
@@ -798,8 +807,52 @@ impl Switch {
         Sources { by_index, bodies }
     }
 
-    /// Seeds the scratch target directory with the user's dependency build products.
+    /// Runs `build`, a cargo build or check in the scratch copy, with the mark
+    /// [`BUILD_MARK`] in the scratch target directory while it runs: the mark is removed
+    /// when cargo ended on its own, and stays when the run was interrupted during the build
+    /// (a signal, or the harness killed), so the next run knows that the scratch target
+    /// directory may hold a half-written build.
+    fn marked<T>(&self, build: impl FnOnce() -> Result<T, Stop>) -> Result<T, Stop> {
+        let mark = self.scratch.target_dir.join(BUILD_MARK);
+        std::fs::create_dir_all(&self.scratch.target_dir)
+            .and_then(|()| std::fs::write(&mark, format!("{}\n", std::process::id())))
+            .map_err(|e| {
+                refuse(
+                    RefusalKind::HarnessFault,
+                    format!("{}: cannot write: {e}", mark.display()),
+                )
+            })?;
+        let res = build();
+        if !matches!(res, Err(Stop::Interrupted)) {
+            std::fs::remove_file(&mark).map_err(|e| {
+                refuse(
+                    RefusalKind::HarnessFault,
+                    format!("{}: cannot remove: {e}", mark.display()),
+                )
+            })?;
+        }
+        res
+    }
+
+    /// Seeds the scratch target directory with the user's dependency build products. A
+    /// scratch target directory whose last build did not finish ([`BUILD_MARK`] left) is
+    /// removed first: rustc and the linker may have left its artifacts half-written
+    /// (a later build then fails to link, with no fault of the tree), so the build starts cold.
     fn seed(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
+        let mark = self.scratch.target_dir.join(BUILD_MARK);
+        if mark.exists() {
+            sh.progress.line(&format!(
+                "the last build of the scratch copy did not finish (the run was stopped during it): removing {} and building cold",
+                self.scratch.target_dir.display()
+            ));
+            std::fs::remove_dir_all(&self.scratch.target_dir).map_err(|e| {
+                refuse(
+                    RefusalKind::HarnessFault,
+                    format!("{}: cannot remove: {e}", self.scratch.target_dir.display()),
+                )
+            })?;
+            self.info.cold_after_interrupted_build = true;
+        }
         sh.progress.phase("seeding the scratch target directory");
         let t = Instant::now();
         let (from, to) = (
@@ -1241,7 +1294,7 @@ impl ModeRun for Switch {
         self.fallback = Some((dst.clone(), mu.pm.original.clone()));
         write_file(&dst, &mu.pm.mutated)?;
         rebuilt(
-            self.cargo(None).build()?,
+            self.marked(|| Ok(self.cargo(None).build()?))?,
             &self.packages,
             &self.scratch.root,
             &dst,
