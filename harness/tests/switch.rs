@@ -955,3 +955,131 @@ fn a_build_the_run_was_stopped_during_makes_the_next_run_start_cold() {
         serde_json::from_str(&sb.read("reports/sample/battery.json")).unwrap();
     assert_eq!(verdicts(&r)["add-subtracts"].0, "KILLED");
 }
+
+/// Functions returning `impl Trait` are switched: a mutant whose value keeps the original's
+/// type runs behind the switch; one whose value has a type of its own (a closure of its own)
+/// makes the switched build fail inside that function's switch, goes back to a rebuild, and
+/// gets rebuild mode's verdict; one that does not compile is UNVIABLE, as in rebuild mode.
+/// Both modes give the same verdicts.
+#[test]
+fn functions_returning_impl_trait_are_switched_and_a_type_of_its_own_is_rebuilt() {
+    let sb = Sandbox::new();
+    sb.write(
+        "src/opaque.rs",
+        r#"//! Iterators behind `impl Trait`.
+
+/// The digits.
+pub fn digits() -> impl Iterator<Item = u32> {
+    0..10
+}
+
+/// The even numbers below `n`.
+pub fn evens(n: u32) -> impl Iterator<Item = u32> {
+    (0..n).filter(|x| x % 2 == 0)
+}
+
+/// Seven, to be shown.
+pub fn seven() -> impl std::fmt::Display {
+    7u32
+}
+"#,
+    );
+    sb.edit(
+        "src/lib.rs",
+        "mod crlf;",
+        "mod crlf;\nmod opaque;\n\npub use opaque::{digits, evens, seven};",
+    );
+    sb.write(
+        "tests/opaque.rs",
+        "mod opaque {\n    #[test]\n    fn ten_digits() {\n        \
+         assert_eq!(sample::digits().collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());\n    }\n\n    \
+         #[test]\n    fn evens_below_seven() {\n        \
+         assert_eq!(sample::evens(7).collect::<Vec<_>>(), [0, 2, 4, 6]);\n    }\n\n    \
+         #[test]\n    fn seven_shows_7() {\n        \
+         assert_eq!(sample::seven().to_string(), \"7\");\n    }\n}\n",
+    );
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    let header = header
+        .replace("name = \"sample\"", "name = \"opaque\"")
+        .replace(
+            "test_targets = [\"contract\"]",
+            "test_targets = [\"opaque\"]",
+        )
+        .replace("select = \"contract::\"", "select = \"opaque::\"");
+    let tests_at = header.find("tests = [").unwrap();
+    let tests_end = tests_at + header[tests_at..].find(']').unwrap() + 1;
+    let header = format!(
+        "{}tests = [\"opaque::ten_digits\", \"opaque::evens_below_seven\", \"opaque::seven_shows_7\"]{}",
+        &header[..tests_at],
+        &header[tests_end..]
+    );
+    sb.write(
+        "mutations/opaque.toml",
+        &format!(
+            "{header}{}",
+            r#"
+[[mutation]]
+id = "digits-from-one"
+title = "digits start at one"
+role = "defect"
+file = "src/opaque.rs"
+find = "    0..10"
+replace = "    1..10"
+killed_by = ["opaque::ten_digits"]
+rationale = "Same type (a range): switched."
+
+[[mutation]]
+id = "evens-odd"
+title = "evens keeps the odd numbers"
+role = "defect"
+file = "src/opaque.rs"
+find = "x % 2 == 0)"
+replace = "x % 2 == 1)"
+killed_by = ["opaque::evens_below_seven"]
+rationale = "A closure of its own: its own type, rebuilt."
+
+[[mutation]]
+id = "seven-plus-a-string"
+title = "seven plus a string"
+role = "defect"
+file = "src/opaque.rs"
+find = "    7u32"
+replace = "    7u32 + \"x\""
+killed_by = ["opaque::seven_shows_7"]
+rationale = "Does not compile: UNVIABLE (its function goes back to a rebuild, which finds it)."
+"#
+        ),
+    );
+    let catalog = sb.ws.join("mutations/opaque.toml");
+    let catalog = catalog.to_str().unwrap();
+    let reports = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&sb.read(&format!("reports/opaque/{name}"))).unwrap()
+    };
+    sb.run(&["battery", catalog]).expect_code(1);
+    let r1 = reports("battery.json");
+    let run = sb.run(&["battery", catalog, "--mode", "switch"]);
+    run.expect_code(1);
+    run.stderr_has("functions returning `impl Trait` go back to rebuilds");
+    let r2 = reports("battery.json");
+    let (v1, v2) = (verdicts(&r1), verdicts(&r2));
+    assert_eq!(v1, v2);
+    assert_eq!(v2["digits-from-one"].0, "KILLED");
+    assert_eq!(v2["evens-odd"].0, "KILLED");
+    assert_eq!(v2["seven-plus-a-string"].0, "UNVIABLE");
+    assert_eq!(r1["kill_matrix"], as_full_run(&r2["kill_matrix"]));
+    let p = plan(&sb, "opaque");
+    assert_eq!(
+        p["digits-from-one"]["mode"], "switched",
+        "{}",
+        p["digits-from-one"]
+    );
+    assert_eq!(p["evens-odd"]["mode"], "rebuild", "{}", p["evens-odd"]);
+    let why = p["evens-odd"]["reason"].as_str().unwrap();
+    assert!(why.contains("returns `impl Trait`"), "{why}");
+    assert_eq!(
+        p["seven-plus-a-string"]["mode"], "rebuild",
+        "{}",
+        p["seven-plus-a-string"]
+    );
+}

@@ -26,9 +26,13 @@
 //! Function bodies are found by parsing the file with `syn` (spans from `proc-macro2`'s
 //! `span-locations`). A mutation is switched when every occurrence of its `find` text lies
 //! inside the body of one `fn` (free, inherent, trait-impl or trait default method) that is
-//! not `const` and does not return `impl Trait`; otherwise (an item, a signature, a
-//! macro body, occurrences in several functions, a function nested in another switched one)
-//! it falls back to rebuild mode, in the same scratch copy, and the plan says why.
+//! not `const`; otherwise (an item, a signature, a macro body, occurrences in several
+//! functions) it falls back to rebuild mode, in the same scratch copy, and the plan says
+//! why. A function returning `impl Trait` is switched too: the switch's `match` compiles
+//! when every mutated body's value has the original's type (a mutated closure or `async`
+//! block has a type of its own and does not); when the switched build fails, every mutation
+//! of such a function goes back to a rebuild before the errors are read, so that a type the
+//! `match` cannot join is never taken for a mutant that does not compile.
 //!
 //! Run order: fingerprint the user's tree; sync the scratch copy (`<target_dir>/switch/tree`)
 //! and seed its target directory (`<target_dir>/switch/target`) with the user's build
@@ -90,8 +94,12 @@ pub struct FnBody {
     pub name: String,
     /// Byte range of the body block, braces included.
     pub body: Range<usize>,
-    /// Why the body cannot carry a switch (`const fn`, `impl Trait` return), if so.
+    /// Why the body cannot carry a switch (a `const fn`), if so.
     pub unswitchable: Option<String>,
+    /// Whether the function returns `impl Trait`: its switch compiles only when every
+    /// mutated body's value has the original's type (a closure or an `async` block of its
+    /// own does not), so a failed switched build takes its mutations back to rebuilds.
+    pub opaque_return: bool,
 }
 
 /// Errors finding function bodies.
@@ -119,17 +127,15 @@ impl Collector {
             Some(s) => format!("{s}::{ident}"),
             None => ident.to_string(),
         };
-        let unswitchable = if sig.constness.is_some() {
-            Some("a const fn cannot read the switch at run time".to_string())
-        } else if returns_impl_trait(&sig.output) {
-            Some("returns `impl Trait`: mutated bodies may have distinct types".to_string())
-        } else {
-            None
-        };
+        let unswitchable = sig
+            .constness
+            .is_some()
+            .then(|| "a const fn cannot read the switch at run time".to_string());
         self.out.push(FnBody {
             name,
             body: block.span().byte_range(),
             unswitchable,
+            opaque_return: returns_impl_trait(&sig.output),
         });
     }
 }
@@ -330,6 +336,9 @@ pub struct SwitchedFile {
     /// replaces). The mutated body is byte for byte the body the mutated file holds at that
     /// offset, so a compiler error inside the range is an error of that mutation alone.
     pub arms: Vec<(String, Range<usize>, usize)>,
+    /// Per switched function, in source order: (byte offset in the original text of the
+    /// body it replaces, byte range in `text` of the whole switch that replaces it).
+    pub regions: Vec<(usize, Range<usize>)>,
 }
 
 /// The switched source: each function's body replaced by the switch over its original and
@@ -344,10 +353,12 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
     order.sort_by_key(|f| f.body.start);
     let mut out = String::with_capacity(text.len() * 2);
     let mut arms = Vec::new();
+    let mut regions = Vec::new();
     let mut at = 0;
     for f in order {
         out.push_str(&text[at..f.body.start]);
         at = f.body.end;
+        let region_start = out.len();
         let original = &text[f.body.clone()];
         out.push_str("{\n");
         let ids: Vec<&str> = f.mutants.iter().map(|(id, _)| id.as_str()).collect();
@@ -380,9 +391,14 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
             f.name.escape_default()
         ));
         out.push_str(&format!("_ => {original}\n}}\n}}"));
+        regions.push((f.body.start, region_start..out.len()));
     }
     out.push_str(&text[at..]);
-    SwitchedFile { text: out, arms }
+    SwitchedFile {
+        text: out,
+        arms,
+        regions,
+    }
 }
 
 /// How one mutation runs in switch mode (`switch.json` spells it in lower case).
@@ -507,6 +523,8 @@ pub(crate) struct Switch {
 struct Layout {
     text: String,
     arms: Vec<(usize, Range<usize>, usize, String)>,
+    /// [`SwitchedFile::regions`].
+    regions: Vec<(usize, Range<usize>)>,
 }
 
 /// The body `b` of `text` (the original file) as the mutated file of `pm` holds it: every
@@ -943,6 +961,9 @@ impl Switch {
                 return Ok(build);
             }
             self.info.check_seconds += build.seconds;
+            if self.retreat_opaque(sh, &src.bodies, &errors, &sroot, &layouts) {
+                continue;
+            }
             let (blamed, stray) = blame(&errors, &sroot, &layouts);
             if !blamed.is_empty() {
                 self.unviable_in_switched_build(sh, src, blamed)?;
@@ -967,6 +988,93 @@ impl Switch {
             self.check_alone(sh, src)?;
             checked_alone = true;
         }
+    }
+
+    /// After a failed switched build: takes the mutations of switched functions that return
+    /// `impl Trait` back to rebuild fallbacks (their mutated bodies may have types of their
+    /// own, which the switch's `match` cannot join, and which no error site tells apart from
+    /// a mutant that does not compile), so that the next switched build's errors are those
+    /// of the other mutations; each one taken back gets the verdict a rebuild gives it. The
+    /// functions whose switch holds an error are taken back; when no error lies in any
+    /// switch, every such function is (its type may fail elsewhere). Returns whether any
+    /// mutation was taken back.
+    fn retreat_opaque(
+        &mut self,
+        sh: &Shared<'_>,
+        bodies: &BTreeMap<PathBuf, Vec<FnBody>>,
+        errors: &[CompilerError],
+        root: &Path,
+        layouts: &BTreeMap<PathBuf, Layout>,
+    ) -> bool {
+        // (file, body index) of every switched function returning `impl Trait`.
+        let opaque: Vec<(PathBuf, usize)> = self
+            .switched
+            .iter()
+            .flat_map(|(file, fns)| {
+                fns.keys()
+                    .filter(|&&bi| bodies[file][bi].opaque_return)
+                    .map(move |&bi| (file.clone(), bi))
+            })
+            .collect();
+        if opaque.is_empty() {
+            return false;
+        }
+        // The switched functions whose switch holds an error site.
+        let mut holding: BTreeSet<(PathBuf, usize)> = BTreeSet::new();
+        for site in errors.iter().flat_map(|e| &e.sites) {
+            let path = Path::new(&site.file);
+            let rel = if path.is_absolute() {
+                path.strip_prefix(root).ok()
+            } else {
+                Some(path)
+            };
+            let Some((rel, layout)) = rel.and_then(|r| layouts.get_key_value(r)) else {
+                continue;
+            };
+            for (start, region) in &layout.regions {
+                if region.start <= site.bytes.start
+                    && site.bytes.end <= region.end
+                    && let Some(bi) = bodies[rel].iter().position(|b| b.body.start == *start)
+                {
+                    holding.insert((rel.clone(), bi));
+                }
+            }
+        }
+        let implicated: Vec<&(PathBuf, usize)> =
+            opaque.iter().filter(|k| holding.contains(*k)).collect();
+        let taken: Vec<&(PathBuf, usize)> = if implicated.is_empty() && holding.is_empty() {
+            opaque.iter().collect()
+        } else {
+            implicated
+        };
+        let opaque: Vec<(usize, String)> = taken
+            .into_iter()
+            .flat_map(|(file, bi)| {
+                self.switched[file][bi]
+                    .iter()
+                    .map(|&i| (i, bodies[file][*bi].name.clone()))
+            })
+            .collect();
+        if opaque.is_empty() {
+            return false;
+        }
+        if opaque.is_empty() {
+            return false;
+        }
+        sh.progress.line(&format!(
+            "the switched build fails: {} mutation(s) of functions returning `impl Trait` go back to rebuilds, and the switched build is repeated without them",
+            opaque.len()
+        ));
+        for (i, name) in opaque {
+            if let Some(e) = self.plan.get_mut(&i) {
+                e.mode = PlanMode::Rebuild;
+                e.reason = Some(format!(
+                    "function {name} returns `impl Trait` and the switched build failed (a mutated body may have a type of its own)"
+                ));
+            }
+            remove_switched(&mut self.switched, i);
+        }
+        true
     }
 
     /// Marks the mutations the switched build blamed UNVIABLE. Each is compiled once more
@@ -1047,6 +1155,7 @@ impl Switch {
                 Layout {
                     text: sw.text,
                     arms,
+                    regions: sw.regions,
                 },
             );
         }
@@ -1394,7 +1503,10 @@ mod tests {
         let add = &b[0];
         assert_eq!(&SRC[add.body.clone()], "{\n    a + b\n}");
         assert!(b[2].unswitchable.as_deref().unwrap().contains("const fn"));
-        assert!(b[4].unswitchable.as_deref().unwrap().contains("impl Trait"));
+        // A function returning `impl Trait` is switched; a failed switched build takes its
+        // mutations back to rebuilds.
+        assert_eq!(b[4].unswitchable, None);
+        assert!(b[4].opaque_return && !b[0].opaque_return);
     }
 
     #[test]
@@ -1620,6 +1732,7 @@ mod tests {
                 ),
                 (1, sw.arms[1].1.clone(), sw.arms[1].2, m2.clone()),
             ],
+            regions: sw.regions.clone(),
             text: sw.text.clone(),
         };
         let layouts: BTreeMap<PathBuf, Layout> = [(PathBuf::from("src/lib.rs"), layout)].into();
