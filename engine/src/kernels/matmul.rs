@@ -438,6 +438,12 @@ fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
         (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q5_0) => {
             return Some(avx2_packed::q5_0x16::<TILE>);
         }
+        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q4K) => {
+            return Some(avx2_packed::q4_kx16::<TILE>);
+        }
+        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q6K) => {
+            return Some(avx2_packed::q6_kx16::<TILE>);
+        }
         (Isa::Avx512, GgmlType::Q4_1) => return Some(avx512::bw::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q4_1) => return Some(avx512::vnni::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q8_0) => return Some(avx512::vnni::q8_0x16::<TILE>),
@@ -463,6 +469,20 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
                 avx2_packed::q5_0x16::<1>,
                 avx2_packed::q5_0x16::<2>,
                 avx2_packed::q5_0x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q4K) => {
+            return Some((
+                avx2_packed::q4_kx16::<1>,
+                avx2_packed::q4_kx16::<2>,
+                avx2_packed::q4_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q6K) => {
+            return Some((
+                avx2_packed::q6_kx16::<1>,
+                avx2_packed::q6_kx16::<2>,
+                avx2_packed::q6_kx16::<GROUP>,
             ));
         }
         (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => {
@@ -500,9 +520,10 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
 }
 
 /// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
-/// matrices only then): Q4_1, Q5_0 and Q8_0 on every SIMD path. Q8_0 on AVX-512 without
-/// VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights offset by 128
-/// would saturate. Q5_0 takes the AVX2 kernel on every path.
+/// matrices only then): Q4_1, Q5_0, Q8_0, Q4_K and Q6_K on every SIMD path. Q8_0 on
+/// AVX-512 without VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights
+/// offset by 128 would saturate. Q5_0, Q4_K and Q6_K take the AVX2 kernels on every path
+/// (the K-quant ones bit for bit the portable path).
 pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
     packed_kernels(isa, ty).is_some()
 }
