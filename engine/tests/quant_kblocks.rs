@@ -227,6 +227,74 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Q4_K and Q6_K matrices packed 16 rows to a super-block (scales unpacked, each
+    /// sub-block's nibbles laid as a Q4_1 block, Q6_K's top bits re-laid), on every path
+    /// with the packed K-quant kernels: every output is the portable path's bit for bit
+    /// (the same exact integer sums, scaled and added in the same order), whatever the
+    /// batch (register tiles of 8, 4, 2, 1; cache blocks of 64 tokens), on 1 and 2
+    /// threads, alone (matvec) and inside a fused product with a second packed matrix;
+    /// each output equals the reference. Only whole 16-row groups are packed.
+    #[test]
+    fn packed_kquant_products_match_reference_and_portable_bit_for_bit(
+        ty in prop::sample::select(vec![Ty::Q4K, Ty::Q6K]),
+        groups in 1usize..5, blocks in 1usize..4,
+        n in prop::sample::select(vec![1usize, 2, 3, 5, 8, 9, 13, 64, 65, 77]),
+        seed in any::<u64>()) {
+        let (_, bb) = ty.geometry();
+        let (rows, cols) = (16 * groups, 256 * blocks);
+        let w = r::raw_blocks(ty, rows * blocks, seed);
+        let m = WeightMatrix::new(ggml(ty), rows, cols, &w).unwrap();
+        let p = PackedWeights::pack(&m).expect("whole 16-row groups pack");
+        let pm = m.with_packed(&p);
+        let other = r::raw_blocks(ty, 16 * blocks, seed ^ 7);
+        let om = WeightMatrix::new(ggml(ty), 16, cols, &other).unwrap();
+        let op = PackedWeights::pack(&om).unwrap();
+        let om = om.with_packed(&op);
+        let short = WeightMatrix::new(ggml(ty), 15, cols, &w[..15 * blocks * bb]).unwrap();
+        prop_assert!(PackedWeights::pack(&short).is_none(), "15 rows are not a whole group");
+        let x = r::Rng(seed ^ 3).vec(n * cols, 2.0);
+        let rb = blocks * bb;
+        let mut portable = vec![f32::NAN; n * rows];
+        matmul(&Cpu::new(1, Isa::Portable), &m, &x, n, &mut portable);
+        let mut portable_o = vec![f32::NAN; n * 16];
+        let unpacked_o = WeightMatrix::new(ggml(ty), 16, cols, &other).unwrap();
+        matmul(&Cpu::new(1, Isa::Portable), &unpacked_o, &x, n, &mut portable_o);
+        let paths: Vec<Isa> = Isa::available()
+            .into_iter()
+            .filter(|&i| uses_packed(i, ggml(ty)))
+            .collect();
+        #[cfg(target_arch = "x86_64")]
+        prop_assert!(!is_x86_feature_detected!("avx2") || !paths.is_empty(), "no packed {:?} path on an AVX2 CPU", ty);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+        for isa in paths {
+            let (one, two) = (Cpu::new(1, isa), Cpu::new(2, isa));
+            let (mut y1, mut y2) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * rows]);
+            matmul(&one, &pm, &x, n, &mut y1);
+            matmul(&two, &pm, &x, n, &mut y2);
+            prop_assert_eq!(bits(&y1), bits(&portable), "{} {:?} vs portable, n = {}", isa, ty, n);
+            prop_assert_eq!(bits(&y2), bits(&portable), "{} {:?} 2 threads vs portable, n = {}", isa, ty, n);
+            let (mut ya, mut yb) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * 16]);
+            matmul_many(&two, &[&pm, &om], &x, n, &mut [&mut ya, &mut yb]);
+            prop_assert_eq!(bits(&ya), bits(&portable), "{} {:?} fused vs portable, n = {}", isa, ty, n);
+            prop_assert_eq!(bits(&yb), bits(&portable_o), "{} {:?} fused (second) vs portable, n = {}", isa, ty, n);
+            for i in 0..n {
+                let xi = &x[i * cols..(i + 1) * cols];
+                let mut yv = vec![f32::NAN; rows];
+                matvec(&one, &pm, xi, &mut yv);
+                prop_assert_eq!(bits(&yv), bits(&portable[i * rows..(i + 1) * rows]), "{} {:?} token {} of {}: alone vs portable", isa, ty, i, n);
+                for rr in (i % 3..rows).step_by(3) {
+                    let (want, mag) = reference_row(ty, &w[rr * rb..(rr + 1) * rb], xi);
+                    let got = y1[i * rows + rr];
+                    prop_assert!(close(got, want, mag), "{} {:?} {}x{} n {} y[{},{}] = {}, want {}", isa, ty, rows, cols, n, i, rr, got, want);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn kquant_types_are_supported_but_not_quantized_here() {
     for ty in [

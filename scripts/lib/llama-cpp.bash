@@ -10,6 +10,12 @@
 #
 # The option set is recorded in the environment's `ggml-cmake-args`; an environment built
 # with another set (another CPU, or a CMAKE_ARGS given by hand) is removed and rebuilt.
+#
+# `--isa avx2` (llama_isa_setup) emulates an AVX2-only CPU on a CPU that has more: llama.cpp
+# built with SSE4.2, AVX, AVX2, FMA, F16C and BMI2 only (AVX-512, AVX-VNNI and AMX off) into
+# its own environment, .venv-bench-avx2, so that both builds stay side by side, and genai
+# run with GENAI_ISA=avx2. The same instruction set, not an AVX2-only CPU: the caches,
+# memory and clock are this machine's, and the AVX-512 units may still change the clock.
 
 # The GGML CMake options for this CPU, one line.
 llama_cmake_args_for_cpu() {
@@ -38,21 +44,68 @@ llama_cmake_args_for_cpu() {
     "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 }
 
-# ensure_llama_venv VENV WHO IMPORT-CHECK: (re)build VENV unless it imports IMPORT-CHECK
-# and was built with this CPU's option set (or CMAKE_ARGS when that is set). WHO names the
-# calling script in messages.
+# The GGML CMake options for an AVX2-only CPU (AVX2, FMA, F16C, BMI2 and below; every
+# AVX-512 option, AVX-VNNI and AMX off), one line. Fails unless this CPU has those.
+llama_cmake_args_avx2() {
+  local flags f
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2-) "
+  for f in sse4_2 avx avx2 fma f16c bmi2; do
+    case "$flags" in *" $f "*) ;; *) echo "this CPU lacks $f: it cannot run an AVX2 build" >&2; return 1 ;; esac
+  done
+  echo "-DGGML_NATIVE=OFF -DGGML_SSE42=ON -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON" \
+    "-DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF" \
+    "-DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF" \
+    "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+}
+
+# llama_isa_setup ROOT WHO ISA: for ISA `native` (this CPU's full set) or `avx2` (an
+# AVX2-only CPU emulated), set `venv` (the environment's path), `llama_cmake` (its GGML
+# options) and `isa_note` (one line saying which instruction set each side runs), and
+# export GENAI_ISA=avx2 for `avx2`. WHO names the calling script in messages.
+llama_isa_setup() {
+  local root="$1" who="$2" isa="$3"
+  case "$isa" in
+    native)
+      venv="$root/.venv-bench"
+      llama_cmake="${CMAKE_ARGS:-$(llama_cmake_args_for_cpu)}"
+      isa_note="instruction sets: this CPU's own on both sides"
+      ;;
+    avx2)
+      venv="$root/.venv-bench-avx2"
+      llama_cmake="$(llama_cmake_args_avx2)" || exit 2
+      export GENAI_ISA=avx2
+      isa_note="instruction sets: AVX2 (+FMA, F16C) on both sides, EMULATED on a CPU that has more ($(llama_cpu_simd_summary)): genai GENAI_ISA=avx2, llama.cpp built without AVX-512/AVX-VNNI; not an AVX2-only CPU (caches, memory and clock are this machine's)"
+      ;;
+    *) echo "$who: --isa takes native or avx2, not $isa" >&2; exit 2 ;;
+  esac
+}
+
+# The widest SIMD sets /proc/cpuinfo lists, e.g. "avx512f avx512_vnni avx2".
+llama_cpu_simd_summary() {
+  local flags out="" f
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2-) "
+  for f in avx512f avx512_vnni avx_vnni avx2; do
+    case "$flags" in *" $f "*) out="$out $f" ;; esac
+  done
+  echo "${out# }"
+}
+
+# ensure_llama_venv VENV WHO IMPORT-CHECK [OPTIONS]: (re)build VENV unless it imports
+# IMPORT-CHECK and was built with OPTIONS (default: this CPU's option set, or CMAKE_ARGS
+# when that is set). WHO names the calling script in messages.
 ensure_llama_venv() {
-  local venv="$1" who="$2" check="$3" want have=""
-  want="${CMAKE_ARGS:-$(llama_cmake_args_for_cpu)}"
+  local venv="$1" who="$2" check="$3" want="${4:-}" have="" name
+  name="$(basename "$venv")"
+  [ -n "$want" ] || want="${CMAKE_ARGS:-$(llama_cmake_args_for_cpu)}"
   [ -f "$venv/ggml-cmake-args" ] && have="$(cat "$venv/ggml-cmake-args")"
   if [ -x "$venv/bin/python" ] && [ "$have" = "$want" ] && "$venv/bin/python" -c "$check" 2>/dev/null; then
     return 0
   fi
   if [ -e "$venv" ]; then
-    echo "$who: .venv-bench was built with other llama.cpp options (${have:-none recorded}); rebuilding" >&2
+    echo "$who: $name was built with other llama.cpp options (${have:-none recorded}); rebuilding" >&2
     rm -rf "$venv"
   fi
-  echo "$who: installing llama-cpp-python[server] into .venv-bench (compiles llama.cpp: minutes) with $want" >&2
+  echo "$who: installing llama-cpp-python[server] into $name (compiles llama.cpp: minutes) with $want" >&2
   python3 -m venv "$venv"
   CMAKE_ARGS="$want" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-2}" \
     "$venv/bin/pip" install --no-cache-dir --quiet --disable-pip-version-check "llama-cpp-python[server]==0.3.36"

@@ -435,9 +435,15 @@ fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
         // AVX-512 without VNNI takes the AVX2 Q8_0 kernel, and every AVX-512 path the
         // AVX2 Q5_0 one (their features are a subset).
         (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => return Some(avx2_packed::q8_0x16::<TILE>),
-        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q5_0) => {
-            return Some(avx2_packed::q5_0x16::<TILE>);
-        }
+        (Isa::Avx2, GgmlType::Q5_0) => return Some(avx2_packed::q5_0x16::<TILE>),
+        (Isa::Avx2, GgmlType::Q4K) => return Some(avx2_packed::q4_kx16::<TILE>),
+        (Isa::Avx2, GgmlType::Q6K) => return Some(avx2_packed::q6_kx16::<TILE>),
+        (Isa::Avx512, GgmlType::Q5_0) => return Some(avx512::bw::q5_0x16::<TILE>),
+        (Isa::Avx512, GgmlType::Q4K) => return Some(avx512::bw::q4_kx16::<TILE>),
+        (Isa::Avx512, GgmlType::Q6K) => return Some(avx512::bw::q6_kx16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q5_0) => return Some(avx512::vnni::q5_0x16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q4K) => return Some(avx512::vnni::q4_kx16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q6K) => return Some(avx512::vnni::q6_kx16::<TILE>),
         (Isa::Avx512, GgmlType::Q4_1) => return Some(avx512::bw::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q4_1) => return Some(avx512::vnni::q4_1x16::<TILE>),
         (Isa::Avx512Vnni, GgmlType::Q8_0) => return Some(avx512::vnni::q8_0x16::<TILE>),
@@ -458,11 +464,67 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
                 avx2_packed::q4_1x16::<GROUP>,
             ));
         }
-        (Isa::Avx2 | Isa::Avx512 | Isa::Avx512Vnni, GgmlType::Q5_0) => {
+        (Isa::Avx2, GgmlType::Q5_0) => {
             return Some((
                 avx2_packed::q5_0x16::<1>,
                 avx2_packed::q5_0x16::<2>,
                 avx2_packed::q5_0x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2, GgmlType::Q4K) => {
+            return Some((
+                avx2_packed::q4_kx16::<1>,
+                avx2_packed::q4_kx16::<2>,
+                avx2_packed::q4_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2, GgmlType::Q6K) => {
+            return Some((
+                avx2_packed::q6_kx16::<1>,
+                avx2_packed::q6_kx16::<2>,
+                avx2_packed::q6_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512, GgmlType::Q5_0) => {
+            return Some((
+                avx512::bw::q5_0x16::<1>,
+                avx512::bw::q5_0x16::<2>,
+                avx512::bw::q5_0x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512, GgmlType::Q4K) => {
+            return Some((
+                avx512::bw::q4_kx16::<1>,
+                avx512::bw::q4_kx16::<2>,
+                avx512::bw::q4_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512, GgmlType::Q6K) => {
+            return Some((
+                avx512::bw::q6_kx16::<1>,
+                avx512::bw::q6_kx16::<2>,
+                avx512::bw::q6_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q5_0) => {
+            return Some((
+                avx512::vnni::q5_0x16::<1>,
+                avx512::vnni::q5_0x16::<2>,
+                avx512::vnni::q5_0x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q4K) => {
+            return Some((
+                avx512::vnni::q4_kx16::<1>,
+                avx512::vnni::q4_kx16::<2>,
+                avx512::vnni::q4_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q6K) => {
+            return Some((
+                avx512::vnni::q6_kx16::<1>,
+                avx512::vnni::q6_kx16::<2>,
+                avx512::vnni::q6_kx16::<GROUP>,
             ));
         }
         (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => {
@@ -500,9 +562,10 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
 }
 
 /// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
-/// matrices only then): Q4_1, Q5_0 and Q8_0 on every SIMD path. Q8_0 on AVX-512 without
-/// VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights offset by 128
-/// would saturate. Q5_0 takes the AVX2 kernel on every path.
+/// matrices only then): Q4_1, Q5_0, Q8_0, Q4_K and Q6_K on every SIMD path. Q8_0 on
+/// AVX-512 without VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights
+/// offset by 128 would saturate. The Q5_0, Q4_K and Q6_K kernels of the AVX-512 paths equal
+/// the AVX2 ones bit for bit (the K-quant ones are the portable path's bits).
 pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
     packed_kernels(isa, ty).is_some()
 }

@@ -13,10 +13,18 @@
 //! AVX-512 kernels' (`scale = d_w · d_a`, `acc = fma(dot, scale, acc)`, then for Q4_1
 //! `acc = fma(m_w, s_a, acc)`), so a packed product here equals the AVX-512 one bit for
 //! bit.
+//!
+//! The K-quant kernels (Q4_K, Q6_K with Q8_K activations; taken on every SIMD path) keep
+//! a stronger rule: per lane they compute the exact integer sums of the portable
+//! `block_ints` / `block_int` and scale and add them with the portable kernels' own float
+//! operations in the same order (no fused multiply-add), so a packed K-quant product
+//! equals the portable path, and the row kernels, bit for bit.
 
 use super::avx2::check_q8;
-use super::packed::{X16_BLOCK, X16_BLOCK_Q5_0, X16_BLOCK_Q8_0, X16_ROWS};
-use crate::quant::{Q8Row, QK};
+use super::packed::{
+    X16_BLOCK, X16_BLOCK_Q4K, X16_BLOCK_Q5_0, X16_BLOCK_Q6K, X16_BLOCK_Q8_0, X16_ROWS,
+};
+use crate::quant::{Q8Row, QK, QK_K};
 use core::arch::x86_64::*;
 
 /// How far ahead (bytes) the first half of a group prefetches the group's stream; the
@@ -281,6 +289,230 @@ fn q5_0_half<const M: usize>(
                 );
                 let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a[i].d.get_unchecked(b)));
                 acc[i] = _mm256_fmadd_ps(dot, scale, acc[i]);
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: as in `q4_1_half`.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
+
+/// Panics unless every activation row is Q8_K (with block sums) of `nb` super-blocks.
+fn check_q8k<const N: usize>(nb: usize, a: &[Q8Row<'_>; N]) {
+    for r in a {
+        assert!(
+            r.qs.len() >= nb * QK_K && r.d.len() >= nb && r.bsums.len() >= nb * 16,
+            "packed K-quant kernel: activation is not Q8_K of {nb} blocks"
+        );
+    }
+}
+
+/// Eight bytes at `p` (one per lane) as `[v, v]` i16 pairs per i32 lane, zero-extended
+/// (`SIGNED` false) or sign-extended: a `vpmaddwd` operand scaling both i16 halves of
+/// a lane by its own byte.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn lane_pairs<const SIGNED: bool>(p: *const u8) -> __m256i {
+    // SAFETY: the caller guarantees 8 readable bytes at `p`.
+    let b = unsafe { _mm_loadl_epi64(p as *const __m128i) };
+    let v = if SIGNED {
+        _mm256_cvtepi8_epi32(b)
+    } else {
+        _mm256_cvtepu8_epi32(b)
+    };
+    _mm256_or_si256(
+        _mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)),
+        _mm256_slli_epi32::<16>(v),
+    )
+}
+
+/// Two Q8_K block sums as one i32 (`lo` in the low half): a broadcast `vpmaddwd` operand.
+#[inline(always)]
+fn sum_pair(lo: i16, hi: i16) -> i32 {
+    (lo as u16 as u32 | ((hi as u16 as u32) << 16)) as i32
+}
+
+/// Q4_K weights packed 16 rows to a super-block (one group of [`super::packed`]) · Q8_K
+/// activations: `out[i][j]` = row `j` of the group · activation row `i`, bit for bit the
+/// portable `ggml_vec_dot_q4_K_q8_K` of [`crate::quant::Q4K`].
+///
+/// Per super-block, half and sub-block, each lane's 16 nibble bytes meet the activation's
+/// matching 4-byte runs in 8 `vpmaddubsw` summed in i16 (as for Q4_1: at most 30720, no
+/// saturation), then one `vpmaddwd` with the lane's scale pair adds `sc · Σ q · a` to the
+/// i32 sum; the minimums' sum `Σ_s m_s · (bsums_2s + bsums_2s+1)` takes one `vpmaddwd` per
+/// sub-block. Then `acc + (d · d_a) · sumi − (dmin · d_a) · summ` as `kquant_acc` does it.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_kx16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK_Q4K;
+    check_q8k(nb, a);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q4_k_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q4_K group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q4_kx16`]); `nb` super-blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_k_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK_Q4K);
+    let low = _mm256_set1_epi8(0x0F);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: super-block b < nb of the group (asserted) and of every activation row
+        // (checked by the caller); `h < 2`, so every read stays inside the block.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK_Q4K);
+            if h == 0 {
+                for l in 0..X16_BLOCK_Q4K.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(32 + 2 * HALF * h) as *const _));
+            let mut sumi = [_mm256_setzero_si256(); M];
+            let mut summ = [_mm256_setzero_si256(); M];
+            for s in 0..8 {
+                let sc = lane_pairs::<false>(p.add(64 + 16 * s + HALF * h));
+                let mn = lane_pairs::<false>(p.add(192 + 16 * s + HALF * h));
+                let mut s16 = [_mm256_setzero_si256(); M];
+                for k in 0..4 {
+                    let raw =
+                        _mm256_loadu_si256(p.add(320 + 256 * s + 64 * k + 32 * h) as *const _);
+                    let lo = _mm256_and_si256(raw, low);
+                    let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+                    for i in 0..M {
+                        let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * s) as *const u8;
+                        let x = _mm256_set1_epi32(rd32(qa.add(4 * k)));
+                        let y = _mm256_set1_epi32(rd32(qa.add(16 + 4 * k)));
+                        s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(lo, x));
+                        s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(hi, y));
+                    }
+                }
+                for i in 0..M {
+                    sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(s16[i], sc));
+                    let bs = a[i].bsums.get_unchecked(b * 16 + 2 * s..b * 16 + 2 * s + 2);
+                    let pair = _mm256_set1_epi32(sum_pair(bs[0], bs[1]));
+                    summ[i] = _mm256_add_epi32(summ[i], _mm256_madd_epi16(mn, pair));
+                }
+            }
+            for i in 0..M {
+                let da = _mm256_set1_ps(*a[i].d.get_unchecked(b));
+                let t = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[i]));
+                let m = _mm256_mul_ps(_mm256_mul_ps(mw, da), _mm256_cvtepi32_ps(summ[i]));
+                acc[i] = _mm256_sub_ps(_mm256_add_ps(acc[i], t), m);
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: as in `q4_1_half`.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
+
+/// Q6_K weights packed 16 rows to a super-block (one group of [`super::packed`]) · Q8_K
+/// activations: `out[i][j]` = row `j` of the group · activation row `i`, bit for bit the
+/// portable `ggml_vec_dot_q6_K_q8_K` of [`crate::quant::Q6K`].
+///
+/// The quants are taken unsigned (`q + 32`, 0..63: a nibble and two top bits put at bit
+/// 4 by one shift and one mask); two `vpmaddubsw` of a sub-block are summed in i16 (at
+/// most 2 · 2 · 63 · 128 = 32256, no saturation) and scaled by the lane's signed scale in
+/// one `vpmaddwd`; `32 · Σ_s sc_s · bsums_s` then comes off the exact i32 sum (one
+/// `vpmaddwd` per two sub-blocks). Then `acc + (d · d_a) · sumi` as the portable kernel.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q6_kx16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK_Q6K;
+    check_q8k(nb, a);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q6_k_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q6_K group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q6_kx16`]); `nb` super-blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q6_k_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK_Q6K);
+    let low = _mm256_set1_epi8(0x0F);
+    let top = _mm256_set1_epi8(0x30);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: as in `q4_k_half`.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK_Q6K);
+            if h == 0 {
+                for l in 0..X16_BLOCK_Q6K.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let mut sumi = [_mm256_setzero_si256(); M];
+            let mut offs = [_mm256_setzero_si256(); M];
+            for u in 0..8 {
+                let q = p.add(288 + 384 * u);
+                let sc_lo = lane_pairs::<true>(p.add(32 + 16 * (2 * u) + HALF * h));
+                let sc_hi = lane_pairs::<true>(p.add(32 + 16 * (2 * u + 1) + HALF * h));
+                // The two sub-blocks' scales in one lane (2u low, 2u + 1 high), for the
+                // offset's sums.
+                let sc_both = _mm256_blend_epi16::<0b1010_1010>(sc_lo, sc_hi);
+                let mut s_lo = [_mm256_setzero_si256(); M];
+                let mut s_hi = [_mm256_setzero_si256(); M];
+                for k in 0..4 {
+                    let raw = _mm256_loadu_si256(q.add(64 * k + 32 * h) as *const _);
+                    let hb = _mm256_loadu_si256(q.add(256 + 64 * (k / 2) + 32 * h) as *const _);
+                    let (hb_lo, hb_hi) = if k % 2 == 0 {
+                        (hb, _mm256_srli_epi16::<2>(hb))
+                    } else {
+                        (_mm256_slli_epi16::<4>(hb), _mm256_slli_epi16::<2>(hb))
+                    };
+                    let lo =
+                        _mm256_or_si256(_mm256_and_si256(raw, low), _mm256_and_si256(hb_lo, top));
+                    let hi = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low),
+                        _mm256_and_si256(hb_hi, top),
+                    );
+                    for i in 0..M {
+                        let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * u) as *const u8;
+                        let x = _mm256_set1_epi32(rd32(qa.add(4 * k)));
+                        let y = _mm256_set1_epi32(rd32(qa.add(16 + 4 * k)));
+                        s_lo[i] = _mm256_add_epi16(s_lo[i], _mm256_maddubs_epi16(lo, x));
+                        s_hi[i] = _mm256_add_epi16(s_hi[i], _mm256_maddubs_epi16(hi, y));
+                    }
+                    if k % 2 == 1 {
+                        for i in 0..M {
+                            let both = _mm256_add_epi32(
+                                _mm256_madd_epi16(s_lo[i], sc_lo),
+                                _mm256_madd_epi16(s_hi[i], sc_hi),
+                            );
+                            sumi[i] = _mm256_add_epi32(sumi[i], both);
+                            s_lo[i] = _mm256_setzero_si256();
+                            s_hi[i] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+                for i in 0..M {
+                    let bs = a[i].bsums.get_unchecked(b * 16 + 2 * u..b * 16 + 2 * u + 2);
+                    let pair = _mm256_set1_epi32(sum_pair(bs[0], bs[1]));
+                    offs[i] = _mm256_add_epi32(offs[i], _mm256_madd_epi16(sc_both, pair));
+                }
+            }
+            for i in 0..M {
+                let da = _mm256_set1_ps(*a[i].d.get_unchecked(b));
+                let dot = _mm256_sub_epi32(sumi[i], _mm256_slli_epi32::<5>(offs[i]));
+                let t = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(dot));
+                acc[i] = _mm256_add_ps(acc[i], t);
             }
         }
     }

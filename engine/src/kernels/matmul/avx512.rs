@@ -9,8 +9,8 @@
 //! summation order.
 
 use super::avx2;
-use super::packed::{X16_BLOCK, X16_BLOCK_Q8_0};
-use crate::quant::{Q8Row, QK};
+use super::packed::{X16_BLOCK, X16_BLOCK_Q4K, X16_BLOCK_Q5_0, X16_BLOCK_Q6K, X16_BLOCK_Q8_0};
+use crate::quant::{Q8Row, QK, QK_K};
 use core::arch::x86_64::*;
 
 /// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
@@ -32,6 +32,33 @@ fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {
         );
         assert!(!sums || r.s.len() >= nb, "activation lacks Q8_1 sums");
     }
+}
+
+/// Panics unless every activation row is Q8_K (with block sums) of `nb` super-blocks.
+fn check_q8k<const N: usize>(nb: usize, a: &[Q8Row<'_>; N]) {
+    for r in a {
+        assert!(
+            r.qs.len() >= nb * QK_K && r.d.len() >= nb && r.bsums.len() >= nb * 16,
+            "packed K-quant kernel: activation is not Q8_K of {nb} blocks"
+        );
+    }
+}
+
+/// Each i32 lane's low 16 bits in both of its i16 halves: a `vpmaddwd` operand scaling
+/// both halves of a lane by the lane's own small value.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+#[inline]
+fn lane_pairs512(v: __m512i) -> __m512i {
+    _mm512_or_si512(
+        _mm512_and_si512(v, _mm512_set1_epi32(0xFFFF)),
+        _mm512_slli_epi32::<16>(v),
+    )
+}
+
+/// Two Q8_K block sums as one i32 (`lo` in the low half): a broadcast `vpmaddwd` operand.
+#[inline(always)]
+fn sum_pair(lo: i16, hi: i16) -> i32 {
+    (lo as u16 as u32 | ((hi as u16 as u32) << 16)) as i32
 }
 
 #[inline(always)]
@@ -175,6 +202,245 @@ macro_rules! avx512_kernels {
                         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[i]);
                         acc[i] =
                             _mm512_fmadd_ps(mw, _mm512_set1_ps(*a[i].s.get_unchecked(b)), acc[i]);
+                    }
+                }
+            }
+            core::array::from_fn(|i| {
+                let mut o = [0.0f32; 16];
+                // SAFETY: `o` holds 16 f32.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
+                o
+            })
+        }
+
+        /// Q5_0 weights packed 16 rows to a block (one group of [`super::super::packed`],
+        /// fifth bits re-laid) · Q8_0 activations whose `s[b]` holds `16 · Σ qs` of block
+        /// `b`: the AVX2 kernel's steps (`avx2_packed::q5_0x16`) on all sixteen lanes at
+        /// once, the unsigned quants' byte dots accumulated in i32 by this module's byte dot.
+        /// The block dot is exact and each lane's float steps are the AVX2 kernel's, so
+        /// the two are equal bit for bit.
+        #[target_feature(enable = $feat)]
+        pub(in super::super) fn q5_0x16<const N: usize>(
+            g: &[u8],
+            a: &[Q8Row<'_>; N],
+        ) -> [[f32; 16]; N] {
+            let nb = g.len() / X16_BLOCK_Q5_0;
+            check_q8(nb, a, true);
+            let mut acc = [_mm512_setzero_ps(); N];
+            let low = _mm512_set1_epi8(0x0F);
+            let bit4 = _mm512_set1_epi8(0x10);
+            for b in 0..nb {
+                // SAFETY: block b < nb of the group and of every activation row (checked).
+                unsafe {
+                    let p = g.as_ptr().add(b * X16_BLOCK_Q5_0);
+                    for l in 0..X16_BLOCK_Q5_0.div_ceil(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                    let qh = _mm512_loadu_si512(p.add(32) as *const _);
+                    // Bit 8t + k (low runs) and 8t + 4 + k (high runs) moved to bit 4 of byte t.
+                    let lo_bits = [
+                        _mm512_slli_epi32::<4>(qh),
+                        _mm512_slli_epi32::<3>(qh),
+                        _mm512_slli_epi32::<2>(qh),
+                        _mm512_slli_epi32::<1>(qh),
+                    ];
+                    let hi_bits = [
+                        qh,
+                        _mm512_srli_epi32::<1>(qh),
+                        _mm512_srli_epi32::<2>(qh),
+                        _mm512_srli_epi32::<3>(qh),
+                    ];
+                    let mut lo = [_mm512_setzero_si512(); 4];
+                    let mut hi = [_mm512_setzero_si512(); 4];
+                    for k in 0..4 {
+                        let raw = _mm512_loadu_si512(p.add(96 + 64 * k) as *const _);
+                        lo[k] = _mm512_or_si512(
+                            _mm512_and_si512(raw, low),
+                            _mm512_and_si512(lo_bits[k], bit4),
+                        );
+                        hi[k] = _mm512_or_si512(
+                            _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low),
+                            _mm512_and_si512(hi_bits[k], bit4),
+                        );
+                    }
+                    for i in 0..N {
+                        let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                        let mut s = _mm512_setzero_si512();
+                        for k in 0..4 {
+                            s = $dacc512(s, lo[k], _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                            s = $dacc512(s, hi[k], _mm512_set1_epi32(rd32(qa.add(16 + 4 * k))));
+                        }
+                        let dot = _mm512_sub_ps(
+                            _mm512_cvtepi32_ps(s),
+                            _mm512_set1_ps(*a[i].s.get_unchecked(b)),
+                        );
+                        let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a[i].d.get_unchecked(b)));
+                        acc[i] = _mm512_fmadd_ps(dot, scale, acc[i]);
+                    }
+                }
+            }
+            core::array::from_fn(|i| {
+                let mut o = [0.0f32; 16];
+                // SAFETY: `o` holds 16 f32.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
+                o
+            })
+        }
+
+        /// Q4_K weights packed 16 rows to a super-block (one group of
+        /// [`super::super::packed`]) · Q8_K activations, bit for bit the portable
+        /// `ggml_vec_dot_q4_K_q8_K` (as `avx2_packed::q4_kx16`, on all sixteen lanes at once):
+        /// per sub-block, the 8 byte dots of this module accumulate `Σ q · a` in i32 and one
+        /// `vpmulld` scales it by the lane's scale; the minimums take one `vpmaddwd` per
+        /// sub-block. The sums are exact and the float steps are `kquant_acc`'s.
+        #[target_feature(enable = $feat)]
+        pub(in super::super) fn q4_kx16<const N: usize>(
+            g: &[u8],
+            a: &[Q8Row<'_>; N],
+        ) -> [[f32; 16]; N] {
+            let nb = g.len() / X16_BLOCK_Q4K;
+            check_q8k(nb, a);
+            let mut acc = [_mm512_setzero_ps(); N];
+            let low = _mm512_set1_epi8(0x0F);
+            for b in 0..nb {
+                // SAFETY: super-block b < nb of the group and of every activation row
+                // (checked); every read stays inside the block.
+                unsafe {
+                    let p = g.as_ptr().add(b * X16_BLOCK_Q4K);
+                    for l in 0..X16_BLOCK_Q4K.div_ceil(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                    let mw = _mm512_cvtph_ps(_mm256_loadu_si256(p.add(32) as *const _));
+                    let mut sumi = [_mm512_setzero_si512(); N];
+                    let mut summ = [_mm512_setzero_si512(); N];
+                    for s in 0..8 {
+                        let sc =
+                            _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(64 + 16 * s) as *const _));
+                        let mn = lane_pairs512(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                            p.add(192 + 16 * s) as *const _,
+                        )));
+                        let mut lo = [_mm512_setzero_si512(); 4];
+                        let mut hi = [_mm512_setzero_si512(); 4];
+                        for k in 0..4 {
+                            let raw = _mm512_loadu_si512(p.add(320 + 256 * s + 64 * k) as *const _);
+                            lo[k] = _mm512_and_si512(raw, low);
+                            hi[k] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
+                        }
+                        for i in 0..N {
+                            let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * s) as *const u8;
+                            let mut d = _mm512_setzero_si512();
+                            for k in 0..4 {
+                                d = $dacc512(d, lo[k], _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                                d = $dacc512(d, hi[k], _mm512_set1_epi32(rd32(qa.add(16 + 4 * k))));
+                            }
+                            sumi[i] = _mm512_add_epi32(sumi[i], _mm512_mullo_epi32(d, sc));
+                            let bs = a[i].bsums.get_unchecked(b * 16 + 2 * s..b * 16 + 2 * s + 2);
+                            let pair = _mm512_set1_epi32(sum_pair(bs[0], bs[1]));
+                            summ[i] = _mm512_add_epi32(summ[i], _mm512_madd_epi16(mn, pair));
+                        }
+                    }
+                    for i in 0..N {
+                        let da = _mm512_set1_ps(*a[i].d.get_unchecked(b));
+                        let t = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[i]));
+                        let m = _mm512_mul_ps(_mm512_mul_ps(mw, da), _mm512_cvtepi32_ps(summ[i]));
+                        acc[i] = _mm512_sub_ps(_mm512_add_ps(acc[i], t), m);
+                    }
+                }
+            }
+            core::array::from_fn(|i| {
+                let mut o = [0.0f32; 16];
+                // SAFETY: `o` holds 16 f32.
+                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
+                o
+            })
+        }
+
+        /// Q6_K weights packed 16 rows to a super-block (one group of
+        /// [`super::super::packed`]) · Q8_K activations, bit for bit the portable
+        /// `ggml_vec_dot_q6_K_q8_K` (as `avx2_packed::q6_kx16`, on all sixteen lanes at once):
+        /// the unsigned quants' (`q + 32`) byte dots of a 16-element sub-block accumulate in
+        /// i32 and one `vpmulld` scales them by the lane's signed scale; `32 · Σ_s sc_s ·
+        /// bsums_s` comes off the exact sum (one `vpmaddwd` per two sub-blocks). Then
+        /// `acc + (d · d_a) · sumi` as the portable kernel.
+        #[target_feature(enable = $feat)]
+        pub(in super::super) fn q6_kx16<const N: usize>(
+            g: &[u8],
+            a: &[Q8Row<'_>; N],
+        ) -> [[f32; 16]; N] {
+            let nb = g.len() / X16_BLOCK_Q6K;
+            check_q8k(nb, a);
+            let mut acc = [_mm512_setzero_ps(); N];
+            let low = _mm512_set1_epi8(0x0F);
+            let top = _mm512_set1_epi8(0x30);
+            for b in 0..nb {
+                // SAFETY: as in `q4_kx16`.
+                unsafe {
+                    let p = g.as_ptr().add(b * X16_BLOCK_Q6K);
+                    for l in 0..X16_BLOCK_Q6K.div_ceil(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                    let mut sumi = [_mm512_setzero_si512(); N];
+                    let mut offs = [_mm512_setzero_si512(); N];
+                    for u in 0..8 {
+                        let q = p.add(288 + 384 * u);
+                        let sc_lo =
+                            _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(32 + 32 * u) as *const _));
+                        let sc_hi =
+                            _mm512_cvtepi8_epi32(_mm_loadu_si128(p.add(48 + 32 * u) as *const _));
+                        // The two sub-blocks' scales in one lane (2u low, 2u + 1 high), for
+                        // the offset's sums.
+                        let sc_both = _mm512_or_si512(
+                            _mm512_and_si512(sc_lo, _mm512_set1_epi32(0xFFFF)),
+                            _mm512_slli_epi32::<16>(sc_hi),
+                        );
+                        let mut lo = [_mm512_setzero_si512(); 4];
+                        let mut hi = [_mm512_setzero_si512(); 4];
+                        for k in 0..4 {
+                            let raw = _mm512_loadu_si512(q.add(64 * k) as *const _);
+                            let hb = _mm512_loadu_si512(q.add(256 + 64 * (k / 2)) as *const _);
+                            let (hb_lo, hb_hi) = if k % 2 == 0 {
+                                (hb, _mm512_srli_epi16::<2>(hb))
+                            } else {
+                                (_mm512_slli_epi16::<4>(hb), _mm512_slli_epi16::<2>(hb))
+                            };
+                            lo[k] = _mm512_or_si512(
+                                _mm512_and_si512(raw, low),
+                                _mm512_and_si512(hb_lo, top),
+                            );
+                            hi[k] = _mm512_or_si512(
+                                _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low),
+                                _mm512_and_si512(hb_hi, top),
+                            );
+                        }
+                        for i in 0..N {
+                            let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * u) as *const u8;
+                            let (mut dl, mut dh) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+                            for k in 0..4 {
+                                dl = $dacc512(dl, lo[k], _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                                dh = $dacc512(
+                                    dh,
+                                    hi[k],
+                                    _mm512_set1_epi32(rd32(qa.add(16 + 4 * k))),
+                                );
+                            }
+                            let both = _mm512_add_epi32(
+                                _mm512_mullo_epi32(dl, sc_lo),
+                                _mm512_mullo_epi32(dh, sc_hi),
+                            );
+                            sumi[i] = _mm512_add_epi32(sumi[i], both);
+                            let bs = a[i].bsums.get_unchecked(b * 16 + 2 * u..b * 16 + 2 * u + 2);
+                            let pair = _mm512_set1_epi32(sum_pair(bs[0], bs[1]));
+                            offs[i] = _mm512_add_epi32(offs[i], _mm512_madd_epi16(sc_both, pair));
+                        }
+                    }
+                    for i in 0..N {
+                        let da = _mm512_set1_ps(*a[i].d.get_unchecked(b));
+                        let dot = _mm512_sub_epi32(sumi[i], _mm512_slli_epi32::<5>(offs[i]));
+                        let t = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(dot));
+                        acc[i] = _mm512_add_ps(acc[i], t);
                     }
                 }
             }
