@@ -565,6 +565,17 @@ fn package_name(id: &str) -> String {
     }
 }
 
+/// An error site's file relative to the scratch copy's `root` (rustc names a member's
+/// file relative to the workspace, a path dependency's absolutely); `None` outside it.
+fn site_path<'a>(file: &'a str, root: &Path) -> Option<&'a Path> {
+    let path = Path::new(file);
+    if path.is_absolute() {
+        path.strip_prefix(root).ok()
+    } else {
+        Some(path)
+    }
+}
+
 /// Which switched mutation each compiler error lies in. An error belongs to a mutation when
 /// one of its sites (a primary span, or a macro call site it was expanded from) lies inside
 /// that mutation's body in a switched file; its rendered text is moved to the mutation's
@@ -580,13 +591,7 @@ fn blame<'e>(
     for e in errors {
         let mut hit = false;
         for site in &e.sites {
-            let path = Path::new(&site.file);
-            let rel = if path.is_absolute() {
-                path.strip_prefix(root).ok()
-            } else {
-                Some(path)
-            };
-            let Some(layout) = rel.and_then(|r| layouts.get(r)) else {
+            let Some(layout) = site_path(&site.file, root).and_then(|r| layouts.get(r)) else {
                 continue;
             };
             for (i, range, body_start, mutated) in &layout.arms {
@@ -1022,13 +1027,9 @@ impl Switch {
         // The switched functions whose switch holds an error site.
         let mut holding: BTreeSet<(PathBuf, usize)> = BTreeSet::new();
         for site in errors.iter().flat_map(|e| &e.sites) {
-            let path = Path::new(&site.file);
-            let rel = if path.is_absolute() {
-                path.strip_prefix(root).ok()
-            } else {
-                Some(path)
-            };
-            let Some((rel, layout)) = rel.and_then(|r| layouts.get_key_value(r)) else {
+            let Some((rel, layout)) =
+                site_path(&site.file, root).and_then(|r| layouts.get_key_value(r))
+            else {
                 continue;
             };
             for (start, region) in &layout.regions {

@@ -44,6 +44,18 @@ fn check_q8k<const N: usize>(nb: usize, a: &[Q8Row<'_>; N]) {
     }
 }
 
+/// Each accumulator's sixteen f32 lanes, in lane order (the kernels' per-row outputs).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+#[inline]
+fn lanes16<const N: usize>(acc: [__m512; N]) -> [[f32; 16]; N] {
+    core::array::from_fn(|i| {
+        let mut o = [0.0f32; 16];
+        // SAFETY: `o` holds 16 f32.
+        unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
+        o
+    })
+}
+
 /// Each i32 lane's low 16 bits in both of its i16 halves: a `vpmaddwd` operand scaling
 /// both halves of a lane by the lane's own small value.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
@@ -205,12 +217,7 @@ macro_rules! avx512_kernels {
                     }
                 }
             }
-            core::array::from_fn(|i| {
-                let mut o = [0.0f32; 16];
-                // SAFETY: `o` holds 16 f32.
-                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
-                o
-            })
+            lanes16(acc)
         }
 
         /// Q5_0 weights packed 16 rows to a block (one group of [`super::super::packed`],
@@ -280,12 +287,7 @@ macro_rules! avx512_kernels {
                     }
                 }
             }
-            core::array::from_fn(|i| {
-                let mut o = [0.0f32; 16];
-                // SAFETY: `o` holds 16 f32.
-                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
-                o
-            })
+            lanes16(acc)
         }
 
         /// Q4_K weights packed 16 rows to a super-block (one group of
@@ -349,12 +351,7 @@ macro_rules! avx512_kernels {
                     }
                 }
             }
-            core::array::from_fn(|i| {
-                let mut o = [0.0f32; 16];
-                // SAFETY: `o` holds 16 f32.
-                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
-                o
-            })
+            lanes16(acc)
         }
 
         /// Q6_K weights packed 16 rows to a super-block (one group of
@@ -444,12 +441,7 @@ macro_rules! avx512_kernels {
                     }
                 }
             }
-            core::array::from_fn(|i| {
-                let mut o = [0.0f32; 16];
-                // SAFETY: `o` holds 16 f32.
-                unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
-                o
-            })
+            lanes16(acc)
         }
 
         /// |w| and the activation with w's sign, for a signed × signed byte dot.
@@ -749,11 +741,6 @@ pub(super) mod vnni {
                 }
             }
         }
-        core::array::from_fn(|i| {
-            let mut o = [0.0f32; 16];
-            // SAFETY: `o` holds 16 f32.
-            unsafe { _mm512_storeu_ps(o.as_mut_ptr(), acc[i]) };
-            o
-        })
+        lanes16(acc)
     }
 }
