@@ -13,8 +13,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::audit::{self, LaneAuditArgs, OutputFormat};
-use harness::cibase::{self, Answer, Shallow};
+use harness::ci::audit::{self, LaneAuditArgs, OutputFormat};
+use harness::ci::cibase::{self, Answer, Shallow};
 
 /// Reset this process's peak RSS (Linux: `5` to /proc/self/clear_refs), so that the next
 /// [`peak_rss_kib`] measures only what runs after it.

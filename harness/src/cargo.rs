@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Catalog, CatalogSpec};
-use crate::interrupt;
+use crate::battery::catalog::{Catalog, CatalogSpec};
+use crate::system::interrupt;
 use crate::system::runner::{RunError, Runner};
 
 /// Errors running cargo (harness faults, not verdicts).
@@ -419,7 +419,7 @@ impl CargoCmd {
     }
 
     /// Records every child process group under `state` while it runs, so that a later
-    /// harness command can kill it if this process dies (see [`crate::process::reap_orphans`]).
+    /// harness command can kill it if this process dies (see [`crate::system::process::reap_orphans`]).
     pub fn with_state_dir(mut self, state: &Path) -> CargoCmd {
         self.state_dir = Some(state.to_path_buf());
         self
@@ -536,7 +536,7 @@ impl CargoCmd {
 
     /// Runs cargo with `args` through the one child runner ([`Runner`]: its own process
     /// group, recorded in the state directory, killed at `timeout` or on interruption).
-    /// With `mark`, the child runs under [`crate::workspace::RUN_UMASK`] (the test runs: what
+    /// With `mark`, the child runs under [`crate::battery::workspace::RUN_UMASK`] (the test runs: what
     /// they create in the tree is recognised as theirs). Returns (output, timed_out, seconds).
     fn exec(
         &self,
@@ -553,7 +553,7 @@ impl CargoCmd {
             .env("RUST_BACKTRACE", "0")
             .env_remove("CARGO_TARGET_DIR")
             .timeout(timeout)
-            .umask(mark.then_some(crate::workspace::RUN_UMASK))
+            .umask(mark.then_some(crate::battery::workspace::RUN_UMASK))
             .state_dir(self.state_dir.as_deref());
         for (k, v) in &self.env {
             runner = runner.env(k, v);
@@ -750,7 +750,7 @@ impl CargoCmd {
     }
 
     /// Runs exactly `tests` (`--no-fail-fast`), killed after `timeout`, under
-    /// [`crate::workspace::RUN_UMASK`]: the libtest targets' tests in one invocation
+    /// [`crate::battery::workspace::RUN_UMASK`]: the libtest targets' tests in one invocation
     /// (`-- --exact NAMES...`), then the doc tests in another within what is left of
     /// `timeout`. rustdoc splits its test arguments at whitespace, so a doc test's name
     /// cannot be given whole: that invocation is given a space-free part of each name

@@ -4,14 +4,16 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
-use crate::ExitCode;
+use crate::battery::catalog::{Catalog, CatalogError};
 use crate::battery::{self, BatteryError};
+use crate::battery::{report, workspace};
 use crate::cargo::{CargoCmd, PackageMeta};
-use crate::catalog::{Catalog, CatalogError};
-use crate::lock::{self, Hold, LockRecord, Nesting};
-use crate::progress::Progress;
+use crate::system::exit::ExitCode;
+use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::interrupt;
+use crate::system::lock::{self, Hold, LockRecord, Nesting};
+use crate::system::progress::Progress;
 use crate::system::runner::{OnInterrupt, Output, Runner};
-use crate::{EXIT_ALL_MET, EXIT_REFUSED, interrupt, report, workspace};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -146,15 +148,15 @@ pub enum Command {
     Restore,
     /// Whether named commits are in the base and merge each CI job tested (exit 0 every
     /// answer yes or no, 2 any unknown or no checkout line).
-    BaseCheck(crate::cibase::BaseCheckArgs),
+    BaseCheck(crate::ci::cibase::BaseCheckArgs),
     /// Which CI lanes ran the must-run tests (exit 0 all ran and passed in a required lane,
     /// 1 an island, failure or truncation, 2 the logs cannot answer: a test UNKNOWN
     /// (`cargo test -q`), a required lane without a log, unreadable input).
-    LaneAudit(crate::audit::LaneAuditArgs),
+    LaneAudit(crate::ci::audit::LaneAuditArgs),
     /// CI gate: run the test command once, audit its log against the catalogs' test lists,
     /// run the batteries, and write one pull-request report to `reports/gate/`.
     #[command(after_help = GATE_EXIT_CODES)]
-    Gate(crate::gate::GateArgs),
+    Gate(crate::ci::gate::GateArgs),
     /// Join the reports of a battery's shards (`battery --shard K/N`) into the report the
     /// unsharded run writes. Each DIR is one shard's `--reports` folder (holding
     /// `<catalog>/battery.json`). Refuses (exit 2) missing, duplicate or foreign shards,
@@ -455,8 +457,8 @@ pub fn run(cli: Cli) -> i32 {
             output,
         } => init(&state, &workspace, package.as_deref(), output.as_deref()),
         Command::Tests { workspace, package } => tests(&state, &workspace, package.as_deref()),
-        Command::BaseCheck(args) => ci_answer(crate::cibase::run(&args)),
-        Command::LaneAudit(args) => ci_answer(crate::audit::run(&args)),
+        Command::BaseCheck(args) => ci_answer(crate::ci::cibase::run(&args)),
+        Command::LaneAudit(args) => ci_answer(crate::ci::audit::run(&args)),
         Command::Show { catalog, id } => show(&catalog, &id),
         Command::Mutants(args) => run_mutants(&state, &args),
         Command::List { catalog } => list(&catalog),
@@ -503,7 +505,7 @@ fn ci_answer(result: anyhow::Result<i32>) -> i32 {
 
 /// Restores from journals of dead runs; false if something could not be put back.
 fn recover(state: &Path) -> bool {
-    for pgid in crate::process::reap_orphans(state) {
+    for pgid in crate::system::process::reap_orphans(state) {
         eprintln!(
             "harness: killed process group {pgid} left running by a harness run that was killed"
         );
@@ -637,7 +639,12 @@ fn check(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
 }
 
 /// `check`'s last word on one catalog: where its target directory lies (or why it cannot).
-fn check_place(c: &Catalog, p: &[crate::catalog::PreparedMutation], path: &Path, code: i32) -> i32 {
+fn check_place(
+    c: &Catalog,
+    p: &[crate::battery::catalog::PreparedMutation],
+    path: &Path,
+    code: i32,
+) -> i32 {
     match c.check_target_dir() {
         Ok(place) => {
             println!(
@@ -966,7 +973,7 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailur
     Ok((hold, lock_note))
 }
 
-fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
+fn run_gate(state: &Path, args: &crate::ci::gate::GateArgs) -> i32 {
     if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
         eprintln!("harness: gate: {e}");
         return EXIT_REFUSED;
@@ -980,18 +987,18 @@ fn run_gate(state: &Path, args: &crate::gate::GateArgs) -> i32 {
         Err(f) => return f.code,
     };
     let progress = Progress::auto();
-    let res = crate::gate::run(args, state, &lock_note, &progress);
+    let res = crate::ci::gate::run(args, state, &lock_note, &progress);
     progress.finish();
     drop(hold);
     match res {
         Ok(out) => {
-            print!("{}", crate::gate::summary(&out.report));
+            print!("{}", crate::ci::gate::summary(&out.report));
             for w in &out.written {
                 println!("report: {}", w.display());
             }
             out.report.exit_code
         }
-        Err(crate::gate::GateError::Catalog(e)) => {
+        Err(crate::ci::gate::GateError::Catalog(e)) => {
             report_catalog_error(&e);
             EXIT_REFUSED
         }
@@ -1143,7 +1150,7 @@ fn run_mutants(state: &Path, args: &MutantsArgs) -> i32 {
     if report.unguarded.is_empty() {
         EXIT_ALL_MET
     } else {
-        crate::EXIT_WEAK
+        crate::system::exit::EXIT_WEAK
     }
 }
 
@@ -1235,7 +1242,7 @@ fn package_spec(
     base: &Catalog,
     packages: &[PackageMeta],
     package: &str,
-) -> Result<Option<crate::catalog::CatalogSpec>, i32> {
+) -> Result<Option<crate::battery::catalog::CatalogSpec>, i32> {
     if package == base.spec.package {
         return Ok(Some(base.spec.clone()));
     }
@@ -1424,7 +1431,7 @@ fn via_harness_batteries(
         return EXIT_REFUSED;
     }
     if report.missed > 0 {
-        crate::EXIT_WEAK
+        crate::system::exit::EXIT_WEAK
     } else {
         EXIT_ALL_MET
     }

@@ -2,13 +2,13 @@
 //!
 //! Three tools share one system layer:
 //!
-//! - [`battery`]: a catalog of hand-written mutations (see [`catalog`] for the format) is
+//! - [`battery`]: a catalog of hand-written mutations (see [`battery::catalog`] for the format) is
 //!   applied to a workspace one at a time (rebuild mode) or compiled once behind a run-time
 //!   switch (switch mode); a fixed list of tests runs against each and every mutation must
 //!   be killed by the tests meant to kill it. Every way such an instrument can silently
 //!   measure nothing is a refusal ([`battery::RefusalKind`]).
-//! - the CI questions: [`cibase`] (`base-check`), [`audit`] (`lane-audit`) over the CI logs
-//!   [`testlog`] reads, and [`gate`] (test command, audit and batteries in one report).
+//! - the CI questions: [`ci::cibase`] (`base-check`), [`ci::audit`] (`lane-audit`) over the CI logs
+//!   [`ci::testlog`] reads, and [`ci::gate`] (test command, audit and batteries in one report).
 //! - [`mutants`]: the bridge to cargo-mutants (run it under the host lock, import its
 //!   outcomes, or feed its generated mutants to the battery).
 //! - [`system`]: processes and their groups, interruption, the host lock, progress output;
@@ -40,9 +40,3 @@ pub mod cli;
 pub mod libtest;
 pub mod mutants;
 pub mod system;
-
-pub use ci::{audit, cibase, gate, nextest, targets, testlog};
-
-pub use battery::{catalog, diagnostics, lints, report, scratch, switch, verdict, workspace};
-pub use system::exit::{EXIT_ALL_MET, EXIT_REFUSED, EXIT_WEAK, ExitCode};
-pub use system::{interrupt, lock, process, progress};

@@ -3,9 +3,9 @@
 use clap::Parser;
 
 fn main() {
-    if let Err(e) = harness::interrupt::install() {
+    if let Err(e) = harness::system::interrupt::install() {
         eprintln!("harness: cannot install signal handlers: {e}");
-        std::process::exit(harness::EXIT_REFUSED);
+        std::process::exit(harness::system::exit::EXIT_REFUSED);
     }
     let cli = harness::cli::Cli::parse();
     std::process::exit(harness::cli::run(cli));

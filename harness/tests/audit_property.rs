@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
-use harness::audit::{self, LaneStatus, MustRun};
-use harness::targets::Workspace;
-use harness::testlog;
+use harness::ci::audit::{self, LaneStatus, MustRun};
+use harness::ci::targets::Workspace;
+use harness::ci::testlog;
 use proptest::prelude::*;
 
 /// One generated test: module path, name, passes?, `#[should_panic]`?

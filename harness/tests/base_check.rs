@@ -5,7 +5,7 @@ use std::path::Path;
 use std::process::Command;
 
 use git2::{Oid, Repository, Signature, Time};
-use harness::cibase::{self, Answer, BaseReport, JobStatus, Questions};
+use harness::ci::cibase::{self, Answer, BaseReport, JobStatus, Questions};
 
 /// A commit with an empty tree, a fixed author and the given time (seconds): the same
 /// inputs always give the same sha, so snapshots are stable.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use git2::Repository;
-use harness::cibase::{self, Answer, BaseReport, HeadState, Questions, TestedKind};
+use harness::ci::cibase::{self, Answer, BaseReport, HeadState, Questions, TestedKind};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ci/checkout")

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::audit::{self, Lane, LaneStatus, LanesConfig, MustRun, Verdict};
-use harness::targets::Workspace;
-use harness::testlog::{self, LogError, LogFormat, Outcome, RunLog};
+use harness::ci::audit::{self, Lane, LaneStatus, LanesConfig, MustRun, Verdict};
+use harness::ci::targets::Workspace;
+use harness::ci::testlog::{self, LogError, LogFormat, Outcome, RunLog};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new("../fixtures/ci").join(name)

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use harness::audit::{self, LaneAuditArgs, OutputFormat, Verdict};
-use harness::testlog::{self, Finding, LogFormat, Outcome, RunLog};
+use harness::ci::audit::{self, LaneAuditArgs, OutputFormat, Verdict};
+use harness::ci::testlog::{self, Finding, LogFormat, Outcome, RunLog};
 
 fn fixture(name: &str) -> PathBuf {
     // Relative to the package directory (the tests' working directory), so reports and

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::battery::catalog::{Catalog, Mutation};
+use crate::battery::report::MutationReport;
+use crate::battery::workspace::TreeScan;
 use crate::cargo::{Outcome, PackageMeta};
-use crate::catalog::{Catalog, Mutation};
-use crate::report::MutationReport;
-use crate::workspace::TreeScan;
 
 /// The schema of a cache file.
 pub const CACHE_SCHEMA: &str = "harness-verdict-cache/1";
@@ -54,7 +54,7 @@ pub fn cache_dir(state_dir: &Path) -> PathBuf {
 
 /// The cache file of `catalog`.
 pub fn cache_path(state_dir: &Path, catalog: &Catalog) -> PathBuf {
-    let key = crate::workspace::sha256_hex(catalog.path.to_string_lossy().as_bytes());
+    let key = crate::battery::workspace::sha256_hex(catalog.path.to_string_lossy().as_bytes());
     cache_dir(state_dir).join(format!("{}-{}.json", catalog.name, &key[..16]))
 }
 

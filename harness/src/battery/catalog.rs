@@ -507,7 +507,8 @@ impl Catalog {
             }
         }
         if held.is_empty() && t.is_dir() && !t.join("CACHEDIR.TAG").exists() {
-            let set = crate::workspace::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
+            let set =
+                crate::battery::workspace::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
             held.extend(set.files.into_keys().map(|f| rel.join(f)));
         }
         if held.is_empty() {

@@ -7,7 +7,7 @@
 //! the page needs no network. The report itself is embedded as a JSON data block
 //! (`<script type="application/json">`) and handed to the component's `report` property.
 
-use crate::verdict::{Cell, Expectation, KillMatrix};
+use crate::battery::verdict::{Cell, Expectation, KillMatrix};
 
 use super::report::{BatteryReport, Status};
 

@@ -36,8 +36,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::cargo::Outcome;
-use crate::progress::Progress;
 use crate::system::exit::ExitCode;
+use crate::system::progress::Progress;
 use catalog::{Catalog, CatalogError};
 use refusal::Stop;
 pub use refusal::{Refusal, RefusalKind};
@@ -249,7 +249,7 @@ pub fn run_mode(
     let mut stop = run.go(mode.as_mut()).err();
     // A signal that arrived at any point ends the run as interrupted, never as a verdict or
     // a refusal it may have caused (a test binary killed by the same signal).
-    if crate::interrupt::requested() {
+    if crate::system::interrupt::requested() {
         stop = Some(Stop::Interrupted);
     }
     let mut report = assemble(&catalog, opts, &run, stop);

@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::battery::scratch::list_tree;
+use crate::battery::workspace::{self, TreeScan};
 use crate::cargo::{CargoCmd, TestRun};
-use crate::process::ProcessId;
-use crate::scratch::list_tree;
-use crate::workspace::{self, TreeScan};
+use crate::system::process::ProcessId;
 
 use super::refusal::{RefusalKind, Stop, refuse};
 
@@ -227,7 +227,7 @@ pub(crate) fn run_each(
                     let Some((cmd, tests)) = runs.get(k) else {
                         break;
                     };
-                    let res = if crate::interrupt::requested() {
+                    let res = if crate::system::interrupt::requested() {
                         Err(Stop::Interrupted)
                     } else {
                         let made = temps.lock().expect("no panic holds it").make();
@@ -330,7 +330,7 @@ pub(crate) fn run_block(
                     Err(e) => note(&mut stop, next_take, e),
                 }
             }
-            if crate::interrupt::requested() {
+            if crate::system::interrupt::requested() {
                 note(&mut stop, next_take, Stop::Interrupted);
             }
             // Start runs.

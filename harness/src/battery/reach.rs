@@ -148,7 +148,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
         })
         .collect();
     let ran = parallel::run_each(state, jobs, timeout, &runs);
-    if crate::interrupt::requested() {
+    if crate::system::interrupt::requested() {
         return Err(Stop::Interrupted);
     }
     let results: BTreeMap<usize, Alone> = alone

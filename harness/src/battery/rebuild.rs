@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::battery::catalog::{Catalog, PreparedMutation};
+use crate::battery::workspace::{self, Applied, TreeScan};
 use crate::cargo::{Build, CargoCmd, PackageMeta, TestRun};
-use crate::catalog::{Catalog, PreparedMutation};
-use crate::workspace::{self, Applied, TreeScan};
 
 use super::refusal::{RefusalKind, Stop, refuse};
 use super::run::{Built, ModeRun, Mutant, Shared, rebuilt};

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::battery::catalog::CatalogError;
+use crate::battery::workspace::TreeError;
 use crate::cargo::CargoError;
-use crate::catalog::CatalogError;
-use crate::workspace::TreeError;
 
 /// The refusals: the instrument could not be trusted, so nothing more runs (exit 2). The
 /// JSON report spells each in upper case with hyphens (`"CATALOG-DRIFT"`), as

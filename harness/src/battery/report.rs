@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::battery::catalog::Role;
+use crate::battery::verdict::{Expectation, KillMatrix, Verdict};
 use crate::cargo::Outcome;
-use crate::catalog::Role;
-use crate::verdict::{Expectation, KillMatrix, Verdict};
 
 /// Identifier of the JSON report format; bumped on any incompatible change.
 pub const SCHEMA: &str = "harness-battery/1";

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use super::cache;
 use super::parallel;
 use super::refusal::{RefusalKind, Stop, refuse};
+use crate::battery::catalog::{Catalog, Mutation, PreparedMutation};
+use crate::battery::report::{Baseline, FailedTest, MutationReport};
+use crate::battery::verdict::{self, Expectation, Observation, Verdict};
+use crate::battery::workspace::{self, TreeScan};
 use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun};
-use crate::catalog::{Catalog, Mutation, PreparedMutation};
-use crate::progress::Progress;
-use crate::report::{Baseline, FailedTest, MutationReport};
-use crate::verdict::{self, Expectation, Observation, Verdict};
-use crate::workspace::{self, TreeScan};
+use crate::system::progress::Progress;
 
 use super::{BatteryError, Options, derive_timeout, failure_summary, filter_drift, outcome_word};
 
@@ -729,7 +729,7 @@ impl<'a> Run<'a> {
 
 /// [`Stop::Interrupted`] once a signal has asked the harness to stop.
 fn interrupted() -> Result<(), Stop> {
-    if crate::interrupt::requested() {
+    if crate::system::interrupt::requested() {
         Err(Stop::Interrupted)
     } else {
         Ok(())
@@ -1155,7 +1155,7 @@ pub(crate) fn verdict_line(
     };
     if j.expectation == Expectation::Unmet
         && j.verdict == Verdict::Killed
-        && m.role != crate::catalog::Role::Gap
+        && m.role != crate::battery::catalog::Role::Gap
         && !j.other_killers.is_empty()
     {
         note.push_str(&format!(
@@ -1359,7 +1359,7 @@ pub(crate) fn not_compiled(
     packages: &[PackageMeta],
     root: &Path,
     file: &Path,
-    spec: &crate::catalog::CatalogSpec,
+    spec: &crate::battery::catalog::CatalogSpec,
 ) -> Option<String> {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let want = canon(file);
@@ -1416,7 +1416,7 @@ fn removed_line(tag: &str, created: &[std::path::PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Role;
+    use crate::battery::catalog::Role;
 
     fn mutation(role: Role, killed_by: &[&str]) -> Mutation {
         Mutation {

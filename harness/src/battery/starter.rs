@@ -7,8 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::battery::catalog::{
+    Catalog, CatalogSpec, DEFAULT_TIMEOUT_FACTOR, DEFAULT_TIMEOUT_FLOOR_SECS,
+};
 use crate::cargo::{CargoCmd, CargoError, PackageMeta};
-use crate::catalog::{Catalog, CatalogSpec, DEFAULT_TIMEOUT_FACTOR, DEFAULT_TIMEOUT_FLOOR_SECS};
 
 /// Why a workspace's tests could not be listed or its starter catalog not written.
 #[derive(Debug, thiserror::Error)]
@@ -195,7 +197,7 @@ fn workspace_field(root: &Path, catalog: &Path) -> PathBuf {
     };
     let dir = dir
         .canonicalize()
-        .unwrap_or_else(|_| crate::catalog::lexical(dir));
+        .unwrap_or_else(|_| crate::battery::catalog::lexical(dir));
     match dir.strip_prefix(root) {
         Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
         Ok(rel) => rel.components().map(|_| "..").collect(),

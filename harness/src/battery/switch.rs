@@ -36,7 +36,7 @@
 //!
 //! Run order: fingerprint the user's tree; sync the scratch copy (`<target_dir>/switch/tree`)
 //! and seed its target directory (`<target_dir>/switch/target`) with the user's build
-//! products of every package that is not a workspace member ([`crate::scratch`] says why
+//! products of every package that is not a workspace member ([`crate::battery::scratch`] says why
 //! the members are never shared); write the switched files and build once. When that build
 //! fails, rustc's JSON diagnostics name the byte spans of each error: an error inside a
 //! mutated body is that mutation's own (each mutated body is a verbatim copy of the body the
@@ -62,12 +62,12 @@ use serde::{Deserialize, Serialize};
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
+use crate::battery::catalog::{Catalog, PreparedMutation};
+use crate::battery::diagnostics::{self, CompilerError, Relocation};
+use crate::battery::scratch::{self, SeedStats, list_tree, sync_tree};
+use crate::battery::verdict;
+use crate::battery::workspace::TreeScan;
 use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, parse_build_messages};
-use crate::catalog::{Catalog, PreparedMutation};
-use crate::diagnostics::{self, CompilerError, Relocation};
-use crate::scratch::{self, SeedStats, list_tree, sync_tree};
-use crate::verdict;
-use crate::workspace::TreeScan;
 
 use super::parallel;
 use super::refusal::{RefusalKind, Stop, io_fault, refuse};
@@ -455,7 +455,7 @@ pub struct SwitchInfo {
     /// Seconds of the successful switched build.
     pub switched_build_seconds: f64,
     /// Why every switched mutation was compile-checked on its own before the switched build
-    /// (a lint level that makes unused code an error; see [`crate::lints`]), if it was.
+    /// (a lint level that makes unused code an error; see [`crate::battery::lints`]), if it was.
     pub checked_alone_because: Option<String>,
     /// Listed tests that failed under the forced-fail control (they reach switched code).
     pub forced_fail_failed: Vec<String>,
@@ -920,7 +920,7 @@ impl Switch {
             .flat_map(|(f, fns)| fns.values().flatten().map(move |&i| (f.clone(), i)))
             .collect();
         for (file, i) in ids {
-            if crate::interrupt::requested() {
+            if crate::system::interrupt::requested() {
                 return Err(Stop::Interrupted);
             }
             sh.progress.phase(&format!("{}: compile check", self.id(i)));
@@ -1216,7 +1216,7 @@ impl ModeRun for Switch {
         let src = self.plan_mutations(selected);
         self.seed(sh)?;
         // Where a denied usage lint may be in force, a mutation can compile behind the
-        // switch and not on its own (see `crate::lints`): check each on its own first.
+        // switch and not on its own (see `crate::battery::lints`): check each on its own first.
         let sroot = self.scratch.root.clone();
         let owners: BTreeSet<PathBuf> = self
             .switched
@@ -1226,9 +1226,9 @@ impl ModeRun for Switch {
                     .map_or_else(|| sroot.clone(), |o| o.dir.clone())
             })
             .collect();
-        let strict = owners
-            .iter()
-            .find_map(|dir| crate::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env));
+        let strict = owners.iter().find_map(|dir| {
+            crate::battery::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env)
+        });
         if let Some(why) = &strict {
             sh.progress.line(&format!(
                 "a lint level that makes unused code an error may be in force ({why}): checking each switched mutation on its own"

@@ -307,10 +307,13 @@ pub type Guard = (PathBuf, Vec<(usize, usize)>);
 /// nothing (the battery's drift check refuses it).
 ///
 /// Errors: a catalog that does not load.
-pub fn guards(root: &Path, paths: &[PathBuf]) -> Result<Vec<Guard>, crate::catalog::CatalogError> {
+pub fn guards(
+    root: &Path,
+    paths: &[PathBuf],
+) -> Result<Vec<Guard>, crate::battery::catalog::CatalogError> {
     let mut out = Vec::new();
     for p in paths {
-        let c = crate::catalog::Catalog::load(p)?;
+        let c = crate::battery::catalog::Catalog::load(p)?;
         for m in &c.spec.mutations {
             let abs = c.root.join(&m.file);
             let Ok(rel) = abs.strip_prefix(root) else {

@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::battery::catalog::{Mutation, Role};
 use crate::cargo::Outcome;
-use crate::catalog::{Mutation, Role};
 
 /// What happened to one mutation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::process::ProcessId;
+use crate::system::process::ProcessId;
 
 /// Errors of tree inspection and mutation handling.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +94,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeScan {
     /// Relative path -> content SHA-256 ([`scan`] hashes every file; `None` only in listings
-    /// that do not hash, such as [`crate::scratch::list_tree`]).
+    /// that do not hash, such as [`crate::battery::scratch::list_tree`]).
     pub files: BTreeMap<PathBuf, Option<String>>,
     /// Relative paths of directories.
     pub dirs: BTreeSet<PathBuf>,

@@ -12,7 +12,7 @@
 //! description = "cargo test --workspace on every push"
 //! ```
 //!
-//! The audit reads each lane's log with [`crate::testlog`], then reports every must-run
+//! The audit reads each lane's log with [`crate::ci::testlog`], then reports every must-run
 //! test with the lanes that ran it and its outcome there. A must-run test that no required
 //! lane executed is an *island*. Exit codes of [`run`]: 0 every must-run test ran and
 //! passed in a required lane; 1 one is an island, failed in a required lane, or was never
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::testlog::{self, Finding, LogError, Outcome, RunLog};
+use crate::ci::testlog::{self, Finding, LogError, Outcome, RunLog};
 
 /// JSON schema identifier of [`AuditReport`].
 pub const AUDIT_SCHEMA: &str = "harness.lane-audit/1";
@@ -80,7 +80,7 @@ pub enum AuditError {
     },
     /// `cargo metadata` of `--manifest-path` failed.
     #[error(transparent)]
-    Metadata(crate::targets::TargetsError),
+    Metadata(crate::ci::targets::TargetsError),
     /// A lane's log could not be read or parsed.
     #[error("lane {lane}: {source}")]
     Log {
@@ -1131,7 +1131,7 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
         must_run.iter().map(|m| m.path.as_str()).collect();
     let keep = |path: &str| wanted.contains(path);
     let workspace = match &args.manifest_path {
-        Some(m) => Some(crate::targets::Workspace::load(m).map_err(AuditError::Metadata)?),
+        Some(m) => Some(crate::ci::targets::Workspace::load(m).map_err(AuditError::Metadata)?),
         None => None,
     };
     let mut logs = Vec::new();

@@ -4,7 +4,7 @@
 //!
 //! 1. did the workspace's test command run (once, without fail-fast) every test a battery
 //!    lists, and did they pass? Its log is kept and read with the lane-audit machinery
-//!    ([`crate::audit`]) as one required lane: a listed test the log does not show executed
+//!    ([`crate::ci::audit`]) as one required lane: a listed test the log does not show executed
 //!    is an *island*; a run cut short by fail-fast leaves its unreached tests *truncated*;
 //! 2. does each battery hold (every expectation MET, no test UNFALSIFIED)?
 //!
@@ -20,16 +20,16 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::ExitCode;
-use crate::audit::{self, AuditReport, Lane, LanesConfig, MustRun};
+use crate::battery::catalog::Catalog;
+use crate::battery::report::{self, BatteryReport};
 use crate::battery::{self, BatteryError};
-use crate::catalog::Catalog;
+use crate::ci::audit::{self, AuditReport, Lane, LanesConfig, MustRun};
+use crate::ci::testlog::{self, LogError};
 use crate::cli::{BatteryRunArgs, LockArgs, ReportsArgs};
-use crate::interrupt;
-use crate::progress::Progress;
-use crate::report::{self, BatteryReport};
+use crate::system::exit::ExitCode;
+use crate::system::interrupt;
+use crate::system::progress::Progress;
 use crate::system::runner::{Output, RunError, Runner};
-use crate::testlog::{self, LogError};
 
 /// JSON schema identifier of [`GateReport`]; bumped on incompatible changes.
 pub const GATE_SCHEMA: &str = "harness-gate/1";
@@ -70,7 +70,7 @@ pub struct GateArgs {
 pub enum GateError {
     /// A catalog could not be loaded.
     #[error("{0}")]
-    Catalog(#[from] crate::catalog::CatalogError),
+    Catalog(#[from] crate::battery::catalog::CatalogError),
     /// Two catalogs name different workspaces.
     #[error(
         "catalogs name different workspaces: {first_catalog} has {first}, {other_catalog} has {other}"
@@ -426,7 +426,7 @@ fn audit_log(
     log: &Path,
     must_run: &[MustRun],
     command: &str,
-    workspace: Option<&crate::targets::Workspace>,
+    workspace: Option<&crate::ci::targets::Workspace>,
 ) -> Result<AuditReport, GateError> {
     let wanted: std::collections::HashSet<&str> =
         must_run.iter().map(|m| m.path.as_str()).collect();
@@ -536,7 +536,7 @@ fn audit_step(
     let must_run: Vec<MustRun> = s.catalogs.iter().flat_map(must_run_of).collect();
     // The workspace's targets name each cargo test target's package; without them
     // (metadata failed) the audit still matches when the log leaves one choice.
-    let workspace = crate::targets::Workspace::load(&s.root.join("Cargo.toml"));
+    let workspace = crate::ci::targets::Workspace::load(&s.root.join("Cargo.toml"));
     if let Err(e) = &workspace {
         judged
             .reasons

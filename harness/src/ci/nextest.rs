@@ -24,7 +24,7 @@
 //! A line that starts like a status line but does not fit is reported as
 //! [`Parsed::Unplaceable`], never read as a new binary.
 
-use crate::testlog::Outcome;
+use crate::ci::testlog::Outcome;
 
 /// One status line's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]

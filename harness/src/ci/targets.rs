@@ -14,7 +14,7 @@ use std::process::Command;
 
 use serde::Deserialize;
 
-use crate::testlog::{Mapping, RunLog, TargetRun};
+use crate::ci::testlog::{Mapping, RunLog, TargetRun};
 
 /// Errors reading a workspace's metadata.
 #[derive(Debug, thiserror::Error)]

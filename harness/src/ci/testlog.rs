@@ -32,7 +32,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::{libtest, nextest};
+use crate::ci::nextest;
+use crate::libtest;
 
 /// Errors reading a test log.
 #[derive(Debug, thiserror::Error)]
@@ -223,7 +224,7 @@ pub enum Mapping {
     Guessed,
     /// `cargo metadata` left several packages with a target of this name and source
     /// (`tests/round_trip.rs` in two packages); the package comes from the order cargo
-    /// runs packages and their targets in (see [`crate::targets::Workspace::map`]).
+    /// runs packages and their targets in (see [`crate::ci::targets::Workspace::map`]).
     Order,
 }
 

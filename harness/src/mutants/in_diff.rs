@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::battery::catalog::Catalog;
 use crate::battery::diffscope::DiffLines;
 use crate::battery::report::{RefusalInfo, Status};
 use crate::battery::{self, BatteryError, Mode, Options};
-use crate::catalog::Catalog;
-use crate::progress::Progress;
 use crate::system::exit::ExitCode;
+use crate::system::progress::Progress;
 
 use super::{CARGO_MUTANTS_VERSION, GeneratedMutant, ToolOptions};
 

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::interrupt;
-use crate::process::{ProcessId, ancestors};
+use crate::system::interrupt;
+use crate::system::process::{ProcessId, ancestors};
 
 /// Who holds (or last held) the host lock.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -12,8 +12,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::interrupt;
-use crate::process::{group_alive, kill_group, record_child};
+use crate::system::interrupt;
+use crate::system::process::{group_alive, kill_group, record_child};
 
 /// Where a child's standard output and error go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,7 +135,7 @@ impl Runner {
     }
 
     /// Records the process group under `state` while it runs (see
-    /// [`crate::process::reap_orphans`]).
+    /// [`crate::system::process::reap_orphans`]).
     pub fn state_dir(mut self, state: Option<&Path>) -> Runner {
         self.state_dir = state.map(Path::to_path_buf);
         self
@@ -154,7 +154,7 @@ impl Runner {
     }
 
     /// Runs the child (and everything it starts) under this file-mode creation mask, so that
-    /// what it creates carries a mark (see [`crate::workspace::RUN_UMASK`]).
+    /// what it creates carries a mark (see [`crate::battery::workspace::RUN_UMASK`]).
     pub fn umask(mut self, mask: Option<u32>) -> Runner {
         self.umask = mask;
         self
@@ -381,7 +381,7 @@ impl Readers {
 /// Makes a recorded child die with the harness (Linux `PR_SET_PDEATHSIG`, SIGKILL): if the
 /// harness is killed between starting the child and writing its record (the record is what
 /// lets the next command kill a killed run's processes, see
-/// [`crate::process::reap_orphans`]), the child would otherwise run on unrecorded, holding
+/// [`crate::system::process::reap_orphans`]), the child would otherwise run on unrecorded, holding
 /// the inherited host lock. A child whose parent is already gone when the setting takes
 /// effect exits at once. Grandchildren are left to the record; commands meant to outlive
 /// the harness (`lock run`) are not recorded and do not get this.

@@ -23,7 +23,7 @@
 
 use serde::Serialize;
 
-use crate::testlog::clean_line;
+use crate::ci::testlog::clean_line;
 
 /// Which CI printed a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

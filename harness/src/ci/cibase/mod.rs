@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use git2::Repository;
 
-use crate::audit::OutputFormat;
+use crate::ci::audit::OutputFormat;
 
 pub use history::{Answer, History, Reasoned, Shallow, contains, resolve};
 pub use joblog::{CheckoutStep, CiKind, Job, JobStatus, parse_jobs};

@@ -6,7 +6,7 @@ use super::history::Answer;
 use super::joblog::{CheckoutStep, CiKind, JobStatus};
 use super::report::{BaseReport, CommitAnswer, JobReport, short};
 use super::tested::TestedKind;
-use crate::audit::table;
+use crate::ci::audit::table;
 
 fn status_word(s: JobStatus) -> &'static str {
     match s {
