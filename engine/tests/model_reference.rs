@@ -3,11 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engine::batch::KV_DTYPE;
 use engine::gguf::GgufFile;
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
-use engine::kv::{KvCache, KvDtype};
+use engine::kv::{KV_DTYPE, KvCache, KvDtype};
 use engine::model::{Logits, Model};
 use engine::runtime::{Engine, EngineOptions, Finish, Flow, GenerateRequest, Prompt};
 use engine::tokenizer::{GgufVocab, Tokenizer};

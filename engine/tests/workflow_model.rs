@@ -4,11 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use engine::batch::KV_DTYPE;
 use engine::gguf::{GgmlType, GgufFile};
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
-use engine::kv::KvCache;
+use engine::kv::{KV_DTYPE, KvCache};
 use engine::model::{Logits, Model};
 use engine::workflow::fixtures::{ManifestSpec, standard_manifest_json};
 use engine::workflow::{

@@ -592,7 +592,7 @@ fn run(cli: Cli) -> Result<()> {
             );
             if memory {
                 // One decode step touches every weight page, so the figure counts them all.
-                let mut kv = KvCache::new(m.kv_config(1, engine::batch::KV_DTYPE))?;
+                let mut kv = KvCache::new(m.kv_config(1, engine::kv::KV_DTYPE))?;
                 let seq = kv.create_sequence();
                 m.forward(&mut kv, seq, &[0], Logits::Last)?;
                 let rss = resident_bytes()?;

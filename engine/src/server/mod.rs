@@ -105,7 +105,7 @@ impl ServerConfig {
             max_body_bytes: 1 << 20,
             chunk: crate::batch::DEFAULT_CHUNK,
             step_interval: Duration::ZERO,
-            kv_dtype: crate::batch::KV_DTYPE,
+            kv_dtype: crate::kv::KV_DTYPE,
         }
     }
 }
