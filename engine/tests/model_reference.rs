@@ -12,6 +12,9 @@ use engine::runtime::{Engine, EngineOptions, Finish, Flow, GenerateRequest, Prom
 use engine::tokenizer::{GgufVocab, Tokenizer};
 use serde::Deserialize;
 
+mod common;
+use common::model_path;
+
 #[derive(Deserialize, Clone)]
 struct Reference {
     generate: Vec<GenerateCase>,
@@ -34,16 +37,6 @@ struct Step {
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn model_path() -> PathBuf {
-    let p = root().join("fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-model first",
-        p.display()
-    );
-    p
 }
 
 fn reference() -> Reference {
