@@ -1,10 +1,12 @@
 //! `genai serve`: an OpenAI-compatible HTTP server (axum on tokio) on the engine's admission funnel and continuous batch.
 //!
 //! Every generation request takes the engine's funnel: validate and encode
-//! ([`Engine::prepare`](crate::runtime::Engine::prepare)), count, then admission against the KV byte budget at the HTTP
-//! edge ([`Scheduler::submit`](crate::scheduler::Scheduler::submit)):
+//! ([`Engine::prepare`](crate::runtime::Engine::prepare)), count, then admission against
+//! the KV byte budget at the HTTP edge
+//! ([`Scheduler::submit`](crate::scheduler::Scheduler::submit)):
 //!
-//! - admitted: the request joins the continuous [`Batch`](crate::batch::Batch) run by one worker thread;
+//! - admitted: the request joins the continuous [`Batch`](crate::batch::Batch) run by one
+//!   worker thread;
 //! - fits the budget later: it waits in the scheduler's FIFO queue, bounded by
 //!   `max_queue`; a full queue answers `429` with `Retry-After`;
 //! - can never fit: `400` with the byte arithmetic and the levers.
@@ -16,10 +18,12 @@
 //! `503`, and returns.
 //!
 //! `Retry-After` (whole seconds, at least 1) is when the queue's head is admitted if the
-//! batch keeps its pace: the running requests' steps left ([`Batch::steps_left`](crate::batch::Batch::steps_left)), the
-//! fewest releases in that order after which the scheduler admits the head
-//! ([`Scheduler::releases_before_admission`](crate::scheduler::Scheduler::releases_before_admission)), times the measured seconds per worker
-//! step; 1 before the first step. See `docs/serve.md`.
+//! batch keeps its pace: the running requests' steps left
+//! ([`Batch::steps_left`](crate::batch::Batch::steps_left)), the fewest releases in that
+//! order after which the scheduler admits the head
+//! ([`Scheduler::releases_before_admission`](crate::scheduler::Scheduler::releases_before_admission)),
+//! times the measured seconds per worker step; 1 before the first step. See
+//! `docs/serve.md`.
 //!
 //! The modules: `edge` (the listener, the router, the endpoints that do not generate),
 //! `generate` (a generation request: built, then admitted, queued or refused) and `respond`

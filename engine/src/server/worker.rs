@@ -34,8 +34,7 @@ pub(super) type Deliveries = Vec<(Arc<Recipient>, Out)>;
 /// ([`fan_out`]) passes them on. One wake-up of the runtime per step instead of one per
 /// token: a wake-up from the batch thread lets the runtime's thread run on the batch
 /// thread's core, and on a machine whose cores all run kernel threads each such switch
-/// stalls the whole step (measured: a channel send from the batch thread took 54 µs per
-/// token with four streams on two cores).
+/// stalls the whole step (figures: docs/design.md §2.5).
 struct Outbox {
     pending: std::cell::RefCell<Deliveries>,
     deliver: mpsc::UnboundedSender<Deliveries>,
