@@ -316,7 +316,32 @@ impl Compiler<'_> {
             return self.compile_object(obj, path, depth);
         }
         if array_like {
-            return self.compile_array(obj, path, depth);
+            let items = match obj.get("items") {
+                None => ANY,
+                Some(s) => self.compile(s, &format!("{path}/items"), depth + 1)?,
+            };
+            let count = |k: &str, default: u32| -> Result<u32, SchemaError> {
+                match obj.get(k) {
+                    None => Ok(default),
+                    Some(v) => v
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .filter(|&n| n < u32::MAX)
+                        .ok_or_else(|| {
+                            invalid(k, path, format!("expected a non-negative integer, got {v}"))
+                        }),
+                }
+            };
+            let min = count("minItems", 0)?;
+            let max = count("maxItems", u32::MAX)?;
+            if min > max {
+                return Err(invalid(
+                    "minItems",
+                    path,
+                    format!("minItems {min} is above maxItems {max}"),
+                ));
+            }
+            return Ok(self.g.push(Node::Array { items, min, max }));
         }
         Ok(match ty {
             None => ANY,
@@ -368,41 +393,6 @@ impl Compiler<'_> {
             });
         }
         Ok(self.g.push(Node::Literals(texts)))
-    }
-
-    /// An array schema: `items` compiled, `minItems` at most `maxItems`.
-    fn compile_array(
-        &mut self,
-        obj: &serde_json::Map<String, Value>,
-        path: &str,
-        depth: usize,
-    ) -> Result<NodeId, SchemaError> {
-        let items = match obj.get("items") {
-            None => ANY,
-            Some(s) => self.compile(s, &format!("{path}/items"), depth + 1)?,
-        };
-        let count = |k: &str, default: u32| -> Result<u32, SchemaError> {
-            match obj.get(k) {
-                None => Ok(default),
-                Some(v) => v
-                    .as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .filter(|&n| n < u32::MAX)
-                    .ok_or_else(|| {
-                        invalid(k, path, format!("expected a non-negative integer, got {v}"))
-                    }),
-            }
-        };
-        let min = count("minItems", 0)?;
-        let max = count("maxItems", u32::MAX)?;
-        if min > max {
-            return Err(invalid(
-                "minItems",
-                path,
-                format!("minItems {min} is above maxItems {max}"),
-            ));
-        }
-        Ok(self.g.push(Node::Array { items, min, max }))
     }
 
     /// An object schema: `properties` (at most 64) compiled, `required` among them,

@@ -70,15 +70,7 @@ pub(super) async fn json_answer(
     answer: Answer,
     top_logprobs: Option<usize>,
 ) -> Response {
-    let Answer {
-        app,
-        kind,
-        id,
-        created,
-        model,
-        prompt_tokens,
-    } = answer;
-    let object = match kind {
+    let object = match answer.kind {
         Kind::Completion => "text_completion",
         Kind::Chat => "chat.completion",
     };
@@ -107,8 +99,8 @@ pub(super) async fn json_answer(
                         return error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", None, e);
                     }
                 };
-                let tok = app.engine.tokenizer();
-                let choice = match kind {
+                let tok = answer.app.engine.tokenizer();
+                let choice = match answer.kind {
                     Kind::Completion => json!({
                         "text": text, "index": 0,
                         "logprobs": top_logprobs.map(|_| logprobs::completion(tok, &lps, 0)),
@@ -122,11 +114,12 @@ pub(super) async fn json_answer(
                     }),
                 };
                 return axum::Json(json!({
-                    "id": id, "object": object, "created": created, "model": model,
-                    "choices": [choice],
+                    "id": answer.id, "object": object, "created": answer.created,
+                    "model": answer.model, "choices": [choice],
                     "usage": {
-                        "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                        "total_tokens": prompt_tokens + completion_tokens,
+                        "prompt_tokens": answer.prompt_tokens,
+                        "completion_tokens": completion_tokens,
+                        "total_tokens": answer.prompt_tokens + completion_tokens,
                     },
                 }))
                 .into_response();

@@ -53,19 +53,8 @@ pub(crate) struct BenchArgs {
 /// Run the benchmark `args` chooses: constrained decoding (`--response-format`), concurrent
 /// streams (`--concurrency`), or one stream.
 pub(crate) fn run(args: BenchArgs) -> Result<()> {
-    let BenchArgs {
-        prompt_tokens,
-        gen_tokens,
-        runs,
-        json,
-        concurrency,
-        response_format,
-        temperature,
-        model,
-        kv,
-    } = args;
-    let l = load_engine(&model, kv.options())?;
-    if let Some(format) = response_format {
+    let l = load_engine(&args.model, args.kv.options())?;
+    if let Some(format) = args.response_format {
         let grammar = match format.as_str() {
             "json_object" => engine::constrain::Grammar::json_object(),
             path => {
@@ -89,15 +78,27 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
             &l.engine,
             text,
             grammar,
-            gen_tokens,
-            runs.max(1),
-            temperature,
-            json,
+            args.gen_tokens,
+            args.runs.max(1),
+            args.temperature,
+            args.json,
         )?
-    } else if concurrency.is_empty() {
-        single(&l, prompt_tokens, gen_tokens, runs.max(1), json)?
+    } else if args.concurrency.is_empty() {
+        single(
+            &l,
+            args.prompt_tokens,
+            args.gen_tokens,
+            args.runs.max(1),
+            args.json,
+        )?
     } else {
-        concurrent(&l.engine, prompt_tokens, gen_tokens, &concurrency, json)?
+        concurrent(
+            &l.engine,
+            args.prompt_tokens,
+            args.gen_tokens,
+            &args.concurrency,
+            args.json,
+        )?
     }
     Ok(())
 }

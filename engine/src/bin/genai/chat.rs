@@ -30,16 +30,10 @@ pub(crate) struct ChatArgs {
 /// Chat until an empty line, end of input or Ctrl-C at the prompt (exit 0); Ctrl-C during
 /// a reply stops the reply.
 pub(crate) fn run(args: ChatArgs) -> Result<()> {
-    let ChatArgs {
-        system,
-        model,
-        kv,
-        sample,
-    } = args;
-    let l = load_engine(&model, kv.options())?;
+    let l = load_engine(&args.model, args.kv.options())?;
     let template = chat_template(&l)?;
     let mut msgs = Vec::new();
-    if let Some(s) = system {
+    if let Some(s) = args.system {
         msgs.push(Message::system(s));
     }
     // Ctrl-C during a reply stops the reply and returns to the prompt; Ctrl-C, Ctrl-D
@@ -69,7 +63,7 @@ pub(crate) fn run(args: ChatArgs) -> Result<()> {
         };
         msgs.push(Message::user(line.trim_end()));
         let prompt = template.render(&msgs, true)?;
-        let text = stream(&l, &request(prompt, &sample), Some(&interrupt))?;
+        let text = stream(&l, &request(prompt, &args.sample), Some(&interrupt))?;
         msgs.push(Message::assistant(text));
     }
     Ok(())

@@ -60,29 +60,21 @@ pub(crate) struct SampleArgs {
 
 /// Generate a continuation of `args.prompt` (a user turn with `--chat`), streamed to stdout.
 pub(crate) fn run(args: GenerateArgs) -> Result<()> {
-    let GenerateArgs {
-        prompt,
-        chat,
-        system,
-        model,
-        kv,
-        sample,
-    } = args;
-    let l = load_engine(&model, kv.options())?;
-    let text = if chat {
+    let l = load_engine(&args.model, args.kv.options())?;
+    let text = if args.chat {
         let mut msgs = Vec::new();
-        if let Some(s) = system {
+        if let Some(s) = args.system {
             msgs.push(Message::system(s));
         }
-        msgs.push(Message::user(prompt));
+        msgs.push(Message::user(args.prompt));
         chat_template(&l)?.render(&msgs, true)?
     } else {
-        if system.is_some() {
+        if args.system.is_some() {
             bail!("--system needs --chat");
         }
-        prompt
+        args.prompt
     };
-    stream(&l, &request(text, &sample), None)?;
+    stream(&l, &request(text, &args.sample), None)?;
     Ok(())
 }
 

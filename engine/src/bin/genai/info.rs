@@ -22,8 +22,7 @@ pub(crate) struct InfoArgs {
 
 /// Print the model summary (and the memory lines with `--memory`).
 pub(crate) fn run(args: InfoArgs) -> Result<()> {
-    let InfoArgs { memory, model } = args;
-    let l = load_engine(&model, EngineOptions::default())?;
+    let l = load_engine(&args.model, EngineOptions::default())?;
     let m = l.model()?;
     let file = m.weights().file();
     let c = m.config();
@@ -57,7 +56,7 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         m.cpu().threads(),
         m.cpu().isa()
     );
-    if memory {
+    if args.memory {
         // One decode step touches every weight page, so the figure counts them all.
         let mut kv = KvCache::new(m.kv_config(1, engine::kv::KV_DTYPE))?;
         let seq = kv.create_sequence();

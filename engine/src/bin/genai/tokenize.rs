@@ -18,9 +18,8 @@ pub(crate) struct TokenizeArgs {
 
 /// Print the token ids of `args.text`, separated by spaces.
 pub(crate) fn run(args: TokenizeArgs) -> Result<()> {
-    let TokenizeArgs { text, model } = args;
-    let l = load_engine(&model, EngineOptions::default())?;
-    let ids = l.tokenizer()?.encode(&text)?;
+    let l = load_engine(&args.model, EngineOptions::default())?;
+    let ids = l.tokenizer()?.encode(&args.text)?;
     println!(
         "{}",
         ids.iter()
