@@ -24,16 +24,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::constrain::{Constraint, ConstraintError, Grammar};
+use crate::flow::Flow;
 use crate::kernels::logprob::{TokenLogprobs, token_logprobs};
 use crate::kernels::sample::{Sampler, SamplerConfig, argmax};
-use crate::kv::{KvCache, KvDtype, SeqId};
+use crate::kv::{KV_DTYPE, KvCache, KvDtype, SeqId};
 use crate::model::{Logits, Model, ModelError};
 use crate::tokenizer::{StreamState, Tokenizer, TokenizerError};
-use crate::workflow::Flow;
-
-/// Default KV element type of the decode loop's cache (half precision, as llama.cpp's
-/// default K and V type; `EngineOptions::kv_dtype` chooses per engine).
-pub const KV_DTYPE: KvDtype = KvDtype::F16;
 
 /// Default prefill chunk, in tokens.
 pub const DEFAULT_CHUNK: usize = 64;

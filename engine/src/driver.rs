@@ -17,7 +17,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::runtime::Flow;
+use crate::flow::Flow;
 use crate::runtime::{Engine, EngineError, GenerateRequest, GenerateResult, Route};
 
 /// How often the head of the wait queue is retried while it waits for KV bytes.

@@ -44,6 +44,10 @@ impl KvDtype {
     }
 }
 
+/// Default element type of the decode core's KV cache (half precision, as llama.cpp's
+/// default K and V type; `EngineOptions::kv_dtype` chooses per engine).
+pub const KV_DTYPE: KvDtype = KvDtype::F16;
+
 /// Geometry and capacity of a [`KvCache`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KvConfig {

@@ -2,12 +2,14 @@
 //!
 //! Module map (one concept each):
 //! - [`gguf`]: the GGUF container format (reader and writer), nothing about models.
-//! - [`quant`]: GGML block types (F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1) behind one trait.
+//! - [`isa`]: instruction-set selection: which SIMD path the kernels and quantizers take.
+//! - [`quant`]: GGML block types (F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) behind one trait.
 //! - [`kernels`]: CPU decode kernels (GEMV/GEMM, RMSNorm, RoPE, SwiGLU, softmax, attention, sampling).
 //! - [`kv`]: the paged KV cache.
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
 //! - [`chat`]: the model's Jinja chat template, rendered as transformers renders it.
 //! - [`constrain`]: constrained decoding: JSON output that stays inside a JSON Schema (matcher and token mask).
+//! - [`flow`]: what a token callback answers (continue or stop), shared by the decode loop and the interpreter.
 //! - [`model`]: the Llama decode core (prefill and decode over the paged KV cache).
 //! - [`batch`]: the decode loop: continuous batching (chunked prefill, one batched decode step, sampling, stops, streaming).
 //! - [`scheduler`]: admission against the shared KV byte budget (reserve, clamp, refuse, queue).
@@ -22,7 +24,9 @@ pub mod batch;
 pub mod chat;
 pub mod constrain;
 pub mod driver;
+pub mod flow;
 pub mod gguf;
+pub mod isa;
 pub mod kernels;
 pub mod kv;
 pub mod model;

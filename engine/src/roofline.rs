@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use crate::kernels::Isa;
+use crate::isa::Isa;
 use crate::kernels::matmul::Cpu;
 use crate::model::{LlamaConfig, MatrixRef, Weights};
 

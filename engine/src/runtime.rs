@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use crate::batch::{Batch, Done, Piece, SeqSpec, Sink};
 use crate::constrain::Grammar;
 use crate::gguf::GgufFile;
-use crate::kernels::Isa;
+use crate::isa::Isa;
 use crate::kernels::matmul::Cpu;
 use crate::kernels::sample::SamplerConfig;
 use crate::model::{Model, ModelError};
@@ -54,12 +54,11 @@ use crate::workflow::{
 };
 
 /// KV element type of the decode core's caches (the interpreter's native blocks use the same).
-use crate::batch::KV_DTYPE;
-use crate::kv::KvDtype;
+use crate::kv::{KV_DTYPE, KvDtype};
 
 pub use crate::batch::Finish;
 /// What a per-token callback tells the generation (one enum for both executors).
-pub use crate::workflow::Flow;
+pub use crate::flow::Flow;
 
 /// How an [`Engine`] is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,22 +3,15 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+use common::model_path;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn corpus(rel: &str) -> PathBuf {
     root().join("fixtures/chat-templates").join(rel)
-}
-
-fn model() -> PathBuf {
-    let p = root().join("fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.is_file(),
-        "model file {} is missing: run `scripts/fetch-model` from the repository root first",
-        p.display()
-    );
-    p
 }
 
 /// Writes the `messages` (and `tools`) of a corpus conversation to files of their own, as a
@@ -50,7 +43,7 @@ fn expected(template: &str, case: &str) -> Vec<u8> {
 fn renders_the_models_own_template_byte_for_byte() {
     let dir = tempfile::tempdir().unwrap();
     let (messages, _) = split_conversation(dir.path(), "non-ascii-whitespace");
-    let model = model();
+    let model = model_path();
     let out = genai(&[
         "template",
         "render",
@@ -81,7 +74,7 @@ fn renders_the_models_own_template_byte_for_byte() {
 #[test]
 fn template_file_tools_kwargs_date_and_no_generation_prompt() {
     let dir = tempfile::tempdir().unwrap();
-    let model = model();
+    let model = model_path();
     let qwen3 = corpus("templates/Qwen-Qwen3-0.6B.jinja");
     let (messages, tools) = split_conversation(dir.path(), "tools-available");
     let out = genai(&[

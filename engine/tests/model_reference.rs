@@ -3,15 +3,17 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use engine::batch::KV_DTYPE;
 use engine::gguf::GgufFile;
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
-use engine::kv::{KvCache, KvDtype};
+use engine::kv::{KV_DTYPE, KvCache, KvDtype};
 use engine::model::{Logits, Model};
 use engine::runtime::{Engine, EngineOptions, Finish, Flow, GenerateRequest, Prompt};
 use engine::tokenizer::{GgufVocab, Tokenizer};
 use serde::Deserialize;
+
+mod common;
+use common::model_path;
 
 #[derive(Deserialize, Clone)]
 struct Reference {
@@ -35,16 +37,6 @@ struct Step {
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn model_path() -> PathBuf {
-    let p = root().join("fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-model first",
-        p.display()
-    );
-    p
 }
 
 fn reference() -> Reference {

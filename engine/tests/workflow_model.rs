@@ -4,11 +4,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use engine::batch::KV_DTYPE;
 use engine::gguf::{GgmlType, GgufFile};
 use engine::kernels::Isa;
 use engine::kernels::matmul::Cpu;
-use engine::kv::KvCache;
+use engine::kv::{KV_DTYPE, KvCache};
 use engine::model::{Logits, Model};
 use engine::workflow::fixtures::{ManifestSpec, standard_manifest_json};
 use engine::workflow::{
@@ -16,22 +15,15 @@ use engine::workflow::{
 };
 use serde_json::{Value as Json, json};
 
+mod common;
+use common::model_path;
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 fn packages() -> PathBuf {
     root().join("fixtures/packages")
-}
-
-fn real_model_path() -> PathBuf {
-    let p = root().join("fixtures/models/SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "{} is missing: run scripts/fetch-model first",
-        p.display()
-    );
-    p
 }
 
 fn cpu() -> Cpu {
@@ -289,7 +281,7 @@ fn core_greedy(model: &Model, prompt: &[u32], max_new: usize, eog: &[u32]) -> Ve
 
 #[test]
 fn smollm2_interpreter_greedy_tokens_match_decode_core_on_every_reference_prompt() {
-    let file = Arc::new(GgufFile::open(real_model_path()).unwrap());
+    let file = Arc::new(GgufFile::open(model_path()).unwrap());
     let p = Package::load_with_cpu(packages().join("smollm2"), cpu()).unwrap();
     // 2 × 30 layers × 3 KV heads × 64 head_dim × 2 bytes (f16 cache).
     assert_eq!(p.bytes_per_token(), Some(23_040));
@@ -318,7 +310,7 @@ fn smollm2_interpreter_greedy_tokens_match_decode_core_on_every_reference_prompt
 #[test]
 #[ignore = "benchmark: run explicitly in release mode"]
 fn bench_interpreter_decode_vs_decode_core() {
-    let path = real_model_path();
+    let path = model_path();
     let file = Arc::new(GgufFile::open(&path).unwrap());
     let model = Arc::new(Model::from_file(file.clone(), cpu()).unwrap());
     let spec = ManifestSpec {

@@ -232,310 +232,339 @@ impl MatchState {
         }
     }
 
+    /// One byte `b` in the top frame.
     fn step(&mut self, g: &Grammar, b: u8) -> Step {
-        let Some(top) = self.stack.last_mut() else {
+        let Some(&top) = self.stack.last() else {
             return Step::No;
         };
-        match *top {
-            Frame::Value(node) => {
-                if is_ws(b) {
-                    return Step::Space;
-                }
-                let (frame, consumed) = match (g.node(node), b) {
-                    (Node::Literals(_), _) => (lit(g, node), false),
-                    (Node::String | Node::Any, b'"') => (string(false), true),
-                    (Node::Number | Node::Integer, _) => {
-                        (num(matches!(g.node(node), Node::Integer)), false)
-                    }
-                    (Node::Object { .. }, b'{') => (object(node), true),
-                    (Node::Array { .. }, b'[') => (array(node), true),
-                    (Node::Any, b'{') => (object(ANY_OBJECT), true),
-                    (Node::Any, b'[') => (array(ANY_ARRAY), true),
-                    (Node::Any, b'-' | b'0'..=b'9') => (num(false), false),
-                    (Node::Any | Node::Boolean, b't' | b'f') => (lit(g, BOOL), false),
-                    (Node::Any | Node::Null, b'n') => (lit(g, NULL), false),
-                    _ => return Step::No,
-                };
-                *top = frame;
-                if consumed { Step::Byte } else { Step::Again }
-            }
-            Frame::Object { node, seen, at } => {
-                let Node::Object {
-                    props,
-                    required,
-                    extra,
-                } = g.node(node)
-                else {
-                    unreachable!("an object frame holds an object node")
-                };
-                let unseen = all(props.len()) & !seen;
-                let more = if props.is_empty() {
-                    extra.is_some()
-                } else {
-                    unseen != 0
-                };
-                match (at, b) {
-                    (ObjAt::Open | ObjAt::Member | ObjAt::Comma | ObjAt::Key(_), b) if is_ws(b) => {
-                        Step::Space
-                    }
-                    (ObjAt::Open | ObjAt::Comma, b'"') if more => {
-                        let f = if props.is_empty() {
-                            string(true)
-                        } else {
-                            Frame::Key {
-                                node,
-                                cand: unseen,
-                                pos: 0,
-                            }
-                        };
-                        if self.push(f) { Step::Byte } else { Step::No }
-                    }
-                    (ObjAt::Open | ObjAt::Member, b'}') if required & !seen == 0 => {
-                        self.stack.pop();
-                        self.value_done();
-                        Step::Byte
-                    }
-                    (ObjAt::Member, b',') if more => {
-                        *top = Frame::Object {
-                            node,
-                            seen,
-                            at: ObjAt::Comma,
-                        };
-                        Step::Byte
-                    }
-                    (ObjAt::Key(i), b':') => {
-                        let child = if i == FREE_KEY {
-                            extra.expect("a free key is read only when values are allowed")
-                        } else {
-                            props[i as usize].1
-                        };
-                        *top = Frame::Object {
-                            node,
-                            seen,
-                            at: ObjAt::Value,
-                        };
-                        if self.push(Frame::Value(child)) {
-                            Step::Byte
-                        } else {
-                            Step::No
-                        }
-                    }
-                    _ => Step::No,
-                }
-            }
-            Frame::Array { node, count, at } => {
-                let Node::Array { items, min, max } = *g.node(node) else {
-                    unreachable!("an array frame holds an array node")
-                };
-                match (at, b) {
-                    (ArrAt::Open | ArrAt::After | ArrAt::Comma, b) if is_ws(b) => Step::Space,
-                    // At `Open` the count is 0: the array closes empty only when min is 0.
-                    (ArrAt::Open | ArrAt::After, b']') if count >= min => {
-                        self.stack.pop();
-                        self.value_done();
-                        Step::Byte
-                    }
-                    (ArrAt::After, b',') if count < max => {
-                        *top = Frame::Array {
-                            node,
-                            count,
-                            at: ArrAt::Comma,
-                        };
-                        Step::Byte
-                    }
-                    (ArrAt::Open, _) if max == 0 => Step::No,
-                    (ArrAt::Open | ArrAt::Comma, _) => {
-                        *top = Frame::Array {
-                            node,
-                            count,
-                            at: ArrAt::Item,
-                        };
-                        if self.push(Frame::Value(items)) {
-                            Step::Again
-                        } else {
-                            Step::No
-                        }
-                    }
-                    _ => Step::No,
-                }
-            }
-            Frame::Key { node, cand, pos } => {
-                let Node::Object { props, .. } = g.node(node) else {
-                    unreachable!("a key frame holds an object node")
-                };
-                let pos = pos as usize;
-                // The candidates share their first `pos` bytes (an escaped JSON string
-                // body): after an odd run of backslashes, `"` is the escaped character, not
-                // the key's end.
-                let escaped = bits(cand).next().is_some_and(|i| {
-                    props[i].0[..pos]
-                        .iter()
-                        .rev()
-                        .take_while(|&&c| c == b'\\')
-                        .count()
-                        % 2
-                        == 1
-                });
-                if b == b'"' && !escaped {
-                    let Some(i) = bits(cand).find(|&i| props[i].0.len() == pos) else {
-                        return Step::No;
-                    };
-                    self.stack.pop();
-                    if let Some(Frame::Object { seen, at, .. }) = self.stack.last_mut() {
-                        *seen |= 1 << i;
-                        *at = ObjAt::Key(i as u8);
-                    }
-                    return Step::Byte;
-                }
-                let next = bits(cand)
-                    .filter(|&i| props[i].0.get(pos) == Some(&b))
-                    .fold(0u64, |m, i| m | 1 << i);
-                if next == 0 {
-                    return Step::No;
-                }
-                *top = Frame::Key {
-                    node,
-                    cand: next,
-                    pos: (pos + 1) as u16,
-                };
-                Step::Byte
-            }
+        match top {
+            Frame::Value(node) => self.step_value(g, node, b),
+            Frame::Object { node, seen, at } => self.step_object(g, node, seen, at, b),
+            Frame::Array { node, count, at } => self.step_array(g, node, count, at, b),
+            Frame::Key { node, cand, pos } => self.step_key(g, node, cand, pos, b),
             Frame::Str {
                 key,
                 esc,
                 utf8,
                 range,
-            } => {
-                let hex = b.is_ascii_hexdigit();
-                let (esc, utf8, range) = if esc != 0 {
-                    let esc = match (esc, b) {
-                        (1, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => 0,
-                        (1, b'u') => 2,
-                        (2, b'd' | b'D') => 4,
-                        (2, _) if hex => 3,
-                        (3, _) if hex => 5,
-                        // \uD800..\uDFFF: lone surrogates, which a JSON parser refuses.
-                        (4, b'0'..=b'7') => 5,
-                        (5, _) if hex => 6,
-                        (6, _) if hex => 0,
-                        _ => return Step::No,
-                    };
-                    (esc, 0, 0)
-                } else if utf8 != 0 {
-                    let ok = match range {
-                        1 => (0xA0..=0xBF).contains(&b),
-                        2 => (0x80..=0x9F).contains(&b),
-                        3 => (0x90..=0xBF).contains(&b),
-                        4 => (0x80..=0x8F).contains(&b),
-                        _ => (0x80..=0xBF).contains(&b),
-                    };
-                    if !ok {
-                        return Step::No;
-                    }
-                    (0, utf8 - 1, 0)
-                } else {
-                    match b {
-                        b'"' => {
-                            self.stack.pop();
-                            if key {
-                                if let Some(Frame::Object { at, .. }) = self.stack.last_mut() {
-                                    *at = ObjAt::Key(FREE_KEY);
-                                }
-                            } else {
-                                self.value_done();
-                            }
-                            return Step::Byte;
-                        }
-                        b'\\' => (1, 0, 0),
-                        0x00..=0x1F => return Step::No,
-                        0x20..=0x7F => (0, 0, 0),
-                        0xC2..=0xDF => (0, 1, 0),
-                        0xE0 => (0, 2, 1),
-                        0xED => (0, 2, 2),
-                        0xE1..=0xEF => (0, 2, 0),
-                        0xF0 => (0, 3, 3),
-                        0xF1..=0xF3 => (0, 3, 0),
-                        0xF4 => (0, 3, 4),
-                        _ => return Step::No,
-                    }
-                };
-                *top = Frame::Str {
-                    key,
-                    esc,
-                    utf8,
-                    range,
-                };
-                Step::Byte
-            }
+            } => self.step_str(key, esc, utf8, range, b),
             Frame::Num {
                 at,
                 integer,
                 digits,
-            } => {
-                let digit = b.is_ascii_digit();
-                let next = match (at, b) {
-                    (NumAt::Start, b'-') => Some((NumAt::Minus, 0)),
-                    (NumAt::Start | NumAt::Minus, b'0') => Some((NumAt::Zero, 1)),
-                    (NumAt::Start | NumAt::Minus, b'1'..=b'9') => Some((NumAt::Int, 1)),
-                    (NumAt::Int, _) if digit && digits < MAX_DIGITS => {
-                        Some((NumAt::Int, digits + 1))
+            } => self.step_num(at, integer, digits, b),
+            Frame::Lit { node, cand, pos } => self.step_lit(g, node, cand, pos, b),
+        }
+    }
+
+    /// Replaces the top frame (the stack is not empty).
+    fn set_top(&mut self, f: Frame) {
+        *self.stack.last_mut().expect("a frame is on the stack") = f;
+    }
+
+    /// A value of `node` is expected: whitespace, or the byte that opens one of its kinds.
+    fn step_value(&mut self, g: &Grammar, node: NodeId, b: u8) -> Step {
+        if is_ws(b) {
+            return Step::Space;
+        }
+        let (frame, consumed) = match (g.node(node), b) {
+            (Node::Literals(_), _) => (lit(g, node), false),
+            (Node::String | Node::Any, b'"') => (string(false), true),
+            (Node::Number | Node::Integer, _) => {
+                (num(matches!(g.node(node), Node::Integer)), false)
+            }
+            (Node::Object { .. }, b'{') => (object(node), true),
+            (Node::Array { .. }, b'[') => (array(node), true),
+            (Node::Any, b'{') => (object(ANY_OBJECT), true),
+            (Node::Any, b'[') => (array(ANY_ARRAY), true),
+            (Node::Any, b'-' | b'0'..=b'9') => (num(false), false),
+            (Node::Any | Node::Boolean, b't' | b'f') => (lit(g, BOOL), false),
+            (Node::Any | Node::Null, b'n') => (lit(g, NULL), false),
+            _ => return Step::No,
+        };
+        self.set_top(frame);
+        if consumed { Step::Byte } else { Step::Again }
+    }
+
+    /// Inside an object of `node`, with the properties `seen` and at `at`: whitespace, a key,
+    /// `:`, `,` or the closing `}` (once every required property is in).
+    fn step_object(&mut self, g: &Grammar, node: NodeId, seen: u64, at: ObjAt, b: u8) -> Step {
+        let Node::Object {
+            props,
+            required,
+            extra,
+        } = g.node(node)
+        else {
+            unreachable!("an object frame holds an object node")
+        };
+        let unseen = all(props.len()) & !seen;
+        let more = if props.is_empty() {
+            extra.is_some()
+        } else {
+            unseen != 0
+        };
+        match (at, b) {
+            (ObjAt::Open | ObjAt::Member | ObjAt::Comma | ObjAt::Key(_), b) if is_ws(b) => {
+                Step::Space
+            }
+            (ObjAt::Open | ObjAt::Comma, b'"') if more => {
+                let f = if props.is_empty() {
+                    string(true)
+                } else {
+                    Frame::Key {
+                        node,
+                        cand: unseen,
+                        pos: 0,
                     }
-                    (NumAt::Zero | NumAt::Int, b'.') if !integer => Some((NumAt::Dot, 0)),
-                    (NumAt::Zero | NumAt::Int | NumAt::Frac, b'e' | b'E') if !integer => {
-                        Some((NumAt::Exp, 0))
-                    }
-                    (NumAt::Dot, _) if digit => Some((NumAt::Frac, 1)),
-                    (NumAt::Frac, _) if digit && digits < MAX_DIGITS => {
-                        Some((NumAt::Frac, digits + 1))
-                    }
-                    (NumAt::Exp, b'+' | b'-') => Some((NumAt::ExpSign, 0)),
-                    (NumAt::Exp | NumAt::ExpSign, _) if digit => Some((NumAt::ExpDigits, 1)),
-                    (NumAt::ExpDigits, _) if digit && digits < MAX_EXP_DIGITS => {
-                        Some((NumAt::ExpDigits, digits + 1))
-                    }
-                    _ => None,
                 };
-                match next {
-                    Some((at, digits)) => {
-                        *top = Frame::Num {
-                            at,
-                            integer,
-                            digits,
-                        };
-                        Step::Byte
-                    }
-                    None if accepting(at) && !digit => {
-                        self.stack.pop();
-                        self.value_done();
-                        Step::Again
-                    }
-                    None => Step::No,
+                if self.push(f) { Step::Byte } else { Step::No }
+            }
+            (ObjAt::Open | ObjAt::Member, b'}') if required & !seen == 0 => {
+                self.stack.pop();
+                self.value_done();
+                Step::Byte
+            }
+            (ObjAt::Member, b',') if more => {
+                self.set_top(Frame::Object {
+                    node,
+                    seen,
+                    at: ObjAt::Comma,
+                });
+                Step::Byte
+            }
+            (ObjAt::Key(i), b':') => {
+                let child = if i == FREE_KEY {
+                    extra.expect("a free key is read only when values are allowed")
+                } else {
+                    props[i as usize].1
+                };
+                self.set_top(Frame::Object {
+                    node,
+                    seen,
+                    at: ObjAt::Value,
+                });
+                if self.push(Frame::Value(child)) {
+                    Step::Byte
+                } else {
+                    Step::No
                 }
             }
-            Frame::Lit { node, cand, pos } => {
-                let Node::Literals(list) = g.node(node) else {
-                    unreachable!("a literal frame holds a literal node")
-                };
-                let p = pos as usize;
-                let next = bits(cand)
-                    .filter(|&i| list[i].get(p) == Some(&b))
-                    .fold(0u64, |m, i| m | 1 << i);
-                if next != 0 {
-                    *top = Frame::Lit {
-                        node,
-                        cand: next,
-                        pos: pos + 1,
-                    };
+            _ => Step::No,
+        }
+    }
+
+    /// Inside an array of `node` with `count` items, at `at`: whitespace, an item, `,` or the
+    /// closing `]` (within `minItems` and `maxItems`).
+    fn step_array(&mut self, g: &Grammar, node: NodeId, count: u32, at: ArrAt, b: u8) -> Step {
+        let Node::Array { items, min, max } = *g.node(node) else {
+            unreachable!("an array frame holds an array node")
+        };
+        match (at, b) {
+            (ArrAt::Open | ArrAt::After | ArrAt::Comma, b) if is_ws(b) => Step::Space,
+            // At `Open` the count is 0: the array closes empty only when min is 0.
+            (ArrAt::Open | ArrAt::After, b']') if count >= min => {
+                self.stack.pop();
+                self.value_done();
+                Step::Byte
+            }
+            (ArrAt::After, b',') if count < max => {
+                self.set_top(Frame::Array {
+                    node,
+                    count,
+                    at: ArrAt::Comma,
+                });
+                Step::Byte
+            }
+            (ArrAt::Open, _) if max == 0 => Step::No,
+            (ArrAt::Open | ArrAt::Comma, _) => {
+                self.set_top(Frame::Array {
+                    node,
+                    count,
+                    at: ArrAt::Item,
+                });
+                if self.push(Frame::Value(items)) {
+                    Step::Again
+                } else {
+                    Step::No
+                }
+            }
+            _ => Step::No,
+        }
+    }
+
+    /// Inside a declared key of `node`: the properties `cand` still possible after `pos` bytes;
+    /// the closing `"` names the property.
+    fn step_key(&mut self, g: &Grammar, node: NodeId, cand: u64, pos: u16, b: u8) -> Step {
+        let Node::Object { props, .. } = g.node(node) else {
+            unreachable!("a key frame holds an object node")
+        };
+        let pos = pos as usize;
+        // The candidates share their first `pos` bytes (an escaped JSON string
+        // body): after an odd run of backslashes, `"` is the escaped character, not
+        // the key's end.
+        let escaped = bits(cand).next().is_some_and(|i| {
+            props[i].0[..pos]
+                .iter()
+                .rev()
+                .take_while(|&&c| c == b'\\')
+                .count()
+                % 2
+                == 1
+        });
+        if b == b'"' && !escaped {
+            let Some(i) = bits(cand).find(|&i| props[i].0.len() == pos) else {
+                return Step::No;
+            };
+            self.stack.pop();
+            if let Some(Frame::Object { seen, at, .. }) = self.stack.last_mut() {
+                *seen |= 1 << i;
+                *at = ObjAt::Key(i as u8);
+            }
+            return Step::Byte;
+        }
+        let next = bits(cand)
+            .filter(|&i| props[i].0.get(pos) == Some(&b))
+            .fold(0u64, |m, i| m | 1 << i);
+        if next == 0 {
+            return Step::No;
+        }
+        self.set_top(Frame::Key {
+            node,
+            cand: next,
+            pos: (pos + 1) as u16,
+        });
+        Step::Byte
+    }
+
+    /// Inside a string (a free key when `key`): escapes, UTF-8 continuation bytes (`utf8` due,
+    /// the first in `range`), printable bytes, the closing `"`.
+    fn step_str(&mut self, key: bool, esc: u8, utf8: u8, range: u8, b: u8) -> Step {
+        let hex = b.is_ascii_hexdigit();
+        let (esc, utf8, range) = if esc != 0 {
+            let esc = match (esc, b) {
+                (1, b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => 0,
+                (1, b'u') => 2,
+                (2, b'd' | b'D') => 4,
+                (2, _) if hex => 3,
+                (3, _) if hex => 5,
+                // \uD800..\uDFFF: lone surrogates, which a JSON parser refuses.
+                (4, b'0'..=b'7') => 5,
+                (5, _) if hex => 6,
+                (6, _) if hex => 0,
+                _ => return Step::No,
+            };
+            (esc, 0, 0)
+        } else if utf8 != 0 {
+            let ok = match range {
+                1 => (0xA0..=0xBF).contains(&b),
+                2 => (0x80..=0x9F).contains(&b),
+                3 => (0x90..=0xBF).contains(&b),
+                4 => (0x80..=0x8F).contains(&b),
+                _ => (0x80..=0xBF).contains(&b),
+            };
+            if !ok {
+                return Step::No;
+            }
+            (0, utf8 - 1, 0)
+        } else {
+            match b {
+                b'"' => {
+                    self.stack.pop();
+                    if key {
+                        if let Some(Frame::Object { at, .. }) = self.stack.last_mut() {
+                            *at = ObjAt::Key(FREE_KEY);
+                        }
+                    } else {
+                        self.value_done();
+                    }
                     return Step::Byte;
                 }
-                if lit_complete(g, node, cand, p) {
-                    self.stack.pop();
-                    self.value_done();
-                    return Step::Again;
-                }
-                Step::No
+                b'\\' => (1, 0, 0),
+                0x00..=0x1F => return Step::No,
+                0x20..=0x7F => (0, 0, 0),
+                0xC2..=0xDF => (0, 1, 0),
+                0xE0 => (0, 2, 1),
+                0xED => (0, 2, 2),
+                0xE1..=0xEF => (0, 2, 0),
+                0xF0 => (0, 3, 3),
+                0xF1..=0xF3 => (0, 3, 0),
+                0xF4 => (0, 3, 4),
+                _ => return Step::No,
             }
+        };
+        self.set_top(Frame::Str {
+            key,
+            esc,
+            utf8,
+            range,
+        });
+        Step::Byte
+    }
+
+    /// Inside a number (an integer when `integer`) at `at`, `digits` digits into its part: the
+    /// next character, or the end of the number (the byte is then read again by the parent).
+    fn step_num(&mut self, at: NumAt, integer: bool, digits: u8, b: u8) -> Step {
+        let digit = b.is_ascii_digit();
+        let next = match (at, b) {
+            (NumAt::Start, b'-') => Some((NumAt::Minus, 0)),
+            (NumAt::Start | NumAt::Minus, b'0') => Some((NumAt::Zero, 1)),
+            (NumAt::Start | NumAt::Minus, b'1'..=b'9') => Some((NumAt::Int, 1)),
+            (NumAt::Int, _) if digit && digits < MAX_DIGITS => Some((NumAt::Int, digits + 1)),
+            (NumAt::Zero | NumAt::Int, b'.') if !integer => Some((NumAt::Dot, 0)),
+            (NumAt::Zero | NumAt::Int | NumAt::Frac, b'e' | b'E') if !integer => {
+                Some((NumAt::Exp, 0))
+            }
+            (NumAt::Dot, _) if digit => Some((NumAt::Frac, 1)),
+            (NumAt::Frac, _) if digit && digits < MAX_DIGITS => Some((NumAt::Frac, digits + 1)),
+            (NumAt::Exp, b'+' | b'-') => Some((NumAt::ExpSign, 0)),
+            (NumAt::Exp | NumAt::ExpSign, _) if digit => Some((NumAt::ExpDigits, 1)),
+            (NumAt::ExpDigits, _) if digit && digits < MAX_EXP_DIGITS => {
+                Some((NumAt::ExpDigits, digits + 1))
+            }
+            _ => None,
+        };
+        match next {
+            Some((at, digits)) => {
+                self.set_top(Frame::Num {
+                    at,
+                    integer,
+                    digits,
+                });
+                Step::Byte
+            }
+            None if accepting(at) && !digit => {
+                self.stack.pop();
+                self.value_done();
+                Step::Again
+            }
+            None => Step::No,
         }
+    }
+
+    /// Inside one of the literals of `node`: those `cand` still possible after `pos` bytes; a
+    /// complete one ends (the byte is then read again by the parent).
+    fn step_lit(&mut self, g: &Grammar, node: NodeId, cand: u64, pos: u16, b: u8) -> Step {
+        let Node::Literals(list) = g.node(node) else {
+            unreachable!("a literal frame holds a literal node")
+        };
+        let p = pos as usize;
+        let next = bits(cand)
+            .filter(|&i| list[i].get(p) == Some(&b))
+            .fold(0u64, |m, i| m | 1 << i);
+        if next != 0 {
+            self.set_top(Frame::Lit {
+                node,
+                cand: next,
+                pos: pos + 1,
+            });
+            return Step::Byte;
+        }
+        if lit_complete(g, node, cand, p) {
+            self.stack.pop();
+            self.value_done();
+            return Step::Again;
+        }
+        Step::No
     }
 }
 

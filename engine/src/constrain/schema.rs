@@ -272,17 +272,14 @@ impl Compiler<'_> {
         Ok(id)
     }
 
+    /// `schema` (at JSON pointer `path`, `depth` schemas deep) compiled into the grammar.
     fn compile(&mut self, schema: &Value, path: &str, depth: usize) -> Result<NodeId, SchemaError> {
-        let invalid = |keyword: &str, why: String| SchemaError::Invalid {
-            keyword: keyword.to_string(),
-            path: path.to_string(),
-            why,
-        };
         let obj = match schema {
             Value::Bool(true) => return Ok(ANY),
             Value::Bool(false) => {
                 return Err(invalid(
                     "false",
+                    path,
                     "the schema `false` admits no value".to_string(),
                 ));
             }
@@ -290,6 +287,7 @@ impl Compiler<'_> {
             other => {
                 return Err(invalid(
                     "schema",
+                    path,
                     format!("a schema is an object or a boolean, got {other}"),
                 ));
             }
@@ -300,117 +298,15 @@ impl Compiler<'_> {
         if depth > MAX_DEPTH {
             return Err(invalid(
                 "properties",
+                path,
                 format!("schemas nest at most {MAX_DEPTH} deep"),
             ));
         }
-        let ty = match obj.get("type") {
-            None => None,
-            Some(Value::String(t)) => Some(t.as_str()),
-            Some(Value::Array(_)) => {
-                return Err(SchemaError::Unsupported {
-                    keyword: "type".into(),
-                    path: path.into(),
-                    why: "a list of types is not supported; give one type".into(),
-                });
-            }
-            Some(other) => return Err(invalid("type", format!("expected a string, got {other}"))),
-        };
-        if let Some(t) = ty
-            && !matches!(
-                t,
-                "object" | "array" | "string" | "number" | "integer" | "boolean" | "null"
-            )
-        {
-            return Err(invalid("type", format!("unknown type \"{t}\"")));
-        }
-        let literals = match (obj.get("enum"), obj.get("const")) {
-            (Some(_), Some(_)) => {
-                return Err(SchemaError::Unsupported {
-                    keyword: "const".into(),
-                    path: path.into(),
-                    why: "`enum` and `const` together are not supported".into(),
-                });
-            }
-            (Some(Value::Array(vs)), None) => Some(("enum", vs.clone())),
-            (Some(other), None) => {
-                return Err(invalid("enum", format!("expected an array, got {other}")));
-            }
-            (None, Some(v)) => Some(("const", vec![v.clone()])),
-            (None, None) => None,
-        };
-        let allowed: &[&str] = if literals.is_some() {
-            &["enum", "const"]
-        } else {
-            match ty {
-                Some("object") => OBJECT_KEYWORDS,
-                Some("array") => ARRAY_KEYWORDS,
-                Some(_) => &[],
-                None => {
-                    if OBJECT_KEYWORDS.iter().any(|k| obj.contains_key(*k)) {
-                        OBJECT_KEYWORDS
-                    } else {
-                        ARRAY_KEYWORDS
-                    }
-                }
-            }
-        };
-        for key in obj.keys() {
-            let k = key.as_str();
-            if k == "type" || ANNOTATIONS.contains(&k) || allowed.contains(&k) {
-                continue;
-            }
-            let why = match ty {
-                _ if literals.is_some() => {
-                    "`enum` and `const` take no other keyword but `type`".to_string()
-                }
-                Some(t) if OBJECT_KEYWORDS.contains(&k) || ARRAY_KEYWORDS.contains(&k) => {
-                    format!("it does not apply to type \"{t}\"")
-                }
-                None if OBJECT_KEYWORDS.contains(&k) || ARRAY_KEYWORDS.contains(&k) => {
-                    "object and array keywords together need a `type`".to_string()
-                }
-                _ => "the engine enforces type, enum, const, properties, required, \
-                      additionalProperties, items, minItems, maxItems and local $ref"
-                    .to_string(),
-            };
-            return Err(SchemaError::Unsupported {
-                keyword: key.clone(),
-                path: path.into(),
-                why,
-            });
-        }
+        let ty = schema_type(obj, path)?;
+        let literals = enum_or_const(obj, path)?;
+        check_keywords(obj, ty, literals.is_some(), path)?;
         if let Some((keyword, values)) = literals {
-            let fits = |v: &Value| match ty {
-                None => true,
-                Some("object") => v.is_object(),
-                Some("array") => v.is_array(),
-                Some("string") => v.is_string(),
-                Some("number") => v.is_number(),
-                Some("integer") => v.is_i64() || v.is_u64(),
-                Some("boolean") => v.is_boolean(),
-                Some(_) => v.is_null(),
-            };
-            let mut texts: Vec<Vec<u8>> = Vec::new();
-            for v in values.iter().filter(|v| fits(v)) {
-                let t = serde_json::to_vec(v).expect("a JSON value serializes");
-                if !texts.contains(&t) {
-                    texts.push(t);
-                }
-            }
-            if texts.is_empty() {
-                return Err(invalid(
-                    keyword,
-                    "no value is left that the schema admits".to_string(),
-                ));
-            }
-            if texts.len() > MAX_ALTERNATIVES {
-                return Err(SchemaError::Unsupported {
-                    keyword: keyword.into(),
-                    path: path.into(),
-                    why: format!("at most {MAX_ALTERNATIVES} values are supported"),
-                });
-            }
-            return Ok(self.g.push(Node::Literals(texts)));
+            return self.compile_literals(keyword, &values, ty, path);
         }
         let object_like = ty == Some("object")
             || (ty.is_none() && OBJECT_KEYWORDS.iter().any(|k| obj.contains_key(*k)));
@@ -432,7 +328,7 @@ impl Compiler<'_> {
                         .and_then(|n| u32::try_from(n).ok())
                         .filter(|&n| n < u32::MAX)
                         .ok_or_else(|| {
-                            invalid(k, format!("expected a non-negative integer, got {v}"))
+                            invalid(k, path, format!("expected a non-negative integer, got {v}"))
                         }),
                 }
             };
@@ -441,6 +337,7 @@ impl Compiler<'_> {
             if min > max {
                 return Err(invalid(
                     "minItems",
+                    path,
                     format!("minItems {min} is above maxItems {max}"),
                 ));
             }
@@ -456,22 +353,62 @@ impl Compiler<'_> {
         })
     }
 
+    /// `enum` or `const` (`keyword`): the distinct `values` of type `ty`, as literal texts.
+    fn compile_literals(
+        &mut self,
+        keyword: &str,
+        values: &[Value],
+        ty: Option<&str>,
+        path: &str,
+    ) -> Result<NodeId, SchemaError> {
+        let fits = |v: &Value| match ty {
+            None => true,
+            Some("object") => v.is_object(),
+            Some("array") => v.is_array(),
+            Some("string") => v.is_string(),
+            Some("number") => v.is_number(),
+            Some("integer") => v.is_i64() || v.is_u64(),
+            Some("boolean") => v.is_boolean(),
+            Some(_) => v.is_null(),
+        };
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for v in values.iter().filter(|v| fits(v)) {
+            let t = serde_json::to_vec(v).expect("a JSON value serializes");
+            if !texts.contains(&t) {
+                texts.push(t);
+            }
+        }
+        if texts.is_empty() {
+            return Err(invalid(
+                keyword,
+                path,
+                "no value is left that the schema admits".to_string(),
+            ));
+        }
+        if texts.len() > MAX_ALTERNATIVES {
+            return Err(SchemaError::Unsupported {
+                keyword: keyword.into(),
+                path: path.into(),
+                why: format!("at most {MAX_ALTERNATIVES} values are supported"),
+            });
+        }
+        Ok(self.g.push(Node::Literals(texts)))
+    }
+
+    /// An object schema: `properties` (at most 64) compiled, `required` among them,
+    /// `additionalProperties` `true`, `false` or a schema.
     fn compile_object(
         &mut self,
         obj: &serde_json::Map<String, Value>,
         path: &str,
         depth: usize,
     ) -> Result<NodeId, SchemaError> {
-        let invalid = |keyword: &str, why: String| SchemaError::Invalid {
-            keyword: keyword.to_string(),
-            path: path.to_string(),
-            why,
-        };
         let mut props = Vec::new();
         if let Some(p) = obj.get("properties") {
             let Value::Object(p) = p else {
                 return Err(invalid(
                     "properties",
+                    path,
                     format!("expected an object, got {p}"),
                 ));
             };
@@ -492,12 +429,17 @@ impl Compiler<'_> {
         let mut required = 0u64;
         if let Some(r) = obj.get("required") {
             let Value::Array(r) = r else {
-                return Err(invalid("required", format!("expected an array, got {r}")));
+                return Err(invalid(
+                    "required",
+                    path,
+                    format!("expected an array, got {r}"),
+                ));
             };
             for name in r {
                 let Some(name) = name.as_str() else {
                     return Err(invalid(
                         "required",
+                        path,
                         format!("expected property names, got {name}"),
                     ));
                 };
@@ -506,6 +448,7 @@ impl Compiler<'_> {
                 let Some(i) = props.iter().position(|(k, _)| k == body) else {
                     return Err(invalid(
                         "required",
+                        path,
                         format!("\"{name}\" is not in `properties`"),
                     ));
                 };
@@ -523,6 +466,127 @@ impl Compiler<'_> {
             required,
         }))
     }
+}
+
+/// A [`SchemaError::Invalid`]: `keyword` at `path` is malformed, `why`.
+fn invalid(keyword: &str, path: &str, why: String) -> SchemaError {
+    SchemaError::Invalid {
+        keyword: keyword.to_string(),
+        path: path.to_string(),
+        why,
+    }
+}
+
+/// The schema's `type`: `None` when absent; a list of types or an unknown type is an error.
+fn schema_type<'s>(
+    obj: &'s serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Option<&'s str>, SchemaError> {
+    let ty = match obj.get("type") {
+        None => None,
+        Some(Value::String(t)) => Some(t.as_str()),
+        Some(Value::Array(_)) => {
+            return Err(SchemaError::Unsupported {
+                keyword: "type".into(),
+                path: path.into(),
+                why: "a list of types is not supported; give one type".into(),
+            });
+        }
+        Some(other) => {
+            return Err(invalid(
+                "type",
+                path,
+                format!("expected a string, got {other}"),
+            ));
+        }
+    };
+    if let Some(t) = ty
+        && !matches!(
+            t,
+            "object" | "array" | "string" | "number" | "integer" | "boolean" | "null"
+        )
+    {
+        return Err(invalid("type", path, format!("unknown type \"{t}\"")));
+    }
+    Ok(ty)
+}
+
+/// `enum` (`"enum"` and its values) or `const` (`"const"` and its one value), `None` when
+/// neither is given; both together, or an `enum` that is not an array, is an error.
+fn enum_or_const(
+    obj: &serde_json::Map<String, Value>,
+    path: &str,
+) -> Result<Option<(&'static str, Vec<Value>)>, SchemaError> {
+    let literals = match (obj.get("enum"), obj.get("const")) {
+        (Some(_), Some(_)) => {
+            return Err(SchemaError::Unsupported {
+                keyword: "const".into(),
+                path: path.into(),
+                why: "`enum` and `const` together are not supported".into(),
+            });
+        }
+        (Some(Value::Array(vs)), None) => Some(("enum", vs.clone())),
+        (Some(other), None) => {
+            return Err(invalid(
+                "enum",
+                path,
+                format!("expected an array, got {other}"),
+            ));
+        }
+        (None, Some(v)) => Some(("const", vec![v.clone()])),
+        (None, None) => None,
+    };
+    Ok(literals)
+}
+
+/// Every keyword of `obj` is `type`, an annotation, or one that applies to its type (or to
+/// its `enum` or `const`, when `literals`); the first other one is refused by name.
+fn check_keywords(
+    obj: &serde_json::Map<String, Value>,
+    ty: Option<&str>,
+    literals: bool,
+    path: &str,
+) -> Result<(), SchemaError> {
+    let allowed: &[&str] = if literals {
+        &["enum", "const"]
+    } else {
+        match ty {
+            Some("object") => OBJECT_KEYWORDS,
+            Some("array") => ARRAY_KEYWORDS,
+            Some(_) => &[],
+            None => {
+                if OBJECT_KEYWORDS.iter().any(|k| obj.contains_key(*k)) {
+                    OBJECT_KEYWORDS
+                } else {
+                    ARRAY_KEYWORDS
+                }
+            }
+        }
+    };
+    for key in obj.keys() {
+        let k = key.as_str();
+        if k == "type" || ANNOTATIONS.contains(&k) || allowed.contains(&k) {
+            continue;
+        }
+        let why = match ty {
+            _ if literals => "`enum` and `const` take no other keyword but `type`".to_string(),
+            Some(t) if OBJECT_KEYWORDS.contains(&k) || ARRAY_KEYWORDS.contains(&k) => {
+                format!("it does not apply to type \"{t}\"")
+            }
+            None if OBJECT_KEYWORDS.contains(&k) || ARRAY_KEYWORDS.contains(&k) => {
+                "object and array keywords together need a `type`".to_string()
+            }
+            _ => "the engine enforces type, enum, const, properties, required, \
+                  additionalProperties, items, minItems, maxItems and local $ref"
+                .to_string(),
+        };
+        return Err(SchemaError::Unsupported {
+            keyword: key.clone(),
+            path: path.into(),
+            why,
+        });
+    }
+    Ok(())
 }
 
 /// `name` as a JSON pointer token (RFC 6901: `~` → `~0`, `/` → `~1`).

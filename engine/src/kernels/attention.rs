@@ -642,13 +642,9 @@ fn grouped(
         // per tile); a group of up to `GROUP_PASS` heads is one pass.
         // The window's first segment of keys and values (all of a decode task's window,
         // which `split_segments` cuts at SEGMENT positions) is requested at once, so its
-        // pages arrive together instead of a tile at a time behind the computation (a
-        // decode step with 4 rows at 128 positions: 3.02–3.07 ms against 3.09–3.17 ms
-        // with the next-tile prefetches alone; 8 rows 4.57–4.83 against 4.99–5.03).
-        // The next-tile prefetches below stay although they repeat part of this request:
-        // without them inside the first segment the same step took 3.27–3.61 ms against
-        // 3.00–3.31; presumably a prefetch that finds every miss buffer taken is dropped
-        // and the repeat catches it (not measured).
+        // pages arrive together instead of a tile at a time behind the computation. The
+        // next-tile prefetches below stay although they repeat part of this request: the
+        // step measured faster with both (docs/design.md §2.0.1).
         kv.prefetch(lo, n.min(SEGMENT), kvh, false);
         kv.prefetch(lo, n.min(SEGMENT), kvh, true);
         for (c0, c1) in group_passes(group) {

@@ -1,6 +1,5 @@
 //! CPU decode kernels: portable code plus per-ISA paths chosen at run time.
 
-pub mod isa;
 pub mod matmul;
 
 pub mod activation;
@@ -12,5 +11,6 @@ pub mod rope;
 pub mod sample;
 pub mod simd_vec;
 
-pub use isa::Isa;
+/// The SIMD path a kernel runs ([`crate::isa`]), re-exported where the kernels are chosen.
+pub use crate::isa::Isa;
 pub use simd_vec::VecOps;

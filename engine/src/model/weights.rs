@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::gguf::{GgmlType, GgufFile};
-use crate::kernels::Isa;
+use crate::isa::Isa;
 use crate::kernels::matmul::packed::PackedWeights;
 use crate::kernels::matmul::{WeightMatrix, uses_packed};
 use crate::quant;

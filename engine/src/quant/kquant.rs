@@ -1,4 +1,4 @@
-//! Shared pieces of the K-quant block types: the packed 6-bit scales and the f32 dot via decoding.
+//! Shared pieces of the K-quant block types: the packed 6-bit scales, the f32 dot via decoding and the per-block accumulation.
 
 use super::QK_K;
 
@@ -97,9 +97,16 @@ pub(crate) fn dot_q8k_with_mins(
             &act.bsums[b * 16..(b + 1) * 16],
         );
         let (d, dmin) = (super::f16_at(blk), super::f16_at(&blk[2..]));
-        sum = super::kquant_acc(sum, d, dmin, act.d[b], sumi, summ);
+        sum = kquant_acc(sum, d, dmin, act.d[b], sumi, summ);
     }
     sum
+}
+
+/// One block's contribution to a Q4_K / Q5_K dot product, in the order every path uses:
+/// `sum + (d · da) · sumi − (dmin · da) · summ`.
+#[inline(always)]
+pub(crate) fn kquant_acc(sum: f32, d: f32, dmin: f32, da: f32, sumi: i32, summ: i32) -> f32 {
+    sum + (d * da) * sumi as f32 - (dmin * da) * summ as f32
 }
 
 /// Panics unless `act` is a Q8_K row matching a row of `nb` blocks.

@@ -43,11 +43,10 @@ pub use q6_k::Q6K;
 pub use q8_0::Q8_0;
 pub use q8_1::Q8_1;
 
-pub(crate) use kquant::scales_mins_k4;
-pub(crate) use q4_k::kquant_acc;
+pub(crate) use kquant::{kquant_acc, scales_mins_k4};
 
 use crate::gguf::GgmlType;
-use crate::kernels::Isa;
+use crate::isa::Isa;
 use half::f16;
 
 /// Elements per block of every 8-bit, 5-bit and 4-bit non-K block type handled here

@@ -80,10 +80,3 @@ impl BlockQuant for Q4K {
         dot_q8k_with_mins("Q4_K", BYTES, block_ints, row, &act)
     }
 }
-
-/// One block's contribution to a Q4_K / Q5_K dot product, in the order every path uses:
-/// `sum + (d · da) · sumi − (dmin · da) · summ`.
-#[inline(always)]
-pub(crate) fn kquant_acc(sum: f32, d: f32, dmin: f32, da: f32, sumi: i32, summ: i32) -> f32 {
-    sum + (d * da) * sumi as f32 - (dmin * da) * summ as f32
-}

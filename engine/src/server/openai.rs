@@ -559,86 +559,96 @@ impl ChatRequest {
         let mut common = self.common(max)?;
         common.logprobs = logprobs;
         common.constraint = constraint;
-        let mut turns = Vec::new();
-        for (i, m) in self.messages.into_iter().enumerate() {
-            let role = match m.role.as_str() {
-                "system" | "developer" => "system",
-                "user" => "user",
-                "assistant" => "assistant",
-                "tool" => "tool",
-                other => {
-                    return Err(refuse(
-                        format!("messages[{i}].role"),
-                        format!(
-                            "role '{other}' is not supported \
-                             (system, developer, user, assistant, tool)"
-                        ),
-                    ));
-                }
-            };
-            for (field, set, why) in [
-                (
-                    "audio",
-                    m.audio.is_some(),
-                    "audio messages are not supported",
-                ),
-                (
-                    "function_call",
-                    m.function_call.is_some(),
-                    "the deprecated function_call is not supported; send tool_calls",
-                ),
-                (
-                    "tool_calls",
-                    m.tool_calls.is_some() && role != "assistant",
-                    "only an assistant message carries tool_calls",
-                ),
-                (
-                    "tool_call_id",
-                    (role == "tool") != m.tool_call_id.is_some(),
-                    "a tool message names the call it answers in tool_call_id, and only a tool message does",
-                ),
-            ] {
-                if set {
-                    return Err(refuse(format!("messages[{i}].{field}"), why));
-                }
-            }
-            for (j, call) in m.tool_calls.iter().flatten().enumerate() {
-                if call.kind != "function" {
-                    return Err(refuse(
-                        format!("messages[{i}].tool_calls[{j}].type"),
-                        format!("tool call type '{}' is not supported (function)", call.kind),
-                    ));
-                }
-            }
-            let content = match m.content {
-                None => String::new(),
-                Some(MessageContent::Text(t)) => t,
-                Some(MessageContent::Parts(parts)) => {
-                    let mut text = String::new();
-                    for (j, p) in parts.into_iter().enumerate() {
-                        match (p.kind.as_str(), p.text) {
-                            ("text", Some(t)) => text.push_str(&t),
-                            _ => {
-                                return Err(refuse(
-                                    format!("messages[{i}].content[{j}]"),
-                                    "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
-                                ));
-                            }
-                        }
-                    }
-                    text
-                }
-            };
-            turns.push(Turn {
-                role: role.to_string(),
-                content,
-                tool_calls: m.tool_calls,
-                tool_call_id: m.tool_call_id,
-            });
-        }
+        let turns = self
+            .messages
+            .into_iter()
+            .enumerate()
+            .map(|(i, m)| turn(i, m))
+            .collect::<Result<Vec<_>, _>>()?;
         let tools = self.tools.filter(|t| !t.is_empty());
         Ok((turns, tools, common))
     }
+}
+
+/// Message `i` of a chat request as a template turn (`developer` is `system`), or the field
+/// the engine cannot honour: an unknown role, audio, a deprecated `function_call`,
+/// misplaced `tool_calls` or `tool_call_id`, a tool call not of type `function`, a content
+/// part that is not text.
+fn turn(i: usize, m: ChatMessage) -> Result<Turn, Unsupported> {
+    let role = match m.role.as_str() {
+        "system" | "developer" => "system",
+        "user" => "user",
+        "assistant" => "assistant",
+        "tool" => "tool",
+        other => {
+            return Err(refuse(
+                format!("messages[{i}].role"),
+                format!(
+                    "role '{other}' is not supported \
+                     (system, developer, user, assistant, tool)"
+                ),
+            ));
+        }
+    };
+    for (field, set, why) in [
+        (
+            "audio",
+            m.audio.is_some(),
+            "audio messages are not supported",
+        ),
+        (
+            "function_call",
+            m.function_call.is_some(),
+            "the deprecated function_call is not supported; send tool_calls",
+        ),
+        (
+            "tool_calls",
+            m.tool_calls.is_some() && role != "assistant",
+            "only an assistant message carries tool_calls",
+        ),
+        (
+            "tool_call_id",
+            (role == "tool") != m.tool_call_id.is_some(),
+            "a tool message names the call it answers in tool_call_id, and only a tool message does",
+        ),
+    ] {
+        if set {
+            return Err(refuse(format!("messages[{i}].{field}"), why));
+        }
+    }
+    for (j, call) in m.tool_calls.iter().flatten().enumerate() {
+        if call.kind != "function" {
+            return Err(refuse(
+                format!("messages[{i}].tool_calls[{j}].type"),
+                format!("tool call type '{}' is not supported (function)", call.kind),
+            ));
+        }
+    }
+    let content = match m.content {
+        None => String::new(),
+        Some(MessageContent::Text(t)) => t,
+        Some(MessageContent::Parts(parts)) => {
+            let mut text = String::new();
+            for (j, p) in parts.into_iter().enumerate() {
+                match (p.kind.as_str(), p.text) {
+                    ("text", Some(t)) => text.push_str(&t),
+                    _ => {
+                        return Err(refuse(
+                            format!("messages[{i}].content[{j}]"),
+                            "only text content parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                        ));
+                    }
+                }
+            }
+            text
+        }
+    };
+    Ok(Turn {
+        role: role.to_string(),
+        content,
+        tool_calls: m.tool_calls,
+        tool_call_id: m.tool_call_id,
+    })
 }
 
 #[cfg(test)]

@@ -51,8 +51,6 @@ fn invoke(component: &str, inputs: Json, outputs: Json) -> Json {
 
 /// The manifest JSON of the standard decoder workflow.
 pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
-    let n_eog = spec.eog.len() as u64;
-    let eog: Vec<f64> = spec.eog.iter().map(|&x| x as f64).collect();
     let mut request = vec![
         json!({"role": "prompt_tokens", "value": "prompt"}),
         json!({"role": "max_new_tokens", "value": "max_new_tokens"}),
@@ -63,7 +61,72 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
         request.push(json!({"role": "session_id"}));
     }
     let mut application = vec![];
-    let mut components = vec![
+    let mut components = decoder_components(spec);
+    let mut cells = vec![
+        json!({"name": "decoder_kv", "dtype": "kv", "scope": "invocation", "init": "empty"}),
+        json!({"name": "pending", "dtype": "i64", "shape": ["n"], "scope": "invocation", "init": {"input": "prompt"}}),
+    ];
+    let mut steps = vec![];
+    let mut carried = vec![json!("pending"), json!("decoder_kv")];
+    if spec.session {
+        cells.push(json!({
+            "name": "history", "dtype": "i64", "shape": ["n"], "scope": "session",
+            "init": "empty", "role": "prompt_continuation"
+        }));
+        steps.push(json!({"emit": {"value": "prompt", "to": "history", "mode": "append"}}));
+        steps.push(json!({"emit": {"value": "history", "to": "pending", "mode": "replace"}}));
+        carried.push(json!("history"));
+    }
+    if let Some((patch_dim, w, b)) = &spec.vision {
+        application.push(json!({
+            "name": "pixel_values", "dtype": "f32", "shape": ["n_patches", patch_dim],
+            "required": true, "kv_positions": ["n_patches"]
+        }));
+        components.push(json!({
+            "name": "projector",
+            "inputs": [port("pixels", "f32", json!(["n_patches", patch_dim]))],
+            "outputs": [port("embeddings", "f32", json!(["n_patches", "hidden"]))],
+            "replaceable": VISION_CONTRACT,
+            "implementation": {"graph": {
+                "weights": [{"name": "w", "tensor": w}, {"name": "b", "tensor": b}],
+                "nodes": [
+                    {"out": "y", "op": {"kind": "MatMul", "a": "pixels", "b": "w"}},
+                    {"out": "z", "op": {"kind": "Add", "a": "y", "b": "b"}}
+                ],
+                "outputs": {"embeddings": "z"}
+            }}
+        }));
+        steps.push(invoke(
+            "projector",
+            json!({"pixels": "pixel_values"}),
+            json!({"embeddings": "image_embeddings"}),
+        ));
+        steps.push(invoke(
+            "decoder",
+            json!({"hidden": "image_embeddings", "past": "decoder_kv"}),
+            json!({"present": "decoder_kv"}),
+        ));
+    }
+    steps.push(decode_loop(spec.session, carried));
+    json!({
+        "schema_version": super::manifest::SCHEMA_VERSION,
+        "name": spec.name,
+        "weights": spec.weights,
+        "inputs": {"request": request, "application": application},
+        "components": components,
+        "cells": cells,
+        "outputs": [{"name": "tokens", "dtype": "i64", "stream_tokens": true}],
+        "steps": steps
+    })
+}
+
+/// The components every standard manifest has: the embedding, the decoder, the last row,
+/// the LM head, the sampler (greedy at temperature 0) and the stop check against the
+/// end-of-generation ids of `spec`.
+fn decoder_components(spec: &ManifestSpec) -> Vec<Json> {
+    let n_eog = spec.eog.len() as u64;
+    let eog: Vec<f64> = spec.eog.iter().map(|&x| x as f64).collect();
+    vec![
         json!({
             "name": "embed",
             "inputs": [port("tokens", "i64", json!(["n"]))],
@@ -131,52 +194,13 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
                 "outputs": {"continue": "go"}
             }}
         }),
-    ];
-    let mut cells = vec![
-        json!({"name": "decoder_kv", "dtype": "kv", "scope": "invocation", "init": "empty"}),
-        json!({"name": "pending", "dtype": "i64", "shape": ["n"], "scope": "invocation", "init": {"input": "prompt"}}),
-    ];
-    let mut steps = vec![];
-    let mut carried = vec![json!("pending"), json!("decoder_kv")];
-    if spec.session {
-        cells.push(json!({
-            "name": "history", "dtype": "i64", "shape": ["n"], "scope": "session",
-            "init": "empty", "role": "prompt_continuation"
-        }));
-        steps.push(json!({"emit": {"value": "prompt", "to": "history", "mode": "append"}}));
-        steps.push(json!({"emit": {"value": "history", "to": "pending", "mode": "replace"}}));
-        carried.push(json!("history"));
-    }
-    if let Some((patch_dim, w, b)) = &spec.vision {
-        application.push(json!({
-            "name": "pixel_values", "dtype": "f32", "shape": ["n_patches", patch_dim],
-            "required": true, "kv_positions": ["n_patches"]
-        }));
-        components.push(json!({
-            "name": "projector",
-            "inputs": [port("pixels", "f32", json!(["n_patches", patch_dim]))],
-            "outputs": [port("embeddings", "f32", json!(["n_patches", "hidden"]))],
-            "replaceable": VISION_CONTRACT,
-            "implementation": {"graph": {
-                "weights": [{"name": "w", "tensor": w}, {"name": "b", "tensor": b}],
-                "nodes": [
-                    {"out": "y", "op": {"kind": "MatMul", "a": "pixels", "b": "w"}},
-                    {"out": "z", "op": {"kind": "Add", "a": "y", "b": "b"}}
-                ],
-                "outputs": {"embeddings": "z"}
-            }}
-        }));
-        steps.push(invoke(
-            "projector",
-            json!({"pixels": "pixel_values"}),
-            json!({"embeddings": "image_embeddings"}),
-        ));
-        steps.push(invoke(
-            "decoder",
-            json!({"hidden": "image_embeddings", "past": "decoder_kv"}),
-            json!({"present": "decoder_kv"}),
-        ));
-    }
+    ]
+}
+
+/// The decode loop: embed the pending tokens, decode, sample, emit the token (and append it
+/// to the session's history when `session`), stop at an end-of-generation token or at
+/// `max_new_tokens`; `carried` are the cells it carries.
+fn decode_loop(session: bool, carried: Vec<Json>) -> Json {
     let mut body = vec![
         invoke(
             "embed",
@@ -205,7 +229,7 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
         ),
         json!({"emit": {"value": "pending", "to": "tokens", "mode": "append"}}),
     ];
-    if spec.session {
+    if session {
         body.push(json!({"emit": {"value": "pending", "to": "history", "mode": "append"}}));
     }
     body.push(invoke(
@@ -213,23 +237,13 @@ pub fn standard_manifest_json(spec: &ManifestSpec) -> Json {
         json!({"token": "pending"}),
         json!({"continue": "go"}),
     ));
-    steps.push(json!({"loop": {
+    json!({"loop": {
         "carried": carried,
         "counter": "step",
         "body": body,
         "continue_if": "go",
         "max_iterations": {"role": "max_new_tokens"}
-    }}));
-    json!({
-        "schema_version": super::manifest::SCHEMA_VERSION,
-        "name": spec.name,
-        "weights": spec.weights,
-        "inputs": {"request": request, "application": application},
-        "components": components,
-        "cells": cells,
-        "outputs": [{"name": "tokens", "dtype": "i64", "stream_tokens": true}],
-        "steps": steps
-    })
+    }})
 }
 
 /// The standard manifest as typed [`Manifest`].

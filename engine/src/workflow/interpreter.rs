@@ -14,15 +14,7 @@ use super::manifest::{
 use super::native::KvState;
 use super::request::BoundRequest;
 use super::value::{DType, KvHandle, Tensor, Value, kv_layer_name};
-
-/// What the token callback tells the interpreter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flow {
-    /// Keep going.
-    Continue,
-    /// Stop: every enclosing loop ends after its current iteration.
-    Stop,
-}
+use crate::flow::Flow;
 
 /// The state a conversation keeps between runs: its session-scope cells (tensors only;
 /// no KV is held between turns).

@@ -32,9 +32,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+pub use crate::flow::Flow;
 pub use error::{BoxError, PortMismatch, RequestError, RunError, ValidationError, WorkflowError};
 pub use events::{Event, EventLog, LoopExit};
-pub use interpreter::{Flow, Interpreter, Output, Session};
+pub use interpreter::{Interpreter, Output, Session};
 pub use manifest::{Manifest, SCHEMA_VERSION};
 pub use native::{KvGeometry, KvState, MemWeights, NativeBlocks, Weights};
 pub use request::{BoundRequest, Replacement, Request};
@@ -45,7 +46,7 @@ pub use model_blocks::ModelBlocks;
 pub use weights::GgufWeights;
 
 use crate::gguf::GgufFile;
-use crate::kernels::Isa;
+use crate::isa::Isa;
 use crate::kernels::matmul::Cpu;
 use crate::model::Model;
 use manifest::{Component, Implementation, NativeKind, Role};

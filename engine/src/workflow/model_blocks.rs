@@ -26,11 +26,11 @@ impl ModelBlocks {
     }
 
     /// Wrap an already loaded model (shared with a decode core), with KV states of the
-    /// decode core's default element type ([`crate::batch::KV_DTYPE`]).
+    /// decode core's default element type ([`crate::kv::KV_DTYPE`]).
     pub fn from_model(model: Arc<Model>) -> ModelBlocks {
         ModelBlocks {
             model,
-            kv_dtype: crate::batch::KV_DTYPE,
+            kv_dtype: crate::kv::KV_DTYPE,
         }
     }
 

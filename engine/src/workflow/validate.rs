@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::error::ValidationError;
 use super::manifest::{
-    Bound, Cell, CellRole, Component, Dim, EmitMode, Graph, Implementation, Init,
-    MAX_FIXED_ITERATIONS, Manifest, NativeKind, Port, Role, Scope, Step, shape_string,
+    Bound, Cell, CellRole, Component, Dim, Emit, EmitMode, Graph, Implementation, Init, Invoke,
+    Loop, MAX_FIXED_ITERATIONS, Manifest, NativeKind, Port, Role, Scope, Step, shape_string,
 };
 use super::ops::TypeInfo;
 use super::value::DType;
@@ -65,174 +65,11 @@ pub fn validate(m: &Manifest, weights: Option<&WeightIndex>) -> Result<(), Valid
         roles: BTreeSet::new(),
     };
     let mut env: BTreeMap<String, TypeInfo> = BTreeMap::new();
-
-    // Request roles.
-    for r in &m.inputs.request {
-        if !v.roles.insert(r.role) {
-            return Err(ValidationError::Duplicate {
-                kind: "request role",
-                name: r.role.to_string(),
-            });
-        }
-        match (r.role.value_type(), &r.value) {
-            (None, None) => {}
-            (None, Some(_)) => {
-                return Err(ValidationError::Role {
-                    role: r.role.to_string(),
-                    reason: "binds no value; remove 'value'".into(),
-                });
-            }
-            (Some(_), None) => {
-                return Err(ValidationError::Role {
-                    role: r.role.to_string(),
-                    reason: "must name the value it binds".into(),
-                });
-            }
-            (Some((dtype, rank)), Some(name)) => {
-                check_name("input value", name)?;
-                if env.insert(name.clone(), TypeInfo { dtype, rank }).is_some() {
-                    return Err(ValidationError::Duplicate {
-                        kind: "input value",
-                        name: name.clone(),
-                    });
-                }
-                v.inputs.insert(name.clone());
-            }
-        }
-    }
-    // Application inputs.
-    for a in &m.inputs.application {
-        check_name("input value", &a.name)?;
-        if a.dtype == DType::Kv {
-            return Err(ValidationError::AppInput {
-                input: a.name.clone(),
-                reason: "dtype kv is not allowed for an application input".into(),
-            });
-        }
-        let symbols: BTreeSet<&str> = a
-            .shape
-            .iter()
-            .filter_map(|d| match d {
-                Dim::Symbol(s) => Some(s.as_str()),
-                Dim::Fixed(_) => None,
-            })
-            .collect();
-        for d in &a.kv_positions {
-            if let Dim::Symbol(s) = d
-                && !symbols.contains(s.as_str())
-            {
-                return Err(ValidationError::AppInput {
-                    input: a.name.clone(),
-                    reason: format!(
-                        "kv_positions names dimension '{s}', which its shape {} does not have",
-                        shape_string(&a.shape)
-                    ),
-                });
-            }
-        }
-        let t = TypeInfo {
-            dtype: a.dtype,
-            rank: a.shape.len(),
-        };
-        if env.insert(a.name.clone(), t).is_some() {
-            return Err(ValidationError::Duplicate {
-                kind: "input value",
-                name: a.name.clone(),
-            });
-        }
-        v.inputs.insert(a.name.clone());
-    }
-
-    // Components.
-    let mut decoders = Vec::new();
-    for c in &m.components {
-        check_name("component", &c.name)?;
-        if v.components.insert(c.name.as_str(), c).is_some() {
-            return Err(ValidationError::Duplicate {
-                kind: "component",
-                name: c.name.clone(),
-            });
-        }
-        validate_component(c, weights)?;
-        if let Implementation::Native(n) = &c.implementation
-            && n.block == NativeKind::LlamaDecoder
-        {
-            decoders.push(c.name.clone());
-        }
-    }
-    if decoders.len() > 1 {
-        return Err(ValidationError::Component {
-            component: decoders[1].clone(),
-            reason: format!(
-                "a package has at most one llama_decoder block (also '{}'): its KV geometry is the package's",
-                decoders[0]
-            ),
-        });
-    }
-
-    // Outputs.
-    let mut streams = 0;
-    for o in &m.outputs {
-        check_name("output", &o.name)?;
-        if o.dtype == DType::Kv {
-            return Err(ValidationError::Write {
-                step: "outputs".into(),
-                reason: format!("output '{}' cannot have dtype kv", o.name),
-            });
-        }
-        if o.stream_tokens {
-            streams += 1;
-            if o.dtype != DType::I64 {
-                return Err(ValidationError::Write {
-                    step: "outputs".into(),
-                    reason: format!("token-stream output '{}' must be i64", o.name),
-                });
-            }
-        }
-        if v.outputs.insert(o.name.as_str(), o.dtype).is_some() {
-            return Err(ValidationError::Duplicate {
-                kind: "output",
-                name: o.name.clone(),
-            });
-        }
-    }
-    if streams > 1 {
-        return Err(ValidationError::Write {
-            step: "outputs".into(),
-            reason: "at most one output may stream tokens".into(),
-        });
-    }
-
-    // Cells.
-    let mut continuation = None;
-    for c in &m.cells {
-        check_name("cell", &c.name)?;
-        if env.contains_key(&c.name) || v.outputs.contains_key(c.name.as_str()) {
-            return Err(ValidationError::Duplicate {
-                kind: "cell (also an input value or output)",
-                name: c.name.clone(),
-            });
-        }
-        let t = v.validate_cell(c, &env, decoders.first())?;
-        if c.role == Some(CellRole::PromptContinuation)
-            && let Some(prev) = continuation.replace(c.name.clone())
-        {
-            {
-                return Err(ValidationError::Cell {
-                    cell: c.name.clone(),
-                    reason: format!("a second prompt_continuation cell (also '{prev}')"),
-                });
-            }
-        }
-        if v.cells.insert(c.name.as_str(), c).is_some() {
-            return Err(ValidationError::Duplicate {
-                kind: "cell",
-                name: c.name.clone(),
-            });
-        }
-        env.insert(c.name.clone(), t);
-    }
-
+    v.request_roles(m, &mut env)?;
+    v.application_inputs(m, &mut env)?;
+    let decoders = v.components(m, weights)?;
+    v.outputs(m)?;
+    v.cells(m, &mut env, decoders.first())?;
     let mut loops = Vec::new();
     v.walk(&m.steps, "steps", &mut env, &mut loops)
 }
@@ -509,6 +346,211 @@ struct Validator<'a> {
 }
 
 impl<'a> Validator<'a> {
+    /// The request roles: each declared once, binding a value exactly when its role does
+    /// (the value's type then enters `env`).
+    fn request_roles(
+        &mut self,
+        m: &Manifest,
+        env: &mut BTreeMap<String, TypeInfo>,
+    ) -> Result<(), ValidationError> {
+        for r in &m.inputs.request {
+            if !self.roles.insert(r.role) {
+                return Err(ValidationError::Duplicate {
+                    kind: "request role",
+                    name: r.role.to_string(),
+                });
+            }
+            match (r.role.value_type(), &r.value) {
+                (None, None) => {}
+                (None, Some(_)) => {
+                    return Err(ValidationError::Role {
+                        role: r.role.to_string(),
+                        reason: "binds no value; remove 'value'".into(),
+                    });
+                }
+                (Some(_), None) => {
+                    return Err(ValidationError::Role {
+                        role: r.role.to_string(),
+                        reason: "must name the value it binds".into(),
+                    });
+                }
+                (Some((dtype, rank)), Some(name)) => {
+                    check_name("input value", name)?;
+                    if env.insert(name.clone(), TypeInfo { dtype, rank }).is_some() {
+                        return Err(ValidationError::Duplicate {
+                            kind: "input value",
+                            name: name.clone(),
+                        });
+                    }
+                    self.inputs.insert(name.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The application inputs: named, not KV, their `kv_positions` dimensions among their
+    /// shape's, each value declared once (its type then enters `env`).
+    fn application_inputs(
+        &mut self,
+        m: &Manifest,
+        env: &mut BTreeMap<String, TypeInfo>,
+    ) -> Result<(), ValidationError> {
+        for a in &m.inputs.application {
+            check_name("input value", &a.name)?;
+            if a.dtype == DType::Kv {
+                return Err(ValidationError::AppInput {
+                    input: a.name.clone(),
+                    reason: "dtype kv is not allowed for an application input".into(),
+                });
+            }
+            let symbols: BTreeSet<&str> = a
+                .shape
+                .iter()
+                .filter_map(|d| match d {
+                    Dim::Symbol(s) => Some(s.as_str()),
+                    Dim::Fixed(_) => None,
+                })
+                .collect();
+            for d in &a.kv_positions {
+                if let Dim::Symbol(s) = d
+                    && !symbols.contains(s.as_str())
+                {
+                    return Err(ValidationError::AppInput {
+                        input: a.name.clone(),
+                        reason: format!(
+                            "kv_positions names dimension '{s}', which its shape {} does not have",
+                            shape_string(&a.shape)
+                        ),
+                    });
+                }
+            }
+            let t = TypeInfo {
+                dtype: a.dtype,
+                rank: a.shape.len(),
+            };
+            if env.insert(a.name.clone(), t).is_some() {
+                return Err(ValidationError::Duplicate {
+                    kind: "input value",
+                    name: a.name.clone(),
+                });
+            }
+            self.inputs.insert(a.name.clone());
+        }
+        Ok(())
+    }
+
+    /// The components: named once each, each valid against the weights, at most one
+    /// `llama_decoder` block. Returns the decoders' names.
+    fn components(
+        &mut self,
+        m: &'a Manifest,
+        weights: Option<&WeightIndex>,
+    ) -> Result<Vec<String>, ValidationError> {
+        let mut decoders = Vec::new();
+        for c in &m.components {
+            check_name("component", &c.name)?;
+            if self.components.insert(c.name.as_str(), c).is_some() {
+                return Err(ValidationError::Duplicate {
+                    kind: "component",
+                    name: c.name.clone(),
+                });
+            }
+            validate_component(c, weights)?;
+            if let Implementation::Native(n) = &c.implementation
+                && n.block == NativeKind::LlamaDecoder
+            {
+                decoders.push(c.name.clone());
+            }
+        }
+        if decoders.len() > 1 {
+            return Err(ValidationError::Component {
+                component: decoders[1].clone(),
+                reason: format!(
+                    "a package has at most one llama_decoder block (also '{}'): its KV geometry is the package's",
+                    decoders[0]
+                ),
+            });
+        }
+        Ok(decoders)
+    }
+
+    /// The outputs: named once each, not KV, at most one token stream (of `i64`).
+    fn outputs(&mut self, m: &'a Manifest) -> Result<(), ValidationError> {
+        let mut streams = 0;
+        for o in &m.outputs {
+            check_name("output", &o.name)?;
+            if o.dtype == DType::Kv {
+                return Err(ValidationError::Write {
+                    step: "outputs".into(),
+                    reason: format!("output '{}' cannot have dtype kv", o.name),
+                });
+            }
+            if o.stream_tokens {
+                streams += 1;
+                if o.dtype != DType::I64 {
+                    return Err(ValidationError::Write {
+                        step: "outputs".into(),
+                        reason: format!("token-stream output '{}' must be i64", o.name),
+                    });
+                }
+            }
+            if self.outputs.insert(o.name.as_str(), o.dtype).is_some() {
+                return Err(ValidationError::Duplicate {
+                    kind: "output",
+                    name: o.name.clone(),
+                });
+            }
+        }
+        if streams > 1 {
+            return Err(ValidationError::Write {
+                step: "outputs".into(),
+                reason: "at most one output may stream tokens".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The cells: named once each and apart from the inputs and outputs, each valid (its
+    /// initial value against `env`, a KV cell against the `decoder`), at most one prompt
+    /// continuation (its type then enters `env`).
+    fn cells(
+        &mut self,
+        m: &'a Manifest,
+        env: &mut BTreeMap<String, TypeInfo>,
+        decoder: Option<&String>,
+    ) -> Result<(), ValidationError> {
+        let mut continuation = None;
+        for c in &m.cells {
+            check_name("cell", &c.name)?;
+            if env.contains_key(&c.name) || self.outputs.contains_key(c.name.as_str()) {
+                return Err(ValidationError::Duplicate {
+                    kind: "cell (also an input value or output)",
+                    name: c.name.clone(),
+                });
+            }
+            let t = self.validate_cell(c, env, decoder)?;
+            if c.role == Some(CellRole::PromptContinuation)
+                && let Some(prev) = continuation.replace(c.name.clone())
+            {
+                {
+                    return Err(ValidationError::Cell {
+                        cell: c.name.clone(),
+                        reason: format!("a second prompt_continuation cell (also '{prev}')"),
+                    });
+                }
+            }
+            if self.cells.insert(c.name.as_str(), c).is_some() {
+                return Err(ValidationError::Duplicate {
+                    kind: "cell",
+                    name: c.name.clone(),
+                });
+            }
+            env.insert(c.name.clone(), t);
+        }
+        Ok(())
+    }
+
     fn validate_cell(
         &self,
         c: &Cell,
@@ -672,6 +714,8 @@ impl<'a> Validator<'a> {
         Ok(())
     }
 
+    /// Walk `steps` (at `path`, e.g. `steps[2].body`) in order, keeping in `env` the type of
+    /// every value available after each step; `loops` are the enclosing loops.
     fn walk(
         &self,
         steps: &[Step],
@@ -682,203 +726,236 @@ impl<'a> Validator<'a> {
         for (i, s) in steps.iter().enumerate() {
             let here = format!("{path}[{i}]");
             match s {
-                Step::Invoke(inv) => {
-                    let Some(c) = self.components.get(inv.component.as_str()) else {
-                        return Err(ValidationError::UnknownComponent {
-                            step: here,
-                            component: inv.component.clone(),
-                        });
-                    };
-                    for p in inv.inputs.keys() {
-                        if !c.inputs.iter().any(|q| &q.name == p) {
-                            return Err(ValidationError::UnknownPort {
-                                step: here,
-                                component: c.name.clone(),
-                                direction: "input",
-                                port: p.clone(),
-                            });
-                        }
-                    }
-                    for p in inv.outputs.keys() {
-                        if !c.outputs.iter().any(|q| &q.name == p) {
-                            return Err(ValidationError::UnknownPort {
-                                step: here,
-                                component: c.name.clone(),
-                                direction: "output",
-                                port: p.clone(),
-                            });
-                        }
-                    }
-                    for p in &c.inputs {
-                        let Some(val) = inv.inputs.get(&p.name) else {
-                            return Err(ValidationError::UnboundPort {
-                                step: here,
-                                component: c.name.clone(),
-                                port: p.name.clone(),
-                            });
-                        };
-                        let Some(t) = env.get(val) else {
-                            return Err(ValidationError::UnavailableValue {
-                                step: here,
-                                component: c.name.clone(),
-                                port: p.name.clone(),
-                                value: val.clone(),
-                            });
-                        };
-                        if *t != port_type(p) {
-                            return Err(ValidationError::TypeMismatch {
-                                step: here,
-                                target: format!("component '{}' input '{}'", c.name, p.name),
-                                value: val.clone(),
-                                expected: describe(port_type(p)),
-                                found: describe(*t),
-                            });
-                        }
-                    }
-                    let mut written = BTreeSet::new();
-                    for p in &c.outputs {
-                        let Some(val) = inv.outputs.get(&p.name) else {
-                            continue;
-                        };
-                        if !written.insert(val.as_str()) {
-                            return Err(ValidationError::Write {
-                                step: here,
-                                reason: format!(
-                                    "component '{}' writes value '{val}' from two output ports",
-                                    c.name
-                                ),
-                            });
-                        }
-                        let what = format!("component '{}' output '{}'", c.name, p.name);
-                        self.check_write(&here, val, port_type(p), env, loops, &what)?;
-                        env.insert(val.clone(), port_type(p));
-                    }
-                }
-                Step::Loop(l) => {
-                    let mut carried = BTreeSet::new();
-                    for c in &l.carried {
-                        if !self.cells.contains_key(c.as_str()) {
-                            return Err(ValidationError::Loop {
-                                step: here,
-                                reason: format!("carries '{c}', which is not a declared cell"),
-                            });
-                        }
-                        carried.insert(c.clone());
-                    }
-                    match &l.max_iterations {
-                        Bound::Fixed(n) if *n == 0 || *n > MAX_FIXED_ITERATIONS => {
-                            return Err(ValidationError::Loop {
-                                step: here,
-                                reason: format!(
-                                    "max_iterations {n} is outside 1..={MAX_FIXED_ITERATIONS}"
-                                ),
-                            });
-                        }
-                        Bound::Fixed(_) => {}
-                        Bound::Role(Role::MaxNewTokens) => {
-                            if !self.roles.contains(&Role::MaxNewTokens) {
-                                return Err(ValidationError::Loop {
-                                    step: here,
-                                    reason: "is bounded by max_new_tokens, which the package does not declare as a request input".into(),
-                                });
-                            }
-                        }
-                        Bound::Role(r) => {
-                            return Err(ValidationError::Loop {
-                                step: here,
-                                reason: format!(
-                                    "cannot be bounded by role '{r}' (only max_new_tokens or a fixed count)"
-                                ),
-                            });
-                        }
-                    }
-                    let mut body_env = env.clone();
-                    if let Some(cn) = &l.counter {
-                        if env.contains_key(cn) || self.outputs.contains_key(cn.as_str()) {
-                            return Err(ValidationError::Loop {
-                                step: here,
-                                reason: format!("counter '{cn}' shadows an existing name"),
-                            });
-                        }
-                        body_env.insert(
-                            cn.clone(),
-                            TypeInfo {
-                                dtype: DType::I64,
-                                rank: 0,
-                            },
-                        );
-                    }
-                    loops.push(LoopScope {
-                        step: here.clone(),
-                        carried,
-                        outer: body_env.keys().cloned().collect(),
+                Step::Invoke(inv) => self.walk_invoke(inv, here, env, loops)?,
+                Step::Loop(l) => self.walk_loop(l, here, env, loops)?,
+                Step::Emit(e) => self.walk_emit(e, here, env, loops)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// An invoke step: its component exists, its ports are the component's, every input is
+    /// bound to an available value of the port's type, and every output is written once.
+    fn walk_invoke(
+        &self,
+        inv: &Invoke,
+        here: String,
+        env: &mut BTreeMap<String, TypeInfo>,
+        loops: &[LoopScope],
+    ) -> Result<(), ValidationError> {
+        let Some(c) = self.components.get(inv.component.as_str()) else {
+            return Err(ValidationError::UnknownComponent {
+                step: here,
+                component: inv.component.clone(),
+            });
+        };
+        for p in inv.inputs.keys() {
+            if !c.inputs.iter().any(|q| &q.name == p) {
+                return Err(ValidationError::UnknownPort {
+                    step: here,
+                    component: c.name.clone(),
+                    direction: "input",
+                    port: p.clone(),
+                });
+            }
+        }
+        for p in inv.outputs.keys() {
+            if !c.outputs.iter().any(|q| &q.name == p) {
+                return Err(ValidationError::UnknownPort {
+                    step: here,
+                    component: c.name.clone(),
+                    direction: "output",
+                    port: p.clone(),
+                });
+            }
+        }
+        for p in &c.inputs {
+            let Some(val) = inv.inputs.get(&p.name) else {
+                return Err(ValidationError::UnboundPort {
+                    step: here,
+                    component: c.name.clone(),
+                    port: p.name.clone(),
+                });
+            };
+            let Some(t) = env.get(val) else {
+                return Err(ValidationError::UnavailableValue {
+                    step: here,
+                    component: c.name.clone(),
+                    port: p.name.clone(),
+                    value: val.clone(),
+                });
+            };
+            if *t != port_type(p) {
+                return Err(ValidationError::TypeMismatch {
+                    step: here,
+                    target: format!("component '{}' input '{}'", c.name, p.name),
+                    value: val.clone(),
+                    expected: describe(port_type(p)),
+                    found: describe(*t),
+                });
+            }
+        }
+        let mut written = BTreeSet::new();
+        for p in &c.outputs {
+            let Some(val) = inv.outputs.get(&p.name) else {
+                continue;
+            };
+            if !written.insert(val.as_str()) {
+                return Err(ValidationError::Write {
+                    step: here,
+                    reason: format!(
+                        "component '{}' writes value '{val}' from two output ports",
+                        c.name
+                    ),
+                });
+            }
+            let what = format!("component '{}' output '{}'", c.name, p.name);
+            self.check_write(&here, val, port_type(p), env, loops, &what)?;
+            env.insert(val.clone(), port_type(p));
+        }
+        Ok(())
+    }
+
+    /// A loop step: its carried cells are declared, it is bounded, its counter shadows
+    /// nothing, its body is valid, and `continue_if` names a boolean available at the end of
+    /// the body.
+    fn walk_loop(
+        &self,
+        l: &Loop,
+        here: String,
+        env: &BTreeMap<String, TypeInfo>,
+        loops: &mut Vec<LoopScope>,
+    ) -> Result<(), ValidationError> {
+        let mut carried = BTreeSet::new();
+        for c in &l.carried {
+            if !self.cells.contains_key(c.as_str()) {
+                return Err(ValidationError::Loop {
+                    step: here,
+                    reason: format!("carries '{c}', which is not a declared cell"),
+                });
+            }
+            carried.insert(c.clone());
+        }
+        match &l.max_iterations {
+            Bound::Fixed(n) if *n == 0 || *n > MAX_FIXED_ITERATIONS => {
+                return Err(ValidationError::Loop {
+                    step: here,
+                    reason: format!("max_iterations {n} is outside 1..={MAX_FIXED_ITERATIONS}"),
+                });
+            }
+            Bound::Fixed(_) => {}
+            Bound::Role(Role::MaxNewTokens) => {
+                if !self.roles.contains(&Role::MaxNewTokens) {
+                    return Err(ValidationError::Loop {
+                        step: here,
+                        reason: "is bounded by max_new_tokens, which the package does not declare as a request input".into(),
                     });
-                    self.walk(&l.body, &format!("{here}.body"), &mut body_env, loops)?;
-                    loops.pop();
-                    match body_env.get(&l.continue_if) {
-                        None => {
-                            return Err(ValidationError::Loop {
-                                step: here,
-                                reason: format!(
-                                    "continue_if references value '{}', which is not available at the end of the body",
-                                    l.continue_if
-                                ),
-                            });
-                        }
-                        Some(t) if t.dtype != DType::Bool || t.rank > 1 => {
-                            return Err(ValidationError::Loop {
-                                step: here,
-                                reason: format!(
-                                    "continue_if value '{}' must be bool of rank 0 or 1, found {t}",
-                                    l.continue_if
-                                ),
-                            });
-                        }
-                        Some(_) => {}
-                    }
-                }
-                Step::Emit(e) => {
-                    let Some(t) = env.get(&e.value).copied() else {
-                        return Err(ValidationError::Write {
-                            step: here,
-                            reason: format!("emit references unavailable value '{}'", e.value),
-                        });
-                    };
-                    if t.dtype == DType::Kv {
-                        return Err(ValidationError::Write {
-                            step: here,
-                            reason: format!("emit of kv value '{}'", e.value),
-                        });
-                    }
-                    if e.mode == EmitMode::Append && t.rank == 0 {
-                        return Err(ValidationError::Write {
-                            step: here,
-                            reason: format!(
-                                "append needs a value of rank at least 1, '{}' is a scalar",
-                                e.value
-                            ),
-                        });
-                    }
-                    if let Some(dt) = self.outputs.get(e.to.as_str()) {
-                        if *dt != t.dtype {
-                            return Err(ValidationError::TypeMismatch {
-                                step: here,
-                                target: format!("output '{}'", e.to),
-                                value: e.value.clone(),
-                                expected: dt.to_string(),
-                                found: describe(t),
-                            });
-                        }
-                    } else if self.cells.contains_key(e.to.as_str()) {
-                        self.check_write(&here, &e.to, t, env, loops, "emit")?;
-                    } else {
-                        return Err(ValidationError::UnknownTarget {
-                            step: here,
-                            target: e.to.clone(),
-                        });
-                    }
                 }
             }
+            Bound::Role(r) => {
+                return Err(ValidationError::Loop {
+                    step: here,
+                    reason: format!(
+                        "cannot be bounded by role '{r}' (only max_new_tokens or a fixed count)"
+                    ),
+                });
+            }
+        }
+        let mut body_env = env.clone();
+        if let Some(cn) = &l.counter {
+            if env.contains_key(cn) || self.outputs.contains_key(cn.as_str()) {
+                return Err(ValidationError::Loop {
+                    step: here,
+                    reason: format!("counter '{cn}' shadows an existing name"),
+                });
+            }
+            body_env.insert(
+                cn.clone(),
+                TypeInfo {
+                    dtype: DType::I64,
+                    rank: 0,
+                },
+            );
+        }
+        loops.push(LoopScope {
+            step: here.clone(),
+            carried,
+            outer: body_env.keys().cloned().collect(),
+        });
+        self.walk(&l.body, &format!("{here}.body"), &mut body_env, loops)?;
+        loops.pop();
+        match body_env.get(&l.continue_if) {
+            None => {
+                return Err(ValidationError::Loop {
+                    step: here,
+                    reason: format!(
+                        "continue_if references value '{}', which is not available at the end of the body",
+                        l.continue_if
+                    ),
+                });
+            }
+            Some(t) if t.dtype != DType::Bool || t.rank > 1 => {
+                return Err(ValidationError::Loop {
+                    step: here,
+                    reason: format!(
+                        "continue_if value '{}' must be bool of rank 0 or 1, found {t}",
+                        l.continue_if
+                    ),
+                });
+            }
+            Some(_) => {}
+        }
+        Ok(())
+    }
+
+    /// An emit step: its value is available and not KV, an append emits a value of rank at
+    /// least 1, and its target is a declared output of the value's dtype or a cell it may
+    /// write.
+    fn walk_emit(
+        &self,
+        e: &Emit,
+        here: String,
+        env: &BTreeMap<String, TypeInfo>,
+        loops: &[LoopScope],
+    ) -> Result<(), ValidationError> {
+        let Some(t) = env.get(&e.value).copied() else {
+            return Err(ValidationError::Write {
+                step: here,
+                reason: format!("emit references unavailable value '{}'", e.value),
+            });
+        };
+        if t.dtype == DType::Kv {
+            return Err(ValidationError::Write {
+                step: here,
+                reason: format!("emit of kv value '{}'", e.value),
+            });
+        }
+        if e.mode == EmitMode::Append && t.rank == 0 {
+            return Err(ValidationError::Write {
+                step: here,
+                reason: format!(
+                    "append needs a value of rank at least 1, '{}' is a scalar",
+                    e.value
+                ),
+            });
+        }
+        if let Some(dt) = self.outputs.get(e.to.as_str()) {
+            if *dt != t.dtype {
+                return Err(ValidationError::TypeMismatch {
+                    step: here,
+                    target: format!("output '{}'", e.to),
+                    value: e.value.clone(),
+                    expected: dt.to_string(),
+                    found: describe(t),
+                });
+            }
+        } else if self.cells.contains_key(e.to.as_str()) {
+            self.check_write(&here, &e.to, t, env, loops, "emit")?;
+        } else {
+            return Err(ValidationError::UnknownTarget {
+                step: here,
+                target: e.to.clone(),
+            });
         }
         Ok(())
     }

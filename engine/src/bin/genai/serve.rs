@@ -7,7 +7,7 @@ use clap::Args;
 
 use engine::server::{ServerConfig, serve};
 
-use crate::{KvArgs, ModelArgs};
+use crate::model::{KvArgs, ModelArgs, apply_isa, default_model, model_kind};
 
 /// Arguments of `genai serve`.
 #[derive(Args, Clone)]
@@ -45,13 +45,13 @@ pub(crate) struct ServeArgs {
 
 /// Serve until SIGTERM or Ctrl-C; exit 0 after the running requests finished.
 pub(crate) fn run(args: ServeArgs) -> Result<()> {
-    crate::apply_isa(&args.model)?;
+    apply_isa(&args.model)?;
     let model: PathBuf = match &args.model.model {
         Some(p) => {
-            crate::model_kind(p)?;
+            model_kind(p)?;
             p.clone()
         }
-        None => crate::default_model()?,
+        None => default_model()?,
     };
     let config = ServerConfig {
         threads: args.model.threads.unwrap_or(0),

@@ -16,12 +16,8 @@ use core::arch::x86_64::*;
 /// How far ahead (bytes) the quantized kernels prefetch the weight stream; rows are
 /// contiguous, so this runs on into the next row, and past the end of the matrix: the
 /// address is formed with `wrapping_add` (no in-bounds promise) and a prefetch never
-/// faults. 8 KiB: on the two-core AVX-512 machine these kernels were tuned on, a decode
-/// step of SmolLM2 (`cargo bench -p engine --bench step -- --rows 4 --context 128`,
-/// builds taking turns) took 2.10–2.14 ms at one row and 3.52–3.61 ms at four with 2 KiB,
-/// 1.88–1.94 ms and 3.19–3.28 ms with 8 KiB (12 KiB alike, 16 KiB a little slower): at
-/// 2 KiB the stream ran too few lines ahead to cover the memory latency at this bandwidth.
-/// (The AVX2 kernels, bound by their arithmetic, gained nothing from it.)
+/// faults. 8 KiB: the fastest decode step where these kernels were tuned; 2 KiB ran too
+/// few lines ahead to cover the memory latency (figures: docs/design.md §2.0.2).
 const PREFETCH: usize = 8192;
 
 fn check_q8<const N: usize>(nb: usize, a: &[Q8Row<'_>; N], sums: bool) {

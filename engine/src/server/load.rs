@@ -1,0 +1,147 @@
+//! Loading the model for serving: the engine under its KV byte budget, the chat template, and the batch worker's thread.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::mpsc as std_mpsc;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use super::metrics::Metrics;
+use super::state::{App, WorkerStats, seconds_now};
+use super::worker::{Deliveries, worker};
+use super::{Budget, DEFAULT_SEQ_TOKENS, ServeError, ServerConfig};
+use crate::chat::ChatTemplate;
+use crate::runtime::{Engine, EngineOptions};
+
+/// The model's name in `/v1/models` and responses: the GGUF file stem or the package
+/// directory name.
+fn model_name(path: &std::path::Path) -> String {
+    let name = if path.is_dir() {
+        path.file_name()
+    } else {
+        path.file_stem()
+    };
+    name.map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Load `config.model` under its KV byte budget and start the batch worker (its thread owns
+/// the batch; `deliver` takes each step's output to the handlers). Returns the app the
+/// handlers share and the budget to print.
+///
+/// # Errors
+/// [`ServeError::Engine`] when the engine fails to load; [`ServeError::Unservable`] when the
+/// model has no KV geometry, no decode core or a broken chat template, or the worker fails
+/// to start.
+pub(super) fn load(
+    config: &ServerConfig,
+    metrics: Arc<Metrics>,
+    deliver: mpsc::UnboundedSender<Deliveries>,
+) -> Result<(Arc<App>, Budget), ServeError> {
+    let probe = EngineOptions {
+        threads: config.threads,
+        max_running: config.max_running.max(1),
+        kv_dtype: config.kv_dtype,
+        ..EngineOptions::default()
+    };
+    let open = |opts: EngineOptions| {
+        if config.model.is_dir() {
+            Engine::load_package(&config.model, opts)
+        } else {
+            Engine::load_gguf(&config.model, opts)
+        }
+    };
+    let engine = open(probe)?;
+    let geometry = engine.kv_geometry().ok_or_else(|| {
+        ServeError::Unservable("the model has no KV geometry (no decoder)".into())
+    })?;
+    let bpt = geometry
+        .bytes_per_token()
+        .map_err(|e| ServeError::Engine(e.into()))?;
+    let bytes = config
+        .kv_budget_bytes
+        .unwrap_or(config.max_running.max(1) as u64 * DEFAULT_SEQ_TOKENS * bpt);
+    let engine = engine.with_scheduler(
+        crate::scheduler::Scheduler::with_geometry(
+            bytes,
+            Some(geometry),
+            config.max_running.max(1),
+        )
+        .map_err(|e| ServeError::Engine(e.into()))?,
+    )?;
+    let model = engine.model().cloned().ok_or_else(|| {
+        ServeError::Unservable(
+            "the model has no decode core (its decoder is not the native llama_decoder block); \
+             the server runs requests on the continuous batch only"
+                .into(),
+        )
+    })?;
+    let metadata = model.weights().file().metadata();
+    let template = match metadata.get_str("tokenizer.chat_template") {
+        Ok(_) => Some(
+            ChatTemplate::from_gguf(metadata, None)
+                .map_err(|e| ServeError::Unservable(format!("the model's chat template: {e}")))?,
+        ),
+        Err(_) => None,
+    };
+    // The vocabulary's byte trie for `response_format`, built while loading rather than in
+    // the first constrained request's first step.
+    if let Some(tok) = engine.tokenizer() {
+        tok.constraint_vocab();
+    }
+    let tokens = bytes / bpt;
+    let (jobs, rx) = std_mpsc::channel();
+    let app = Arc::new(App {
+        context_len: model.config().context_len,
+        engine: Arc::new(engine),
+        template,
+        model_name: model_name(&config.model),
+        created: seconds_now(),
+        max_queue: config.max_queue,
+        jobs: Mutex::new(Some(jobs)),
+        waiting: Mutex::new(HashMap::new()),
+        stats: Mutex::new(WorkerStats::default()),
+        draining: AtomicBool::new(false),
+        next_id: AtomicU64::new(0),
+    });
+    let worker_app = app.clone();
+    let (step_interval, chunk, max_running) = (
+        config.step_interval,
+        config.chunk,
+        config.max_running.max(1),
+    );
+    // The batch (and its sinks) lives on the worker thread; it reports whether it started.
+    let (started, start) = std_mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("genai-batch".into())
+        .spawn(move || {
+            let batch = match worker_app.engine.batch(tokens as usize, max_running) {
+                Some(Ok(b)) => b.with_chunk(chunk),
+                Some(Err(e)) => {
+                    let _ = started.send(Err(format!("the KV cache: {e}")));
+                    return;
+                }
+                None => {
+                    let _ = started.send(Err("the engine has no decode core".to_string()));
+                    return;
+                }
+            };
+            let _ = started.send(Ok(()));
+            worker(worker_app, metrics, rx, batch, step_interval, deliver)
+        })
+        .map_err(|e| ServeError::Unservable(format!("starting the batch worker: {e}")))?;
+    start
+        .recv()
+        .map_err(|_| ServeError::Unservable("the batch worker stopped at start".into()))?
+        .map_err(ServeError::Unservable)?;
+    Ok((
+        app,
+        Budget {
+            bytes,
+            bytes_per_token: bpt,
+            tokens,
+            max_running: config.max_running.max(1),
+            max_queue: config.max_queue,
+        },
+    ))
+}
