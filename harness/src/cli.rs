@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::battery::catalog::{Catalog, CatalogError};
 use crate::battery::{self, BatteryError};
 use crate::battery::{report, workspace};
-use crate::cargo::{CargoCmd, PackageMeta};
+use crate::cargo::PackageMeta;
 use crate::system::exit::ExitCode;
 use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
 use crate::system::interrupt;
@@ -666,10 +666,9 @@ fn check_place(
 /// `check --list`: every listed test is one the targets hold (the nearest real one named
 /// when not), and every test of the targets under `select` is listed.
 fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
-    let real = battery::starter::leaving_no_lock(&c.root, || {
-        CargoCmd::new(c).with_state_dir(state).list()
-    })
-    .map_err(|e| format!("cannot list the targets' tests: {e}"))?;
+    let real =
+        battery::starter::leaving_no_lock(&c.root, || c.cargo().with_state_dir(state).list())
+            .map_err(|e| format!("cannot list the targets' tests: {e}"))?;
     let (missing, unlisted) = battery::filter_drift(&c.spec.tests, &real, &c.spec.select);
     let mut parts: Vec<String> = missing
         .iter()
@@ -744,8 +743,8 @@ fn init(state: &Path, workspace: &Path, package: Option<&str>, output: Option<&P
 /// The package and test targets named by the catalog exist (`cargo metadata`, no build);
 /// returns the workspace's packages.
 fn check_targets(c: &Catalog) -> Result<Vec<PackageMeta>, String> {
-    let packages = CargoCmd::new(c).metadata().map_err(|e| e.to_string())?;
-    PackageMeta::check_targets(&packages, &c.spec)?;
+    let packages = c.cargo().metadata().map_err(|e| e.to_string())?;
+    c.spec.check_targets(&packages)?;
     Ok(packages)
 }
 
@@ -854,7 +853,7 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
     for path in &args.catalogs {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
-        let res = battery::run_mode(path, &opts, &progress, args.run.mode);
+        let res = crate::mutants::in_diff::run_battery(path, &opts, &progress, args.run.mode);
         progress.finish();
         let c = match res {
             Ok(r) => {
@@ -1273,7 +1272,7 @@ fn package_spec(
         spec: spec.clone(),
     };
     eprintln!("harness: listing the tests of package {package}");
-    match CargoCmd::new(&probe).with_state_dir(state).list() {
+    match probe.cargo().with_state_dir(state).list() {
         Ok(tests) if tests.is_empty() => Ok(None),
         Ok(tests) => {
             spec.tests = tests;
@@ -1313,7 +1312,7 @@ fn via_harness_batteries(
     }
     let several = by_package.len() > 1 || by_package.iter().any(|(p, _)| *p != base.spec.package);
     let packages = if several {
-        match CargoCmd::new(base).with_state_dir(state).metadata() {
+        match base.cargo().with_state_dir(state).metadata() {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("harness: {e}");

@@ -312,16 +312,6 @@ pub fn parse_transcript(stdout: &str) -> Transcript {
     out
 }
 
-impl From<Status> for crate::cargo::Outcome {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Passed => crate::cargo::Outcome::Passed,
-            Status::Failed => crate::cargo::Outcome::Failed,
-            Status::Ignored => crate::cargo::Outcome::Ignored,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -35,6 +35,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cargo::{CargoCmd, Invocation, PackageMeta};
+
 /// Default `timeout_factor`: the per-mutation test timeout is this many times the slowest
 /// baseline test run.
 pub const DEFAULT_TIMEOUT_FACTOR: f64 = 5.0;
@@ -206,6 +208,76 @@ impl CatalogError {
     }
 }
 
+impl CatalogSpec {
+    /// Checks that the catalog's package exists among `packages` with the test targets,
+    /// binary targets (and library, for `lib_tests` and `doc_tests`) and the features the
+    /// catalog names; the error says what is missing and what exists. A feature of a
+    /// dependency (`dep/feature`) is cargo's to check.
+    pub fn check_targets(&self, packages: &[PackageMeta]) -> Result<(), String> {
+        let spec = self;
+        let package = spec.package.as_str();
+        let (test_targets, lib, features) = (&spec.test_targets, spec.lib_tests, &spec.features);
+        let Some(p) = packages.iter().find(|p| p.name == package) else {
+            let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "package {package:?} is not in the workspace (it has: {})",
+                names.join(", ")
+            ));
+        };
+        for t in test_targets {
+            if !p.test_targets.contains(t) {
+                return Err(format!(
+                    "package {package} has no test target {t:?} (it has: {})",
+                    p.test_targets.join(", ")
+                ));
+            }
+        }
+        for b in &spec.bin_targets {
+            if !p.bins.contains(b) {
+                let have = if p.bins.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    format!("it has: {}", p.bins.join(", "))
+                };
+                return Err(format!(
+                    "package {package} has no binary target {b:?} ({have})"
+                ));
+            }
+        }
+        if lib && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but lib_tests = true"
+            ));
+        }
+        if spec.doc_tests && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but doc_tests = true"
+            ));
+        }
+        if spec.doc_tests && !p.lib_doctest {
+            return Err(format!(
+                "package {package} turns its library's doc tests off (`doctest = false`), but doc_tests = true"
+            ));
+        }
+        for f in features.iter().flat_map(|f| f.split([',', ' '])) {
+            if f.is_empty()
+                || f.contains('/')
+                || f == "default"
+                || p.features.iter().any(|x| x == f)
+            {
+                continue;
+            }
+            let have = if p.features.is_empty() {
+                "it declares none".to_string()
+            } else {
+                format!("it has: {}", p.features.join(", "))
+            };
+            return Err(format!("package {package} has no feature {f:?} ({have})"));
+        }
+        Ok(())
+    }
+}
+
 /// A loaded and statically validated catalog with resolved paths.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -241,6 +313,23 @@ pub struct PreparedMutation {
 }
 
 impl Catalog {
+    /// The cargo invocation of this catalog's tests: its workspace, package, targets,
+    /// features and environment, built in its private target directory.
+    pub fn cargo(&self) -> CargoCmd {
+        CargoCmd::new(Invocation {
+            root: self.root.clone(),
+            package: self.spec.package.clone(),
+            test_targets: self.spec.test_targets.clone(),
+            bin_targets: self.spec.bin_targets.clone(),
+            lib_tests: self.spec.lib_tests,
+            doc_tests: self.spec.doc_tests,
+            features: self.spec.features.clone(),
+            no_default_features: self.spec.no_default_features,
+            env: self.spec.env.clone(),
+            target_dir: self.target_dir.clone(),
+        })
+    }
+
     /// Every mutation id, in catalog order.
     pub fn mutation_ids(&self) -> Vec<String> {
         self.spec.mutations.iter().map(|m| m.id.clone()).collect()

@@ -347,7 +347,7 @@ pub fn unreachable_mutations(
 ) -> Vec<String> {
     let mut out = Vec::new();
     for pm in prepared {
-        let Some(owner) = super::run::owning_package(packages, &pm.abs_path) else {
+        let Some(owner) = crate::cargo::owning_package(packages, &pm.abs_path) else {
             continue;
         };
         let dir = owner

@@ -384,9 +384,9 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<Merged>, MergeError> {
     let mut merged = Vec::new();
     for shards in checked {
         let (r, doc) = join(&shards);
-        let dir = report::report_dir(out, &r.catalog.name);
+        let dir = super::files::report_dir(out, &r.catalog.name);
         let written =
-            report::write_with(&dir, &r, Some(&doc)).map_err(|source| MergeError::Io {
+            super::files::write_with(&dir, &r, Some(&doc)).map_err(|source| MergeError::Io {
                 path: dir.clone(),
                 source,
             })?;

@@ -11,7 +11,9 @@ pub mod cache;
 pub mod catalog;
 pub mod diagnostics;
 pub mod diffscope;
+pub mod files;
 pub mod gates;
+pub mod generated;
 pub mod html;
 pub mod inert;
 pub mod lints;
@@ -101,7 +103,8 @@ pub struct DiffScope {
     /// (exit 1).
     pub require_guarded: bool,
     /// `--mutants`: also run cargo-mutants' generated mutants inside the diff through the
-    /// switch runner; a missed one makes the battery weak (exit 1).
+    /// switch runner; a missed one makes the battery weak (exit 1). The battery does not
+    /// act on it: `crate::mutants::in_diff::run_battery` runs that step after it.
     pub mutants: bool,
 }
 
@@ -185,12 +188,64 @@ pub fn run(
 /// `switch.json`). Refusals and interruptions are in the report's `status`; only a
 /// malformed catalog, an unknown `--only` id or unwritable reports are errors. Both modes
 /// give the same report, timings aside.
+///
+/// The `--mutants` step of `--since` (`opts.diff_scope.mutants`) is not the battery's: the
+/// caller runs it between [`run_unwritten`] and [`Unwritten::write`]
+/// (`crate::mutants::in_diff::run_battery`).
 pub fn run_mode(
     catalog_path: &Path,
     opts: &Options,
     progress: &Progress,
     mode: Mode,
 ) -> Result<RunResult, BatteryError> {
+    run_unwritten(catalog_path, opts, progress, mode)?.write()
+}
+
+/// A battery that ran, its report assembled but not yet written: a caller may add to the
+/// report (the generated mutants of `--since --mutants`) before [`Unwritten::write`].
+pub struct Unwritten {
+    /// The report; its wall time is set when it is written.
+    pub report: BatteryReport,
+    /// The catalog that ran.
+    pub catalog: Catalog,
+    /// `--since REV`: the diff the mutations were selected by.
+    pub diff: Option<diffscope::DiffLines>,
+    /// Where the report directories go (canonical).
+    pub reports_root: PathBuf,
+    /// This battery's report directory (`<reports_root>/<catalog name>`).
+    pub dir: PathBuf,
+    /// The mode that ran, for its own reports.
+    mode: Box<dyn ModeRun>,
+    /// Seconds the harness spent around each switched mutant's test run.
+    overheads: Vec<f64>,
+    /// When the battery started (the report's wall time runs to its writing).
+    started: Instant,
+}
+
+impl Unwritten {
+    /// Writes the report files and the mode's own reports into [`Unwritten::dir`], the
+    /// report's wall time set to now. Errors: [`BatteryError::Reports`].
+    pub fn write(mut self) -> Result<RunResult, BatteryError> {
+        let mut report = self.report;
+        report.wall_seconds = self.started.elapsed().as_secs_f64();
+        let dir = self.dir;
+        let mut written =
+            files::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+                path: dir.clone(),
+                source,
+            })?;
+        written.extend(self.mode.write_reports(&dir, &self.overheads)?);
+        Ok(RunResult { report, written })
+    }
+}
+
+/// [`run_mode`] up to its report, unwritten.
+pub fn run_unwritten(
+    catalog_path: &Path,
+    opts: &Options,
+    progress: &Progress,
+    mode: Mode,
+) -> Result<Unwritten, BatteryError> {
     check_jobs(opts.jobs, mode)?;
     let started = Instant::now();
     let started_unix = SystemTime::now()
@@ -265,8 +320,7 @@ pub fn run_mode(
     if let Some(s) = &opts.shard {
         report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
     }
-    let dir = report::report_dir(&reports_root, &catalog.name);
-    let mut extra = Vec::new();
+    let dir = files::report_dir(&reports_root, &catalog.name);
     if let Some(list) = unguarded {
         report.require_guarded = opts.diff_scope.require_guarded;
         if report.status == Status::Complete && report.require_guarded && !list.is_empty() {
@@ -274,27 +328,19 @@ pub fn run_mode(
         }
         report.unguarded_in_diff = Some(list);
     }
-    if let Some(d) = &diff
-        && opts.diff_scope.mutants
-        && report.status == Status::Complete
-    {
-        let (generated, files) =
-            crate::mutants::in_diff::run(&catalog, d, opts, &reports_root, &dir, progress)?;
-        report.exit_code = ExitCode::of(report.exit_code)
-            .worst(ExitCode::of(generated.exit_code))
-            .code();
-        report.generated_in_diff = Some(generated);
-        extra = files;
-    }
     report.started_unix = started_unix;
-    report.wall_seconds = started.elapsed().as_secs_f64();
-    let mut written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
-        path: dir.clone(),
-        source,
-    })?;
-    written.extend(mode.write_reports(&dir, &run.overheads)?);
-    written.extend(extra);
-    Ok(RunResult { report, written })
+    let overheads = std::mem::take(&mut run.overheads);
+    drop(run);
+    Ok(Unwritten {
+        report,
+        catalog,
+        diff,
+        reports_root,
+        dir,
+        mode,
+        overheads,
+        started,
+    })
 }
 
 /// [`BatteryError::StateDirInWorkspace`] when `state` (the host state directory, which
@@ -361,9 +407,7 @@ fn unguarded_list(
     diff: &diffscope::DiffLines,
     opts: &Options,
 ) -> Result<Vec<unguarded::UnguardedFn>, BatteryError> {
-    let members = crate::cargo::CargoCmd::new(catalog)
-        .metadata()
-        .map_err(BatteryError::Members)?;
+    let members = catalog.cargo().metadata().map_err(BatteryError::Members)?;
     let root = &catalog.root;
     let src_dirs: Vec<PathBuf> = members
         .iter()
@@ -436,8 +480,8 @@ pub fn write_locked(
     });
     let mut report = assemble(&catalog, opts, &run, Some(stop));
     report.started_unix = started_unix;
-    let dir = report::report_dir(&reports_root, &catalog.name);
-    let written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+    let dir = files::report_dir(&reports_root, &catalog.name);
+    let written = files::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
         path: dir.clone(),
         source,
     })?;

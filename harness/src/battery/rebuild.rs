@@ -27,7 +27,7 @@ impl Rebuild {
     /// Rebuild mode for `catalog`.
     pub fn new(catalog: &Catalog, opts: &Options) -> Rebuild {
         Rebuild {
-            cargo: CargoCmd::new(catalog).with_state_dir(&opts.state_dir),
+            cargo: catalog.cargo().with_state_dir(&opts.state_dir),
             root: catalog.root.clone(),
             state_dir: opts.state_dir.clone(),
             packages: Vec::new(),

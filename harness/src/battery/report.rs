@@ -9,7 +9,7 @@
 //! `statusReason` the expectation and its reasons, `mutatorName` the role.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -49,7 +49,7 @@ pub struct BatteryReport {
     /// With `--since --mutants`: cargo-mutants' generated mutants inside the diff, run
     /// through the switch runner and reported in their own terms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub generated_in_diff: Option<crate::mutants::in_diff::GeneratedInDiff>,
+    pub generated_in_diff: Option<GeneratedInDiff>,
     /// Set on a shard's report (`--shard K/N`): what `harness merge` checks. Absent from
     /// unsharded and merged reports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,6 +75,44 @@ pub struct BatteryReport {
     /// Counts.
     pub summary: Summary,
     /// The process exit code this report implies (0, 1, 2 or 130).
+    pub exit_code: i32,
+}
+
+/// The generated mutants inside the diff (`battery.json`'s `generated_in_diff`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GeneratedInDiff {
+    /// The cargo-mutants version that listed them.
+    pub cargo_mutants_version: String,
+    /// The patch given to cargo-mutants' `--in-diff`: the `--since` diff, written from git2.
+    pub patch: PathBuf,
+    /// How many mutants cargo-mutants listed inside the diff (`--list --in-diff`).
+    pub listed: usize,
+    /// Listed mutants that could not be expressed as catalog mutations, with why.
+    pub skipped: Vec<String>,
+    /// The generated battery's name (its reports are in `<reports>/<name>/`); null when
+    /// nothing was listed and nothing ran.
+    pub battery: Option<String>,
+    /// The generated battery's status (`complete`, `refused`, `interrupted`); null when
+    /// nothing ran.
+    pub status: Option<Status>,
+    /// Why the generated battery refused.
+    pub refusal: Option<RefusalInfo>,
+    /// Caught: some listed test failed (the failing tests are each mutant's `killed_by`).
+    pub caught: usize,
+    /// Missed: every listed test passed. Any makes the battery weak (exit 1).
+    pub missed: usize,
+    /// The tests ran over the timeout.
+    pub timeout: usize,
+    /// The mutant did not compile.
+    pub unviable: usize,
+    /// A test binary died and no test failed.
+    pub crashed: usize,
+    /// Some listed test does not exist under the mutant.
+    pub tests_missing: usize,
+    /// Every mutant that ran, in cargo-mutants' order.
+    pub mutants: Vec<crate::battery::generated::GeneratedMutant>,
+    /// 0 (none missed), 1 (some missed), 2 (the generated battery refused), 130
+    /// (interrupted).
     pub exit_code: i32,
 }
 
@@ -287,59 +325,6 @@ impl Summary {
         }
         s
     }
-}
-
-/// Paths of the three report files for battery `name` under `root`.
-pub fn report_dir(root: &Path, name: &str) -> PathBuf {
-    root.join(name)
-}
-
-/// Writes `battery.json`, `battery.md`, `index.html` and (when the battery completed)
-/// `mutation-report.json` into `dir`. Returns the written paths.
-pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>> {
-    let doc = if r.status == Status::Complete {
-        Some(stryker(r)?)
-    } else {
-        None
-    };
-    write_with(dir, r, doc.as_ref())
-}
-
-/// [`write_all`] with the Stryker document given (`harness merge` joins the shards' own
-/// documents instead of reading the sources again); `None` removes a stale one.
-pub fn write_with(
-    dir: &Path,
-    r: &BatteryReport,
-    stryker_doc: Option<&serde_json::Value>,
-) -> std::io::Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
-    let mut out = Vec::new();
-    let json = dir.join("battery.json");
-    std::fs::write(
-        &json,
-        serde_json::to_string_pretty(r).expect("report serializes") + "\n",
-    )?;
-    out.push(json);
-    let md = dir.join("battery.md");
-    std::fs::write(&md, markdown(r))?;
-    out.push(md);
-    let stryker_path = dir.join("mutation-report.json");
-    match stryker_doc {
-        Some(doc) => {
-            std::fs::write(
-                &stryker_path,
-                serde_json::to_string_pretty(doc).expect("serializes") + "\n",
-            )?;
-            out.push(stryker_path);
-        }
-        None => {
-            let _ = std::fs::remove_file(&stryker_path);
-        }
-    }
-    let page = dir.join("index.html");
-    std::fs::write(&page, super::html::page(r, stryker_doc))?;
-    out.push(page);
-    Ok(out)
 }
 
 fn headline(r: &BatteryReport) -> String {

@@ -14,7 +14,7 @@ use crate::battery::catalog::{Catalog, Mutation, PreparedMutation};
 use crate::battery::report::{Baseline, FailedTest, MutationReport};
 use crate::battery::verdict::{self, Expectation, Observation, Verdict};
 use crate::battery::workspace::{self, TreeScan};
-use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun};
+use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, owning_package};
 use crate::system::progress::Progress;
 
 use super::{BatteryError, Options, derive_timeout, failure_summary, filter_drift, outcome_word};
@@ -343,7 +343,7 @@ impl<'a> Run<'a> {
     fn baseline_build(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
         let packages = mode.metadata()?;
-        PackageMeta::check_targets(&packages, &c.spec).map_err(|e| {
+        c.spec.check_targets(&packages).map_err(|e| {
             refuse(
                 RefusalKind::CatalogDrift,
                 format!("{}: {e}", c.path.display()),
@@ -1229,20 +1229,6 @@ fn failed_tests(r: &TestRun) -> Vec<FailedTest> {
             message: r.messages.get(t).cloned().unwrap_or_default(),
         })
         .collect()
-}
-
-/// The package whose directory is the longest prefix of `file`.
-pub(crate) fn owning_package<'p>(
-    packages: &'p [PackageMeta],
-    file: &Path,
-) -> Option<&'p PackageMeta> {
-    packages
-        .iter()
-        .filter(|p| {
-            let dir = p.dir.canonicalize().unwrap_or_else(|_| p.dir.clone());
-            file.starts_with(dir)
-        })
-        .max_by_key(|p| p.dir.components().count())
 }
 
 /// [`MutantPhase::Build`] of a mutation written into a tree and rebuilt there (rebuild

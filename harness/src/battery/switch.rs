@@ -67,13 +67,13 @@ use crate::battery::diagnostics::{self, CompilerError, Relocation};
 use crate::battery::scratch::{self, SeedStats, list_tree, sync_tree};
 use crate::battery::verdict;
 use crate::battery::workspace::TreeScan;
-use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, parse_build_messages};
+use crate::cargo::{
+    Build, CargoCmd, Outcome, PackageMeta, TestRun, owning_package, parse_build_messages,
+};
 
 use super::parallel;
 use super::refusal::{RefusalKind, Stop, io_fault, refuse};
-use super::run::{
-    Built, ModeRun, Mutant, Shared, not_compiled, owning_package, rebuilt, stale_detail,
-};
+use super::run::{Built, ModeRun, Mutant, Shared, not_compiled, rebuilt, stale_detail};
 use super::{BatteryError, Options, failure_summary};
 
 /// The environment variable that selects the mutant in a switched build: a mutation id,
@@ -699,7 +699,7 @@ impl Switch {
         if let Some(id) = mutant {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
-        CargoCmd::new(&c)
+        c.cargo()
             .with_state_dir(&self.state)
             .with_doc_lines(self.doc_lines.clone())
     }

@@ -14,7 +14,7 @@
 //! kept beside the journal, and the error says where. A run killed with SIGKILL leaves the
 //! journal behind; the next `harness` command restores from it first.
 //!
-//! Created files: the run's test processes run under [`RUN_UMASK`], so every file and folder
+//! Created files: the run's test processes run under [`crate::cargo::RUN_UMASK`], so every file and folder
 //! they create carries its mark ([`made_by_run`]: readable by others but not by the group, a
 //! mode no usual umask gives). Before the tests run in the user's tree, the paths of its file
 //! set are journaled (`<state>/journal/created-<pid>.tree`); afterwards, and after a SIGKILL
@@ -274,13 +274,7 @@ pub fn remove_created(
     Ok(removed)
 }
 
-/// The umask the run's test processes run under: it takes group read and write and other
-/// write away, so what they create is readable by others but not by the group (files
-/// `0o604`, folders and executables `0o715`), which no usual umask (`022`, `002`, `027`,
-/// `077`) gives.
-pub const RUN_UMASK: u32 = 0o062;
-
-/// Whether a file or folder carries the mark of [`RUN_UMASK`]: readable by others, not by
+/// Whether a file or folder carries the mark of [`crate::cargo::RUN_UMASK`]: readable by others, not by
 /// the group. A symbolic link never does (its mode is always `0o777`).
 pub fn made_by_run(meta: &fs::Metadata) -> bool {
     !meta.file_type().is_symlink() && meta.permissions().mode() & 0o044 == 0o004
@@ -856,7 +850,7 @@ mod tests {
         crate::system::runner::Runner::new("sh")
             .args(["-c", script])
             .dir(root)
-            .umask(Some(RUN_UMASK))
+            .umask(Some(crate::cargo::RUN_UMASK))
             .run()
             .unwrap();
         assert_eq!(mode_of(&root.join("regressions/t.txt")), 0o604);

@@ -598,7 +598,7 @@ fn battery_step(
             judged.code = ExitCode::Interrupted;
         } else {
             progress.line(&format!("gate: battery {}", c.path.display()));
-            let res = battery::run_mode(&c.path, opts, progress, args.run.mode);
+            let res = crate::mutants::in_diff::run_battery(&c.path, opts, progress, args.run.mode);
             one_battery(&mut entry, res, &s.root, judged);
         }
         batteries.push(entry);

@@ -1240,7 +1240,7 @@ impl<'k> TextParser<'k> {
             nextest::Parsed::Status(s) => s,
         };
         self.in_output = false;
-        let Some(outcome) = status.outcome else {
+        let Some(outcome) = status.outcome.map(outcome_of_nextest) else {
             // SLOW, RETRY, DELAY, START, TERMINATING, the progress bar's running list.
             return;
         };
@@ -1341,6 +1341,15 @@ fn outcome_of(s: libtest::Status) -> Outcome {
         libtest::Status::Passed => Outcome::Passed,
         libtest::Status::Failed => Outcome::Failed,
         libtest::Status::Ignored => Outcome::Ignored,
+    }
+}
+
+fn outcome_of_nextest(o: nextest::Outcome) -> Outcome {
+    match o {
+        nextest::Outcome::Passed => Outcome::Passed,
+        nextest::Outcome::Flaky => Outcome::Flaky,
+        nextest::Outcome::Failed => Outcome::Failed,
+        nextest::Outcome::Ignored => Outcome::Ignored,
     }
 }
 
