@@ -266,32 +266,6 @@ impl TestRun {
 /// `077`) gives.
 pub const RUN_UMASK: u32 = 0o062;
 
-/// What one battery's cargo invocations build and test, as plain values (a catalog's
-/// settings; [`CargoCmd::new`] makes the invocation of them).
-#[derive(Debug, Clone, Default)]
-pub struct Invocation {
-    /// The workspace root: cargo runs there.
-    pub root: PathBuf,
-    /// The package (`-p`).
-    pub package: String,
-    /// Its test targets (`--test NAME` each).
-    pub test_targets: Vec<String>,
-    /// Its binaries whose unit tests run (`--bin NAME` each).
-    pub bin_targets: Vec<String>,
-    /// Whether the library's unit tests run (`--lib`).
-    pub lib_tests: bool,
-    /// Whether the library's doc tests run (`--doc`, a cargo invocation of its own).
-    pub doc_tests: bool,
-    /// Features to enable (`--features`).
-    pub features: Vec<String>,
-    /// `--no-default-features`.
-    pub no_default_features: bool,
-    /// Environment variables set for every cargo child.
-    pub env: BTreeMap<String, String>,
-    /// The target directory (`--target-dir`).
-    pub target_dir: PathBuf,
-}
-
 /// How to invoke `cargo test` for one catalog.
 ///
 /// A catalog's tests come from up to two cargo invocations, since cargo refuses to mix
@@ -355,23 +329,50 @@ fn tail(s: &str, lines: usize) -> String {
 }
 
 impl CargoCmd {
-    /// The invocation that builds and runs `what`. Uses `$CARGO` when set, else `cargo`.
-    pub fn new(what: Invocation) -> CargoCmd {
+    /// The invocation of `package`'s tests in the workspace at `root`, built in
+    /// `target_dir`, with no test target yet (the `with_*` methods add them). Runs `$CARGO`
+    /// when set, else `cargo`.
+    pub fn new(root: &Path, package: &str, target_dir: &Path) -> CargoCmd {
         CargoCmd {
             cargo: std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
-            root: what.root,
-            package: what.package,
-            targets: what.test_targets,
-            bins: what.bin_targets,
-            lib: what.lib_tests,
-            doc: what.doc_tests,
-            features: what.features,
-            no_default_features: what.no_default_features,
-            env: what.env,
-            target_dir: what.target_dir,
+            root: root.to_path_buf(),
+            package: package.to_string(),
+            targets: Vec::new(),
+            bins: Vec::new(),
+            lib: false,
+            doc: false,
+            features: Vec::new(),
+            no_default_features: false,
+            env: BTreeMap::new(),
+            target_dir: target_dir.to_path_buf(),
             state_dir: None,
             doc_lines: std::sync::Arc::new(DocLines::new()),
         }
+    }
+
+    /// Tests the libtest targets: the library's unit tests when `lib` (`--lib`), the unit
+    /// tests of the binaries `bins` (`--bin NAME` each) and the test targets `tests`
+    /// (`--test NAME` each).
+    pub fn with_targets(mut self, lib: bool, bins: &[String], tests: &[String]) -> CargoCmd {
+        self.lib = lib;
+        self.bins = bins.to_vec();
+        self.targets = tests.to_vec();
+        self
+    }
+
+    /// Tests the library's doc tests too when `doc` (`--doc`, a cargo invocation of its
+    /// own).
+    pub fn with_doc_tests(mut self, doc: bool) -> CargoCmd {
+        self.doc = doc;
+        self
+    }
+
+    /// Builds with `features` enabled (`--features`), and without the default ones when
+    /// `no_default` (`--no-default-features`).
+    pub fn with_features(mut self, features: &[String], no_default: bool) -> CargoCmd {
+        self.features = features.to_vec();
+        self.no_default_features = no_default;
+        self
     }
 
     /// Reads the doc tests' names of the built tree back in the user's lines (see
@@ -412,6 +413,13 @@ impl CargoCmd {
     /// Sets (or overrides) one environment variable of every command this invocation runs.
     pub fn with_env(mut self, key: &str, value: &str) -> CargoCmd {
         self.env.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// [`CargoCmd::with_env`] for each of `vars`.
+    pub fn with_envs(mut self, vars: &BTreeMap<String, String>) -> CargoCmd {
+        self.env
+            .extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
         self
     }
 

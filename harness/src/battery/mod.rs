@@ -1,37 +1,25 @@
 //! The battery: a catalog of named mutations run against a workspace's tests, in rebuild
-//! mode ([`rebuild`]: each mutation applied to the tree and rebuilt) or switch mode
-//! ([`switch`]: compiled once in a scratch copy behind a run-time switch). Both go through
-//! the one run of [`run`]: lock, fingerprint, drift check, baseline, filter check, control
-//! runs, then per mutation build / test / restore / judge, and the final fingerprint.
+//! mode (each mutation applied to the tree and rebuilt) or switch mode (compiled once in a
+//! scratch copy behind a run-time switch). A battery goes through three stages, each a
+//! folder:
 //!
-//! A battery that cannot be trusted refuses with one of the [`RefusalKind`]s and runs
-//! nothing more.
+//! - [`select`]: what runs, read from the catalog and the tree before anything is built
+//!   (the catalog, the `--since` diff, shards, static checks of the sources);
+//! - [`execute`]: the one run of [`execute::run`] in either mode (lock, fingerprint, drift
+//!   check, baseline, filter check, control runs, then per mutation build / test / restore /
+//!   judge, and the final fingerprint);
+//! - [`report`]: verdicts, refusals and the report files.
+//!
+//! [`tree`] is the tree under test's file set and fingerprint, which every stage reads.
+//! This module ties the stages together: [`run_mode`] runs one catalog.
+//!
+//! A battery that cannot be trusted refuses with one of the
+//! [`report::refusal::RefusalKind`]s and runs nothing more.
 
-pub mod cache;
-pub mod catalog;
-pub mod diagnostics;
-pub mod diffscope;
-pub mod files;
-pub mod gates;
-pub mod generated;
-pub mod html;
-pub mod inert;
-pub mod lints;
-pub mod merge;
-pub mod nearest;
-pub mod parallel;
-pub mod reach;
-pub mod rebuild;
-pub mod refusal;
+pub mod execute;
 pub mod report;
-pub mod run;
-pub mod scratch;
-pub mod shard;
-pub mod starter;
-pub mod switch;
-pub mod unguarded;
-pub mod verdict;
-pub mod workspace;
+pub mod select;
+pub mod tree;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,12 +28,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::cargo::Outcome;
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
-use catalog::{Catalog, CatalogError};
-use refusal::Stop;
-pub use refusal::{Refusal, RefusalKind};
-use report::{BatteryReport, CatalogInfo, RefusalInfo, Status, Summary};
-use run::{ModeRun, Run, Shared};
-use verdict::KillMatrix;
+use execute::run::{ModeRun, Run, Shared};
+use execute::stop::Stop;
+use execute::{cache, rebuild, switch};
+use report::files;
+use report::refusal::{Refusal, RefusalKind};
+use report::schema::{self, BatteryReport, CatalogInfo, RefusalInfo, Status, Summary};
+use report::verdict::KillMatrix;
+use select::catalog::{self, Catalog, CatalogError};
+use select::{diffscope, shard, unguarded};
 
 /// How a battery runs its mutations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -53,7 +44,7 @@ pub enum Mode {
     /// One rebuild per mutation, in the workspace itself (journaled, restored).
     #[default]
     Rebuild,
-    /// Compile once in a scratch copy, one test run per mutation (see [`switch`]).
+    /// Compile once in a scratch copy, one test run per mutation (see [`execute::switch`]).
     Switch,
 }
 
@@ -74,17 +65,17 @@ pub struct Options {
     /// Run only the mutations whose occurrences meet the diff of the working tree against
     /// the merge base of `HEAD` and this revision (`--since REV`).
     pub since: Option<String>,
-    /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`cache`]).
+    /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`execute::cache`]).
     pub incremental: bool,
     /// With `incremental`: how many reused verdicts to run again as a check (`--recheck`).
     pub recheck: usize,
     /// Switch mode: how many mutants' test runs may go on at once (`-j N`, at least 1; see
-    /// [`parallel`]). Rebuild mode takes only 1 ([`BatteryError::JobsNeedSwitchMode`]).
+    /// [`execute::parallel`]). Rebuild mode takes only 1 ([`BatteryError::JobsNeedSwitchMode`]).
     pub jobs: usize,
     /// What `--since` adds besides selecting mutations (see [`DiffScope`]).
     pub diff_scope: DiffScope,
     /// Switch mode: run every listed test for every mutant (`--all-tests`), not only the
-    /// tests the reach run found executing its function ([`reach`]). The verdicts are the
+    /// tests the reach run found executing its function ([`execute::reach`]). The verdicts are the
     /// same; the reach is still found and reported.
     pub all_tests: bool,
     /// The catalog's mutations are cargo-mutants' generated mutants (`mutants
@@ -108,7 +99,7 @@ pub struct DiffScope {
     pub mutants: bool,
 }
 
-/// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
+/// Outcome of [`run_mode`]: the report (when the catalog could be loaded) and where it went.
 #[derive(Debug)]
 pub struct RunResult {
     /// The report.
@@ -439,7 +430,7 @@ fn shard_manifest(
     Ok(shard::ShardManifest {
         k: s.spec.k,
         n: s.spec.n,
-        catalog_sha256: workspace::sha256_hex(&bytes),
+        catalog_sha256: tree::sha256_hex(&bytes),
         tree_fingerprint: run.start_fingerprint().unwrap_or_default(),
         timings: s.source.clone(),
         mutations: report.mutations.iter().map(|m| m.id.clone()).collect(),
@@ -543,7 +534,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         Status::Complete => complete_exit_code(&summary),
     };
     BatteryReport {
-        schema: report::SCHEMA.to_string(),
+        schema: schema::SCHEMA.to_string(),
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
         catalog: CatalogInfo {
             name: catalog.name.clone(),
@@ -565,7 +556,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         require_guarded: false,
         generated_in_diff: None,
         shard: None,
-        incremental: run.reuse.as_ref().map(|r| report::IncrementalInfo {
+        incremental: run.reuse.as_ref().map(|r| schema::IncrementalInfo {
             cache: r.path.clone(),
             recheck: opts.recheck,
             seed: r.seed,
@@ -589,7 +580,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
 
 /// The exit code of a battery that completed: 1 (weak) when an expectation is unmet or a
 /// listed test is UNFALSIFIED, else 0.
-pub fn complete_exit_code(summary: &report::Summary) -> ExitCode {
+pub fn complete_exit_code(summary: &schema::Summary) -> ExitCode {
     if summary.unmet > 0 || summary.unfalsified > 0 {
         ExitCode::Weak
     } else {

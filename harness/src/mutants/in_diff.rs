@@ -10,9 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::battery::catalog::Catalog;
-use crate::battery::diffscope::DiffLines;
-use crate::battery::report::{GeneratedInDiff, Status};
+use crate::battery::report::schema::{GeneratedInDiff, Status};
+use crate::battery::select::catalog::Catalog;
+use crate::battery::select::diffscope::DiffLines;
 use crate::battery::{self, BatteryError, Mode, Options};
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;

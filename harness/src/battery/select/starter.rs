@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::battery::catalog::{
+use crate::battery::select::catalog::{
     Catalog, CatalogSpec, DEFAULT_TIMEOUT_FACTOR, DEFAULT_TIMEOUT_FLOOR_SECS,
 };
 use crate::cargo::{CargoError, PackageMeta};
@@ -197,7 +197,7 @@ fn workspace_field(root: &Path, catalog: &Path) -> PathBuf {
     };
     let dir = dir
         .canonicalize()
-        .unwrap_or_else(|_| crate::battery::catalog::lexical(dir));
+        .unwrap_or_else(|_| crate::battery::select::catalog::lexical(dir));
     match dir.strip_prefix(root) {
         Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
         Ok(rel) => rel.components().map(|_| "..").collect(),

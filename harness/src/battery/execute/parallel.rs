@@ -29,12 +29,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::battery::scratch::list_tree;
-use crate::battery::workspace::{self, TreeScan};
+use crate::battery::execute::scratch::list_tree;
+use crate::battery::execute::workspace;
+use crate::battery::tree::TreeScan;
 use crate::cargo::{CargoCmd, TestRun};
 use crate::system::process::ProcessId;
 
-use super::refusal::{RefusalKind, Stop, refuse};
+use crate::battery::execute::stop::{Stop, refuse};
+
+use crate::battery::report::refusal::RefusalKind;
 
 /// The environment variables that name the temporary directory: `TMPDIR` (POSIX, Rust's
 /// [`std::env::temp_dir`]) and the names other runtimes and tools read.

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::report::{BatteryReport, Status};
+use crate::battery::report::schema::{BatteryReport, Status};
 
 /// The report directory of battery `name` under `root`.
 pub fn report_dir(root: &Path, name: &str) -> PathBuf {
@@ -14,7 +14,7 @@ pub fn report_dir(root: &Path, name: &str) -> PathBuf {
 /// `mutation-report.json` into `dir`. Returns the written paths.
 pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>> {
     let doc = if r.status == Status::Complete {
-        Some(super::report::stryker(r)?)
+        Some(crate::battery::report::stryker::stryker(r)?)
     } else {
         None
     };
@@ -37,7 +37,7 @@ pub fn write_with(
     )?;
     out.push(json);
     let md = dir.join("battery.md");
-    std::fs::write(&md, super::report::markdown(r))?;
+    std::fs::write(&md, crate::battery::report::text::markdown(r))?;
     out.push(md);
     let stryker_path = dir.join("mutation-report.json");
     match stryker_doc {
@@ -53,7 +53,7 @@ pub fn write_with(
         }
     }
     let page = dir.join("index.html");
-    std::fs::write(&page, super::html::page(r, stryker_doc))?;
+    std::fs::write(&page, crate::battery::report::html::page(r, stryker_doc))?;
     out.push(page);
     Ok(out)
 }

@@ -35,7 +35,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cargo::{CargoCmd, Invocation, PackageMeta};
+use crate::cargo::{CargoCmd, PackageMeta};
 
 /// Default `timeout_factor`: the per-mutation test timeout is this many times the slowest
 /// baseline test run.
@@ -316,18 +316,15 @@ impl Catalog {
     /// The cargo invocation of this catalog's tests: its workspace, package, targets,
     /// features and environment, built in its private target directory.
     pub fn cargo(&self) -> CargoCmd {
-        CargoCmd::new(Invocation {
-            root: self.root.clone(),
-            package: self.spec.package.clone(),
-            test_targets: self.spec.test_targets.clone(),
-            bin_targets: self.spec.bin_targets.clone(),
-            lib_tests: self.spec.lib_tests,
-            doc_tests: self.spec.doc_tests,
-            features: self.spec.features.clone(),
-            no_default_features: self.spec.no_default_features,
-            env: self.spec.env.clone(),
-            target_dir: self.target_dir.clone(),
-        })
+        CargoCmd::new(&self.root, &self.spec.package, &self.target_dir)
+            .with_targets(
+                self.spec.lib_tests,
+                &self.spec.bin_targets,
+                &self.spec.test_targets,
+            )
+            .with_doc_tests(self.spec.doc_tests)
+            .with_features(&self.spec.features, self.spec.no_default_features)
+            .with_envs(&self.spec.env)
     }
 
     /// Every mutation id, in catalog order.
@@ -414,7 +411,7 @@ impl Catalog {
     /// Checks every mutation against the tree: the file exists inside the workspace, is UTF-8,
     /// `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it changes
     /// something the compiler reads, not only comments, doc comments, whitespace or string
-    /// literals whose value is discarded ([`super::inert`]). Returns the prepared mutations
+    /// literals whose value is discarded ([`crate::battery::select::inert`]). Returns the prepared mutations
     /// in order.
     ///
     /// Errors: [`CatalogError::Drift`] naming the mutation, file and counts.
@@ -489,7 +486,7 @@ impl Catalog {
             let start = text.find(m.find.as_str()).unwrap_or(0);
             let mutated = text.replace(m.find.as_str(), &m.replace);
             if rel.extension().is_some_and(|e| e == "rs")
-                && let Some(why) = super::inert::inert_change(text, &mutated)
+                && let Some(why) = crate::battery::select::inert::inert_change(text, &mutated)
             {
                 return Err(drift(format!(
                     "mutation {}: `find` text {:?} in {}: {why}; no test can tell this mutant from the original",
@@ -596,8 +593,7 @@ impl Catalog {
             }
         }
         if held.is_empty() && t.is_dir() && !t.join("CACHEDIR.TAG").exists() {
-            let set =
-                crate::battery::workspace::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
+            let set = crate::battery::tree::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
             held.extend(set.files.into_keys().map(|f| rel.join(f)));
         }
         if held.is_empty() {

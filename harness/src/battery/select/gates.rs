@@ -341,8 +341,8 @@ pub fn enabled_features(
 /// which the battery will judge NOT_COMPILED. A gate another predicate decides
 /// (`all(unix, feature = "x")` with `x` on) is not warned about.
 pub fn unreachable_mutations(
-    c: &crate::battery::catalog::Catalog,
-    prepared: &[crate::battery::catalog::PreparedMutation],
+    c: &crate::battery::select::catalog::Catalog,
+    prepared: &[crate::battery::select::catalog::PreparedMutation],
     packages: &[crate::cargo::PackageMeta],
 ) -> Vec<String> {
     let mut out = Vec::new();

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::battery::catalog::{Mutation, Role};
+use crate::battery::select::catalog::{Mutation, Role};
 use crate::cargo::Outcome;
 
 /// What happened to one mutation.

@@ -15,9 +15,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::battery::catalog::{Catalog, Mutation};
-use crate::battery::report::MutationReport;
-use crate::battery::workspace::TreeScan;
+use crate::battery::report::schema::MutationReport;
+use crate::battery::select::catalog::{Catalog, Mutation};
+use crate::battery::tree::TreeScan;
 use crate::cargo::{Outcome, PackageMeta};
 
 /// The schema of a cache file.
@@ -54,7 +54,7 @@ pub fn cache_dir(state_dir: &Path) -> PathBuf {
 
 /// The cache file of `catalog`.
 pub fn cache_path(state_dir: &Path, catalog: &Catalog) -> PathBuf {
-    let key = crate::battery::workspace::sha256_hex(catalog.path.to_string_lossy().as_bytes());
+    let key = crate::battery::tree::sha256_hex(catalog.path.to_string_lossy().as_bytes());
     cache_dir(state_dir).join(format!("{}-{}.json", catalog.name, &key[..16]))
 }
 
