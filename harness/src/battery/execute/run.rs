@@ -1,7 +1,7 @@
 //! One battery run, written once for both modes: the phases as data ([`PHASES`],
 //! [`MUTANT_PHASES`]), the opening checks, the control runs, the judging of each mutation,
 //! the closing fingerprint and the report; what differs between rebuild and switch mode is
-//! the [`ModeRun`] the run is given.
+//! the `ModeRun` the run is given.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -100,7 +100,7 @@ fn md_escape(s: &str) -> String {
 }
 
 /// The Markdown pull-request comment: headline, per-mutation table, unmet reasons,
-/// UNFALSIFIED tests and the kill matrix.
+/// UNFALSIFIED tests, the `--since` sections and the kill matrix.
 pub fn markdown(r: &BatteryReport) -> String {
     let mut s = format!("## Mutation battery `{}`\n\n", r.catalog.name);
     let mark = if r.exit_code == 0 { "PASS" } else { "FAIL" };
@@ -109,155 +109,184 @@ pub fn markdown(r: &BatteryReport) -> String {
         r.exit_code,
         md_escape(&headline(r))
     ));
-    if !r.mutations.is_empty() {
-        s.push_str("| mutation | role | verdict | expectation | killed by |\n");
-        s.push_str("|---|---|---|---|---|\n");
-        for m in &r.mutations {
-            let killers: Vec<&str> = m.failed_tests.iter().map(|f| f.name.as_str()).collect();
-            s.push_str(&format!(
-                "| `{}` | {} | {} | {} | {} |\n",
-                m.id,
-                m.role,
-                m.verdict,
-                m.expectation,
-                if killers.is_empty() {
-                    "-".to_string()
-                } else {
-                    killers
-                        .iter()
-                        .map(|k| format!("`{k}`"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                }
-            ));
-        }
-        s.push('\n');
+    md_mutations(&mut s, r);
+    md_unmet(&mut s, r);
+    md_unfalsified(&mut s, r);
+    md_unguarded(&mut s, r);
+    md_generated(&mut s, r);
+    md_kill_matrix(&mut s, r);
+    s
+}
+
+/// `names` in backticks, comma-separated; `-` when there is none.
+fn code_list<S: AsRef<str>>(names: &[S]) -> String {
+    if names.is_empty() {
+        return "-".to_string();
     }
+    names
+        .iter()
+        .map(|k| format!("`{}`", k.as_ref()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The per-mutation table (none when no mutation ran).
+fn md_mutations(s: &mut String, r: &BatteryReport) {
+    if r.mutations.is_empty() {
+        return;
+    }
+    s.push_str("| mutation | role | verdict | expectation | killed by |\n");
+    s.push_str("|---|---|---|---|---|\n");
+    for m in &r.mutations {
+        let killers: Vec<&str> = m.failed_tests.iter().map(|f| f.name.as_str()).collect();
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} |\n",
+            m.id,
+            m.role,
+            m.verdict,
+            m.expectation,
+            code_list(&killers)
+        ));
+    }
+    s.push('\n');
+}
+
+/// The unmet expectations with their reasons (and an UNVIABLE one's first compiler line).
+fn md_unmet(s: &mut String, r: &BatteryReport) {
     let unmet: Vec<&MutationReport> = r
         .mutations
         .iter()
         .filter(|m| m.expectation == Expectation::Unmet)
         .collect();
-    if !unmet.is_empty() {
-        s.push_str("### Unmet expectations\n\n");
-        for m in unmet {
-            s.push_str(&format!(
-                "- `{}` ({}): {}\n",
-                m.id,
-                m.verdict,
-                md_escape(&m.reasons.join("; "))
-            ));
-            if let Some(e) = &m.compiler_error {
-                let first = e.lines().next().unwrap_or("");
-                s.push_str(&format!("  - compiler: `{}`\n", first.replace('`', "'")));
-            }
-        }
-        s.push('\n');
+    if unmet.is_empty() {
+        return;
     }
-    if let Some(u) = &r.unfalsified
-        && !u.is_empty()
-    {
-        s.push_str("### Unfalsified tests (no mutation kills them)\n\n");
-        for t in u {
-            s.push_str(&format!("- `{t}`\n"));
-        }
-        s.push('\n');
-    }
-    if let Some(u) = &r.unguarded_in_diff
-        && !u.is_empty()
-    {
-        s.push_str("### Unguarded in diff (changed functions no mutation touches)\n\n");
-        s.push_str("| file | function | lines | changed lines |\n|---|---|---|---|\n");
-        for f in u {
-            s.push_str(&format!(
-                "| `{}` | `{}` | {}-{} | {} |\n",
-                f.file.display(),
-                md_escape(&f.function),
-                f.line,
-                f.end_line,
-                lines_text(&f.changed_lines)
-            ));
-        }
-        s.push('\n');
-    }
-    if let Some(g) = &r.generated_in_diff {
+    s.push_str("### Unmet expectations\n\n");
+    for m in unmet {
         s.push_str(&format!(
-            "### Generated mutants inside the diff (cargo-mutants {}, switch runner)\n\n",
-            g.cargo_mutants_version
+            "- `{}` ({}): {}\n",
+            m.id,
+            m.verdict,
+            md_escape(&m.reasons.join("; "))
         ));
-        match &g.refusal {
-            Some(f) => s.push_str(&format!(
-                "Their battery `{}` refused {}: {}\n\n",
-                g.battery.as_deref().unwrap_or("-"),
-                f.kind,
-                md_escape(&f.detail)
-            )),
-            None => s.push_str(&format!(
-                "{} listed, {} caught, {} missed, {} unviable, {} timeout{}{}\n\n",
-                g.listed,
-                g.caught,
-                g.missed,
-                g.unviable,
-                g.timeout,
-                if g.crashed + g.tests_missing > 0 {
-                    format!(", {} crashed, {} tests missing", g.crashed, g.tests_missing)
-                } else {
-                    String::new()
-                },
-                if g.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " ({} left out: not expressible as a mutation)",
-                        g.skipped.len()
-                    )
-                }
-            )),
-        }
-        if !g.mutants.is_empty() {
-            s.push_str("| mutant | file:line | status | killed by |\n|---|---|---|---|\n");
-            for m in &g.mutants {
-                s.push_str(&format!(
-                    "| {} | `{}:{}` | {} | {} |\n",
-                    md_escape(&m.name),
-                    m.file,
-                    m.line,
-                    m.status.word(),
-                    if m.killed_by.is_empty() {
-                        "-".to_string()
-                    } else {
-                        m.killed_by
-                            .iter()
-                            .map(|k| format!("`{k}`"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    }
-                ));
-            }
-            s.push('\n');
+        if let Some(e) = &m.compiler_error {
+            let first = e.lines().next().unwrap_or("");
+            s.push_str(&format!("  - compiler: `{}`\n", first.replace('`', "'")));
         }
     }
-    if !r.kill_matrix.mutations.is_empty() {
-        s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result: its binary died, x missing under the mutation)</summary>\n\n");
-        s.push_str("| test |");
-        for m in &r.kill_matrix.mutations {
-            s.push_str(&format!(" `{m}` |"));
-        }
-        s.push_str("\n|---|");
-        for _ in &r.kill_matrix.mutations {
-            s.push_str("---|");
+    s.push('\n');
+}
+
+/// The UNFALSIFIED tests, when computed and any.
+fn md_unfalsified(s: &mut String, r: &BatteryReport) {
+    let Some(u) = r.unfalsified.as_ref().filter(|u| !u.is_empty()) else {
+        return;
+    };
+    s.push_str("### Unfalsified tests (no mutation kills them)\n\n");
+    for t in u {
+        s.push_str(&format!("- `{t}`\n"));
+    }
+    s.push('\n');
+}
+
+/// `--since`: the changed functions no mutation touches, when any.
+fn md_unguarded(s: &mut String, r: &BatteryReport) {
+    let Some(u) = r.unguarded_in_diff.as_ref().filter(|u| !u.is_empty()) else {
+        return;
+    };
+    s.push_str("### Unguarded in diff (changed functions no mutation touches)\n\n");
+    s.push_str("| file | function | lines | changed lines |\n|---|---|---|---|\n");
+    for f in u {
+        s.push_str(&format!(
+            "| `{}` | `{}` | {}-{} | {} |\n",
+            f.file.display(),
+            md_escape(&f.function),
+            f.line,
+            f.end_line,
+            lines_text(&f.changed_lines)
+        ));
+    }
+    s.push('\n');
+}
+
+/// `--since --mutants`: the generated mutants inside the diff, their counts and table.
+fn md_generated(s: &mut String, r: &BatteryReport) {
+    let Some(g) = &r.generated_in_diff else {
+        return;
+    };
+    s.push_str(&format!(
+        "### Generated mutants inside the diff (cargo-mutants {}, switch runner)\n\n",
+        g.cargo_mutants_version
+    ));
+    match &g.refusal {
+        Some(f) => s.push_str(&format!(
+            "Their battery `{}` refused {}: {}\n\n",
+            g.battery.as_deref().unwrap_or("-"),
+            f.kind,
+            md_escape(&f.detail)
+        )),
+        None => s.push_str(&format!(
+            "{} listed, {} caught, {} missed, {} unviable, {} timeout{}{}\n\n",
+            g.listed,
+            g.caught,
+            g.missed,
+            g.unviable,
+            g.timeout,
+            if g.crashed + g.tests_missing > 0 {
+                format!(", {} crashed, {} tests missing", g.crashed, g.tests_missing)
+            } else {
+                String::new()
+            },
+            if g.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} left out: not expressible as a mutation)",
+                    g.skipped.len()
+                )
+            }
+        )),
+    }
+    if g.mutants.is_empty() {
+        return;
+    }
+    s.push_str("| mutant | file:line | status | killed by |\n|---|---|---|---|\n");
+    for m in &g.mutants {
+        s.push_str(&format!(
+            "| {} | `{}:{}` | {} | {} |\n",
+            md_escape(&m.name),
+            m.file,
+            m.line,
+            m.status.word(),
+            code_list(&m.killed_by)
+        ));
+    }
+    s.push('\n');
+}
+
+/// The kill matrix, folded (none when no mutation has a column).
+fn md_kill_matrix(s: &mut String, r: &BatteryReport) {
+    if r.kill_matrix.mutations.is_empty() {
+        return;
+    }
+    s.push_str("<details><summary>Kill matrix (K killed, . passed, T unfinished at timeout, - not run, i ignored, ? no result: its binary died, x missing under the mutation)</summary>\n\n");
+    s.push_str("| test |");
+    for m in &r.kill_matrix.mutations {
+        s.push_str(&format!(" `{m}` |"));
+    }
+    s.push_str("\n|---|");
+    for _ in &r.kill_matrix.mutations {
+        s.push_str("---|");
+    }
+    s.push('\n');
+    for (t, row) in r.kill_matrix.tests.iter().zip(&r.kill_matrix.cells) {
+        s.push_str(&format!("| `{t}` |"));
+        for c in row {
+            s.push_str(&format!(" {} |", c.symbol()));
         }
         s.push('\n');
-        for (t, row) in r.kill_matrix.tests.iter().zip(&r.kill_matrix.cells) {
-            s.push_str(&format!("| `{t}` |"));
-            for c in row {
-                s.push_str(&format!(" {} |", c.symbol()));
-            }
-            s.push('\n');
-        }
-        s.push_str("\n</details>\n");
     }
-    s
+    s.push_str("\n</details>\n");
 }
 
 /// The NOTE of a mutation's row: its first reason and, when it was killed but not as the

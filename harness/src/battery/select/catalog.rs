@@ -648,14 +648,31 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
+/// The checks of a catalog that read nothing but the catalog, in the order their errors
+/// are reported: its settings, its listed tests, then each mutation.
 fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
-    let invalid = |field: &str, reason: String| CatalogError::Invalid {
+    validate_settings(spec, path)?;
+    let listed = validate_tests(spec, path)?;
+    let mut ids = BTreeMap::new();
+    for (i, m) in spec.mutations.iter().enumerate() {
+        validate_mutation(path, i, m, &listed, &mut ids)?;
+    }
+    Ok(())
+}
+
+/// [`CatalogError::Invalid`] of the catalog at `path`, on `field`.
+fn invalid(path: &Path, field: &str, reason: String) -> CatalogError {
+    CatalogError::Invalid {
         path: path.to_path_buf(),
         field: field.to_string(),
         reason,
-    };
+    }
+}
+
+/// The package, the targets, the timeouts and the environment.
+fn validate_settings(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
     if spec.package.is_empty() {
-        return Err(invalid("package", "must not be empty".into()));
+        return Err(invalid(path, "package", "must not be empty".into()));
     }
     if spec.test_targets.is_empty()
         && !spec.lib_tests
@@ -663,18 +680,21 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
         && !spec.doc_tests
     {
         return Err(invalid(
+            path,
             "test_targets",
             "name at least one test target or binary target (bin_targets), or set lib_tests = true or doc_tests = true".into(),
         ));
     }
     if !(spec.timeout_factor.is_finite() && spec.timeout_factor >= 1.0) {
         return Err(invalid(
+            path,
             "timeout_factor",
             format!("{} must be a finite number >= 1", spec.timeout_factor),
         ));
     }
     if !(spec.timeout_floor_secs.is_finite() && spec.timeout_floor_secs > 0.0) {
         return Err(invalid(
+            path,
             "timeout_floor_secs",
             format!("{} must be a positive number", spec.timeout_floor_secs),
         ));
@@ -692,22 +712,32 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
             None
         };
         if let Some(reason) = bad {
-            return Err(invalid(&format!("env.{k:?}"), reason));
+            return Err(invalid(path, &format!("env.{k:?}"), reason));
         }
     }
+    Ok(())
+}
+
+/// The listed tests: some, each once, each under the selection pattern. Returns them.
+fn validate_tests<'s>(
+    spec: &'s CatalogSpec,
+    path: &Path,
+) -> Result<BTreeSet<&'s str>, CatalogError> {
     if spec.tests.is_empty() {
-        return Err(invalid("tests", "the battery lists no tests".into()));
+        return Err(invalid(path, "tests", "the battery lists no tests".into()));
     }
     let mut seen = BTreeSet::new();
     for (i, t) in spec.tests.iter().enumerate() {
         if !seen.insert(t.as_str()) {
             return Err(invalid(
+                path,
                 &format!("tests[{i}]"),
                 format!("{t:?} is listed twice"),
             ));
         }
         if !t.contains(&spec.select) {
             return Err(invalid(
+                path,
                 &format!("tests[{i}]"),
                 format!(
                     "{t:?} does not match the selection pattern {:?}",
@@ -716,69 +746,87 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
             ));
         }
     }
-    let mut ids = BTreeMap::new();
-    for (i, m) in spec.mutations.iter().enumerate() {
-        let field = |f: &str| format!("mutation[{i}].{f}");
-        if m.id.is_empty() || !m.id.chars().all(id_char) {
+    Ok(seen)
+}
+
+/// Mutation `i`, `m`: its id (well-formed, and not taken: `ids` holds the ids seen so far,
+/// `m`'s added), a change, its occurrences, and killers that fit its role and are among the
+/// `listed` tests.
+fn validate_mutation<'s>(
+    path: &Path,
+    i: usize,
+    m: &'s Mutation,
+    listed: &BTreeSet<&str>,
+    ids: &mut BTreeMap<&'s str, usize>,
+) -> Result<(), CatalogError> {
+    let field = |f: &str| format!("mutation[{i}].{f}");
+    if m.id.is_empty() || !m.id.chars().all(id_char) {
+        return Err(invalid(
+            path,
+            &field("id"),
+            format!(
+                "{:?} must be non-empty letters, digits, '-', '_' or '.'",
+                m.id
+            ),
+        ));
+    }
+    if let Some(first) = ids.insert(m.id.as_str(), i) {
+        // A duplicate id is catalog drift (two entries claim one name).
+        return Err(CatalogError::Drift {
+            path: path.to_path_buf(),
+            detail: format!(
+                "duplicate mutation id {:?} (mutation[{first}] and mutation[{i}])",
+                m.id
+            ),
+        });
+    }
+    if m.find.is_empty() {
+        return Err(invalid(path, &field("find"), "must not be empty".into()));
+    }
+    if m.find == m.replace {
+        return Err(invalid(
+            path,
+            &field("replace"),
+            "equals `find`: the mutation changes nothing".into(),
+        ));
+    }
+    if m.occurrences == 0 {
+        return Err(invalid(
+            path,
+            &field("occurrences"),
+            "must be at least 1".into(),
+        ));
+    }
+    match m.role {
+        Role::Gap if !m.killed_by.is_empty() => {
             return Err(invalid(
-                &field("id"),
-                format!(
-                    "{:?} must be non-empty letters, digits, '-', '_' or '.'",
-                    m.id
-                ),
+                path,
+                &field("killed_by"),
+                "a gap is expected to survive: it names no killers".into(),
             ));
         }
-        if let Some(first) = ids.insert(m.id.as_str(), i) {
-            // A duplicate id is catalog drift (two entries claim one name).
-            return Err(CatalogError::Drift {
-                path: path.to_path_buf(),
-                detail: format!(
-                    "duplicate mutation id {:?} (mutation[{first}] and mutation[{i}])",
-                    m.id
-                ),
-            });
-        }
-        if m.find.is_empty() {
-            return Err(invalid(&field("find"), "must not be empty".into()));
-        }
-        if m.find == m.replace {
+        Role::Defect | Role::Vacuity if m.killed_by.is_empty() => {
             return Err(invalid(
-                &field("replace"),
-                "equals `find`: the mutation changes nothing".into(),
+                path,
+                &field("killed_by"),
+                format!("a {} mutation must name the tests that kill it", m.role),
             ));
         }
-        if m.occurrences == 0 {
-            return Err(invalid(&field("occurrences"), "must be at least 1".into()));
-        }
-        match m.role {
-            Role::Gap if !m.killed_by.is_empty() => {
-                return Err(invalid(
-                    &field("killed_by"),
-                    "a gap is expected to survive: it names no killers".into(),
-                ));
-            }
-            Role::Defect | Role::Vacuity if m.killed_by.is_empty() => {
-                return Err(invalid(
-                    &field("killed_by"),
-                    format!("a {} mutation must name the tests that kill it", m.role),
-                ));
-            }
-            _ => {}
-        }
-        if m.role == Role::Gap && m.expect_message.is_some() {
-            return Err(invalid(
-                &field("expect_message"),
-                "a gap names no killers, so no expected message".into(),
-            ));
-        }
-        for k in &m.killed_by {
-            if !seen.contains(k.as_str()) {
-                return Err(invalid(
-                    &field("killed_by"),
-                    format!("{k:?} is not in the battery's `tests` list"),
-                ));
-            }
-        }
+        _ => {}
+    }
+    if m.role == Role::Gap && m.expect_message.is_some() {
+        return Err(invalid(
+            path,
+            &field("expect_message"),
+            "a gap names no killers, so no expected message".into(),
+        ));
+    }
+    if let Some(k) = m.killed_by.iter().find(|k| !listed.contains(k.as_str())) {
+        return Err(invalid(
+            path,
+            &field("killed_by"),
+            format!("{k:?} is not in the battery's `tests` list"),
+        ));
     }
     Ok(())
 }
