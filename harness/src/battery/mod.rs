@@ -38,8 +38,10 @@ use report::verdict::KillMatrix;
 use select::catalog::{self, Catalog, CatalogError};
 use select::{diffscope, shard, unguarded};
 
-/// How a battery runs its mutations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+/// How a battery runs its mutations. Spelled `rebuild` and `switch` on the command line
+/// and in JSON (a mutation's evidence, [`execute::cache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// One rebuild per mutation, in the workspace itself (journaled, restored).
     #[default]
@@ -277,7 +279,7 @@ pub fn run_unwritten(
             source,
         })?;
     let mode_kind = mode;
-    let mut mode: Box<dyn ModeRun> = match mode {
+    let mut mode: Box<dyn ModeRun> = match mode_kind {
         Mode::Rebuild => Box::new(rebuild::Rebuild::new(&catalog, opts)),
         Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
     };
@@ -287,10 +289,7 @@ pub fn run_unwritten(
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
         diff: diff.as_ref(),
-        mode: match mode_kind {
-            Mode::Rebuild => "rebuild",
-            Mode::Switch => "switch",
-        },
+        mode: mode_kind,
     });
     let mut stop = run.go(mode.as_mut()).err();
     // A signal that arrived at any point ends the run as interrupted, never as a verdict or
@@ -463,7 +462,7 @@ pub fn write_locked(
         progress: &progress,
         exclude: Vec::new(),
         diff: None,
-        mode: "rebuild",
+        mode: Mode::Rebuild,
     });
     let stop = Stop::Refused(Refusal {
         kind: RefusalKind::Locked,

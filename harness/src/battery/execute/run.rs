@@ -20,7 +20,7 @@ use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, owning_packag
 use crate::system::progress::Progress;
 
 use crate::battery::{
-    BatteryError, Options, derive_timeout, failure_summary, filter_drift, outcome_word,
+    BatteryError, Mode, Options, derive_timeout, failure_summary, filter_drift, outcome_word,
 };
 
 /// The phases of a run, in order. Each ends the run with a refusal when what it checks
@@ -128,8 +128,8 @@ pub(crate) struct Shared<'a> {
     pub exclude: Vec<PathBuf>,
     /// `--since`: the changed lines a mutation must meet to run.
     pub diff: Option<&'a crate::battery::select::diffscope::DiffLines>,
-    /// The mode's name (`rebuild`, `switch`): part of every mutation's evidence.
-    pub mode: &'static str,
+    /// The mode: part of every mutation's evidence.
+    pub mode: Mode,
 }
 
 /// The mode of a run: where the code under test is built, how a mutant is selected, how
