@@ -1,7 +1,8 @@
-//! The battery: a catalog of named mutations run against a workspace's tests, in rebuild
-//! mode (each mutation applied to the tree and rebuilt) or switch mode (compiled once in a
-//! scratch copy behind a run-time switch). A battery goes through three stages, each a
-//! folder:
+//! The battery: a catalog of named mutations run against a workspace's tests.
+//!
+//! In rebuild mode each mutation is applied to the tree and rebuilt; in switch mode all
+//! are compiled once in a scratch copy behind a run-time switch. A battery goes through
+//! three stages, each a folder:
 //!
 //! - [`select`]: what runs, read from the catalog and the tree before anything is built
 //!   (the catalog, the `--since` diff, shards, static checks of the sources);

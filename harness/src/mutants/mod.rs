@@ -822,14 +822,14 @@ pub fn byte_offset(text: &str, at: LineColumn) -> Option<usize> {
     line.char_indices().nth(col).map(|(i, _)| line_start + i)
 }
 
-/// A generated mutant as a catalog mutation: the smallest run of whole lines around its span
-/// that occurs exactly once in the file is the `find` text, and the same lines with the span
-/// replaced are the `replace` text. The run grows inside the body of the innermost function
-/// of `bodies` (see [`crate::battery::execute::instrument::function_bodies`]) that holds the span, first by whole
-/// lines, clipped at the braces, so that switch mode can compile it behind its switch; only
-/// when no run inside the body is unique does it grow past the body. Generated mutants carry
-/// no expected killers: they get role `gap` (the verdicts and the kill matrix are the
-/// information, not the expectation).
+/// A generated mutant as a catalog mutation: the smallest run of whole lines around its
+/// span that occurs exactly once in the file is the `find` text, and the same lines with
+/// the span replaced are the `replace` text. The run grows inside the body of the innermost
+/// function of `bodies` (see [`crate::battery::execute::instrument::function_bodies`]) that
+/// holds the span, first by whole lines, clipped at the braces, so that switch mode can
+/// compile it behind its switch; only when no run inside the body is unique does it grow
+/// past the body. Generated mutants carry no expected killers: they get role `gap` (the
+/// verdicts and the kill matrix are the information, not the expectation).
 ///
 /// Errors: the span does not fit the file, or no window of lines is unique.
 pub fn to_catalog_mutation(

@@ -1,6 +1,8 @@
-//! The source instrumentation of switch mode: each function that holds mutations gets its
-//! original body and every mutated body side by side behind a run-time switch, and the
-//! errors of a switched build are traced back to the mutation whose body holds them.
+//! Switch mode's source instrumentation: mutated bodies behind a run-time switch.
+//!
+//! Each function that holds mutations gets its original body and every mutated body side by
+//! side behind a run-time switch, and the errors of a switched build are traced back to the
+//! mutation whose body holds them.
 //!
 //! The switch: a function holding mutations keeps its original body and each mutated body
 //! side by side, and picks one at run time from the environment variable [`SWITCH_ENV`]
@@ -21,7 +23,8 @@
 //! (one at a time), so its auto traits (`Send`, `Sync`) are those of all bodies together. A
 //! mutant whose future alone would not be `Send` where the code needs it makes the switched
 //! build fail at that place, which no mutated body holds; every switched mutation is then
-//! compiled on its own ([`crate::battery::execute::switch`]) and that one comes out UNVIABLE, as in rebuild mode.
+//! compiled on its own ([`crate::battery::execute::switch`]) and that one comes out
+//! UNVIABLE, as in rebuild mode.
 //!
 //! Function bodies are found by parsing the file with `syn` (spans from `proc-macro2`'s
 //! `span-locations`). A mutation is switched when every occurrence of its `find` text lies

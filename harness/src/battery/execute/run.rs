@@ -172,7 +172,8 @@ pub(crate) trait ModeRun {
     fn restore_mutant(&mut self, sh: &Shared<'_>, mu: &Mutant<'_>) -> Result<(), Stop>;
     /// Whether `pm` needs nothing built and nothing written to the tree before its tests
     /// run, so that its test run may go on beside other mutants' (`-j N`, see
-    /// [`crate::battery::execute::parallel`]): switch mode's switched and UNVIABLE mutations. Default: no.
+    /// [`crate::battery::execute::parallel`]): switch mode's switched and UNVIABLE
+    /// mutations. Default: no.
     fn concurrent(&self, _pm: &PreparedMutation) -> bool {
         false
     }
@@ -1344,14 +1345,14 @@ pub(crate) fn stale_detail(
     Some(why)
 }
 
-/// Why the mutated `file` (absolute, in the tree built at `root`) is not compiled under
-/// the catalog's features, or `None`: `file` must be among the sources (rustc's dep-info)
-/// of none of its owning package's artifacts in the successful `build` (build scripts
-/// aside; every one of them with a dep-info file, so the absence is proven), and a
-/// `cfg(feature = ...)` on its way from a crate root ([`crate::battery::select::gates::feature_gate`]) must
-/// not let it in with the features the catalog enables in that package (its `features`
-/// and, unless `no_default_features`, the defaults). Any other file missing from the
-/// build (one no `mod` declares) is not this: it goes on to STALE-BUILD.
+/// Why the mutated `file` (absolute, in the tree built at `root`) is not compiled under the
+/// catalog's features, or `None`: `file` must be among the sources (rustc's dep-info) of
+/// none of its owning package's artifacts in the successful `build` (build scripts aside;
+/// every one of them with a dep-info file, so the absence is proven), and a
+/// `cfg(feature = ...)` on its way from a crate root
+/// ([`crate::battery::select::gates::feature_gate`]) must not let it in with the features the catalog enables in that package (its `features`
+/// and, unless `no_default_features`, the defaults). Any other file missing from the build
+/// (one no `mod` declares) is not this: it goes on to STALE-BUILD.
 pub(crate) fn not_compiled(
     build: &Build,
     packages: &[PackageMeta],

@@ -1,5 +1,6 @@
-//! Why a run stops early: a refusal or an interruption (`Stop`), and the errors of cargo,
-//! the tree and the catalog as the refusals they are.
+//! Why a run stops early: a refusal or an interruption.
+//!
+//! `Stop`, and the errors of cargo, the tree and the catalog as the refusals they are.
 
 use std::path::Path;
 

@@ -1,26 +1,28 @@
-//! Switch mode (`harness battery --mode switch`): every catalog mutation that lies inside
-//! one function body is compiled into a scratch copy of the workspace behind a run-time
-//! switch ([`crate::battery::execute::instrument`]), so the whole battery costs about one
-//! build; the others fall back to rebuilds in the same scratch copy.
+//! Switch mode's run (`harness battery --mode switch`).
 //!
-//! Run order: fingerprint the user's tree; sync the scratch copy (`<target_dir>/switch/tree`)
-//! and seed its target directory (`<target_dir>/switch/target`) with the user's build
-//! products of every package that is not a workspace member ([`crate::battery::execute::scratch`] says why
-//! the members are never shared); write the switched files and build once. When that build
-//! fails, rustc's JSON diagnostics name the byte spans of each error: an error inside a
-//! mutated body is that mutation's own (each mutated body is a verbatim copy of the body the
-//! mutated file would hold), so it is UNVIABLE, its error is reported at its place in the
-//! mutated file, and the build is repeated without it; an error no mutated body holds sends
-//! every remaining switched mutation through a compile check on its own
-//! (`cargo check --profile test`) before one last build. The successful build must have
-//! rebuilt the package (else STALE-BUILD). Then: list tests (FILTER-DRIFT); the control run
-//! with no mutant selected, twice (BASELINE-RED, FLAKY); the forced-fail control (every
-//! switched function panics) must fail at least one listed test, which proves the switch is
-//! reached (when none fails, every switched mutation falls back to a rebuild, so that no
-//! verdict rests on an unproven switch); one test run per switched mutant; then the
-//! fallback mutations one rebuild each; finally the
-//! user's tree must still have its fingerprint (TREE-DIRTY). The user's tree is only read,
-//! and the user's target directory only read from.
+//! Every catalog mutation that lies inside one function body is compiled into a scratch
+//! copy of the workspace behind a run-time switch
+//! ([`crate::battery::execute::instrument`]), so the whole battery costs about one build;
+//! the others fall back to rebuilds in the same scratch copy.
+//!
+//! Run order: fingerprint the user's tree; sync the scratch copy
+//! (`<target_dir>/switch/tree`) and seed its target directory
+//! (`<target_dir>/switch/target`) with the user's build products of every package that is
+//! not a workspace member ([`crate::battery::execute::scratch`] says why the members are
+//! never shared); write the switched files and build once. When that build fails, rustc's
+//! JSON diagnostics name the byte spans of each error: an error inside a mutated body is
+//! that mutation's own (each mutated body is a verbatim copy of the body the mutated file
+//! would hold), so it is UNVIABLE, its error is reported at its place in the mutated file,
+//! and the build is repeated without it; an error no mutated body holds sends every
+//! remaining switched mutation through a compile check on its own
+//! (`cargo check --profile test`) before one last build. The successful build must have rebuilt the package (else
+//! STALE-BUILD). Then: list tests (FILTER-DRIFT); the control run with no mutant selected,
+//! twice (BASELINE-RED, FLAKY); the forced-fail control (every switched function panics)
+//! must fail at least one listed test, which proves the switch is reached (when none fails,
+//! every switched mutation falls back to a rebuild, so that no verdict rests on an unproven
+//! switch); one test run per switched mutant; then the fallback mutations one rebuild each;
+//! finally the user's tree must still have its fingerprint (TREE-DIRTY). The user's tree is
+//! only read, and the user's target directory only read from.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -109,7 +111,8 @@ pub struct SwitchInfo {
     /// Seconds of the successful switched build.
     pub switched_build_seconds: f64,
     /// Why every switched mutation was compile-checked on its own before the switched build
-    /// (a lint level that makes unused code an error; see [`crate::battery::select::lints`]), if it was.
+    /// (a lint level that makes unused code an error; see
+    /// [`crate::battery::select::lints`]), if it was.
     pub checked_alone_because: Option<String>,
     /// Listed tests that failed under the forced-fail control (they reach switched code).
     pub forced_fail_failed: Vec<String>,
@@ -123,8 +126,8 @@ pub struct SwitchInfo {
     /// scratch copy while other runs went on: they ran again one at a time (see
     /// [`crate::battery::execute::parallel`]).
     pub ran_again_alone: Vec<String>,
-    /// The reach run ([`crate::battery::execute::reach`]): `None` when none ran (no switched mutation, or the
-    /// switch not proven reached).
+    /// The reach run ([`crate::battery::execute::reach`]): `None` when none ran (no
+    /// switched mutation, or the switch not proven reached).
     #[serde(default)]
     pub reach: Option<crate::battery::execute::reach::ReachInfo>,
     /// Whether the scratch target directory was removed at the start because the last

@@ -1,6 +1,8 @@
-//! Changing the tree under test and putting it back: apply a mutation and restore it, the
-//! files a run creates, and the journals that let a later command undo a killed run (the
-//! tree's file set and fingerprint are [`crate::battery::tree`]'s).
+//! Changing the tree under test and putting it back.
+//!
+//! Apply a mutation and restore it, the files a run creates, and the journals that let a
+//! later command undo a killed run (the tree's file set and fingerprint are
+//! [`crate::battery::tree`]'s).
 //!
 //! Journal: before a file is mutated, its original bytes and a JSON record (owner process,
 //! file, SHA-256 of the original and the mutated bytes) are written under the host state
@@ -9,12 +11,13 @@
 //! kept beside the journal, and the error says where. A run killed with SIGKILL leaves the
 //! journal behind; the next `harness` command restores from it first.
 //!
-//! Created files: the run's test processes run under [`crate::cargo::RUN_UMASK`], so every file and folder
-//! they create carries its mark ([`made_by_run`]: readable by others but not by the group, a
-//! mode no usual umask gives). Before the tests run in the user's tree, the paths of its file
-//! set are journaled (`<state>/journal/created-<pid>.tree`); afterwards, and after a SIGKILL
-//! in the next command, a new file with the mark is removed and a new file without it (made
-//! by someone else meanwhile: the user, an editor) is kept and named.
+//! Created files: the run's test processes run under [`crate::cargo::RUN_UMASK`], so every
+//! file and folder they create carries its mark ([`made_by_run`]: readable by others but
+//! not by the group, a mode no usual umask gives). Before the tests run in the user's tree,
+//! the paths of its file set are journaled (`<state>/journal/created-<pid>.tree`);
+//! afterwards, and after a SIGKILL in the next command, a new file with the mark is removed
+//! and a new file without it (made by someone else meanwhile: the user, an editor) is kept
+//! and named.
 
 use std::fs;
 use std::io::Write;
@@ -46,8 +49,8 @@ pub fn remove_created(
     Ok(removed)
 }
 
-/// Whether a file or folder carries the mark of [`crate::cargo::RUN_UMASK`]: readable by others, not by
-/// the group. A symbolic link never does (its mode is always `0o777`).
+/// Whether a file or folder carries the mark of [`crate::cargo::RUN_UMASK`]: readable by
+/// others, not by the group. A symbolic link never does (its mode is always `0o777`).
 pub fn made_by_run(meta: &fs::Metadata) -> bool {
     !meta.file_type().is_symlink() && meta.permissions().mode() & 0o044 == 0o004
 }

@@ -1,5 +1,6 @@
-//! A battery's report directory (`<reports>/<catalog>/`): its report files written
-//! together, `battery.json`, `battery.md`, `mutation-report.json` and `index.html`.
+//! A battery's report directory (`<reports>/<catalog>/`), its files written together.
+//!
+//! `battery.json`, `battery.md`, `mutation-report.json` and `index.html`.
 
 use std::path::{Path, PathBuf};
 

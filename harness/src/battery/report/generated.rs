@@ -1,6 +1,7 @@
-//! cargo-mutants' generated mutants as the harness's reports show them: what happened to
-//! each ([`Status`]) and its entry ([`GeneratedMutant`]), in `mutants.json` and in a
-//! `--since --mutants` battery's `generated_in_diff`.
+//! cargo-mutants' generated mutants as the harness's reports show them.
+//!
+//! What happened to each ([`Status`]) and its entry ([`GeneratedMutant`]), in
+//! `mutants.json` and in a `--since --mutants` battery's `generated_in_diff`.
 
 use std::collections::BTreeMap;
 

@@ -162,9 +162,9 @@ table#expectations{border-collapse:collapse;font-size:.9rem;margin-bottom:1rem}\
 table#expectations th,table#expectations td{border:1px solid #ccc;padding:.15rem .5rem;text-align:left}\
 td.met{background:#c8f0c8}td.unmet{background:#f4c7c3}";
 
-/// The whole page. `stryker` is the document [`crate::battery::report::stryker::stryker`] built for `r`
-/// (absent when the battery did not complete: the page then shows the headline and the
-/// matrix of what ran, without the component).
+/// The whole page. `stryker` is the document [`crate::battery::report::stryker::stryker`]
+/// built for `r` (absent when the battery did not complete: the page then shows the
+/// headline and the matrix of what ran, without the component).
 pub fn page(r: &BatteryReport, stryker: Option<&serde_json::Value>) -> String {
     let title = title(r);
     let mut s = String::new();

@@ -1,5 +1,6 @@
-//! The refusals: every way a battery can find that it would measure nothing, typed, as the
-//! reports spell them.
+//! The refusals: every way a battery can find that it would measure nothing, typed.
+//!
+//! Each is spelled in the reports as [`RefusalKind::name`] says.
 
 use std::fmt;
 

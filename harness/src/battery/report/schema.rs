@@ -1,5 +1,6 @@
-//! The battery's JSON report (`battery.json`), schema `harness-battery/1`, documented field
-//! by field on [`BatteryReport`] and in `docs/battery-report.md`.
+//! The battery's JSON report (`battery.json`), schema `harness-battery/1`.
+//!
+//! Documented field by field on [`BatteryReport`] and in `docs/battery-report.md`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

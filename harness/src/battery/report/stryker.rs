@@ -1,5 +1,6 @@
-//! The battery report as a Stryker mutation-testing-report-schema document
-//! (`mutation-report.json`, schema 3.x, `schemaVersion` "2").
+//! The battery report as a Stryker document (`mutation-report.json`).
+//!
+//! The mutation-testing-report-schema 3.x, `schemaVersion` "2".
 //!
 //! Mapping: KILLED -> `Killed`, SURVIVED -> `Survived`, UNVIABLE -> `CompileError`, TIMEOUT
 //! -> `Timeout`; one mutant per catalog mutation, located at the first occurrence of its

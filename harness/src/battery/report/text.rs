@@ -1,5 +1,6 @@
-//! The battery report as text: the Markdown pull-request comment (`battery.md`) and the
-//! terminal table, each ending with the headline.
+//! The battery report as text: `battery.md` and the terminal table.
+//!
+//! The Markdown pull-request comment and the table each end with the headline.
 
 use crate::battery::report::schema::{BatteryReport, MutationReport, Status};
 use crate::battery::report::verdict::{Expectation, Verdict};

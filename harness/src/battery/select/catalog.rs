@@ -408,11 +408,11 @@ impl Catalog {
         })
     }
 
-    /// Checks every mutation against the tree: the file exists inside the workspace, is UTF-8,
-    /// `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it changes
-    /// something the compiler reads, not only comments, doc comments, whitespace or string
-    /// literals whose value is discarded ([`crate::battery::select::inert`]). Returns the prepared mutations
-    /// in order.
+    /// Checks every mutation against the tree: the file exists inside the workspace, is
+    /// UTF-8, `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it
+    /// changes something the compiler reads, not only comments, doc comments, whitespace or
+    /// string literals whose value is discarded ([`crate::battery::select::inert`]).
+    /// Returns the prepared mutations in order.
     ///
     /// Errors: [`CatalogError::Drift`] naming the mutation, file and counts.
     pub fn prepare(&self) -> Result<Vec<PreparedMutation>, CatalogError> {

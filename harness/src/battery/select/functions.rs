@@ -1,6 +1,6 @@
-//! The functions of a Rust source file, found with `syn` in one walk: each one's name and the
-//! items around it, its spans, and whether it is test code.
+//! The functions of a Rust source file, found with `syn` in one walk.
 //!
+//! Each one's name and the items around it, its spans, and whether it is test code.
 //! A function is a `fn` item (free, nested in another function, in an inline module) or a
 //! method with a body in an `impl` or a `trait`; a trait method without a body is none.
 //! Switch mode ([`crate::battery::execute::instrument`]) reads the body spans and names a

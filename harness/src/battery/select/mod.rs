@@ -1,5 +1,4 @@
-//! The select stage: what a battery runs, read from the catalog and the tree before anything
-//! is built.
+//! The select stage: what a battery runs, read before anything is built.
 //!
 //! The catalog and its checks against the tree ([`catalog`], with [`inert`] for mutations
 //! that change nothing the compiler reads), which mutations a run takes (`--since`:
