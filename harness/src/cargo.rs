@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::battery::catalog::{Catalog, CatalogSpec};
 use crate::system::interrupt;
 use crate::system::runner::{RunError, Runner};
 
@@ -80,73 +79,16 @@ pub struct PackageMeta {
     pub path_deps: Vec<PathBuf>,
 }
 
-impl PackageMeta {
-    /// Checks that the catalog's package exists among `packages` with the test targets,
-    /// binary targets (and library, for `lib_tests` and `doc_tests`) and the features the
-    /// catalog names; the error says what is missing and what exists. A feature of a
-    /// dependency (`dep/feature`) is cargo's to check.
-    pub fn check_targets(packages: &[PackageMeta], spec: &CatalogSpec) -> Result<(), String> {
-        let package = spec.package.as_str();
-        let (test_targets, lib, features) = (&spec.test_targets, spec.lib_tests, &spec.features);
-        let Some(p) = packages.iter().find(|p| p.name == package) else {
-            let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
-            return Err(format!(
-                "package {package:?} is not in the workspace (it has: {})",
-                names.join(", ")
-            ));
-        };
-        for t in test_targets {
-            if !p.test_targets.contains(t) {
-                return Err(format!(
-                    "package {package} has no test target {t:?} (it has: {})",
-                    p.test_targets.join(", ")
-                ));
-            }
-        }
-        for b in &spec.bin_targets {
-            if !p.bins.contains(b) {
-                let have = if p.bins.is_empty() {
-                    "it has none".to_string()
-                } else {
-                    format!("it has: {}", p.bins.join(", "))
-                };
-                return Err(format!(
-                    "package {package} has no binary target {b:?} ({have})"
-                ));
-            }
-        }
-        if lib && !p.has_lib {
-            return Err(format!(
-                "package {package} has no library target, but lib_tests = true"
-            ));
-        }
-        if spec.doc_tests && !p.has_lib {
-            return Err(format!(
-                "package {package} has no library target, but doc_tests = true"
-            ));
-        }
-        if spec.doc_tests && !p.lib_doctest {
-            return Err(format!(
-                "package {package} turns its library's doc tests off (`doctest = false`), but doc_tests = true"
-            ));
-        }
-        for f in features.iter().flat_map(|f| f.split([',', ' '])) {
-            if f.is_empty()
-                || f.contains('/')
-                || f == "default"
-                || p.features.iter().any(|x| x == f)
-            {
-                continue;
-            }
-            let have = if p.features.is_empty() {
-                "it declares none".to_string()
-            } else {
-                format!("it has: {}", p.features.join(", "))
-            };
-            return Err(format!("package {package} has no feature {f:?} ({have})"));
-        }
-        Ok(())
-    }
+/// The package of `packages` whose directory (canonical) is the longest prefix of `file`
+/// (an absolute path); `None` when no package holds it.
+pub fn owning_package<'p>(packages: &'p [PackageMeta], file: &Path) -> Option<&'p PackageMeta> {
+    packages
+        .iter()
+        .filter(|p| {
+            let dir = p.dir.canonicalize().unwrap_or_else(|_| p.dir.clone());
+            file.starts_with(dir)
+        })
+        .max_by_key(|p| p.dir.components().count())
 }
 
 /// One `compiler-artifact` message.
@@ -271,6 +213,16 @@ pub enum Outcome {
     NotReached,
 }
 
+impl From<crate::libtest::Status> for Outcome {
+    fn from(s: crate::libtest::Status) -> Self {
+        match s {
+            crate::libtest::Status::Passed => Outcome::Passed,
+            crate::libtest::Status::Failed => Outcome::Failed,
+            crate::libtest::Status::Ignored => Outcome::Ignored,
+        }
+    }
+}
+
 /// Result of one test run.
 #[derive(Debug, Clone)]
 pub struct TestRun {
@@ -307,6 +259,12 @@ impl TestRun {
         }
     }
 }
+
+/// The umask the run's test processes run under: it takes group read and write and other
+/// write away, so what they create is readable by others but not by the group (files
+/// `0o604`, folders and executables `0o715`), which no usual umask (`022`, `002`, `027`,
+/// `077`) gives.
+pub const RUN_UMASK: u32 = 0o062;
 
 /// How to invoke `cargo test` for one catalog.
 ///
@@ -371,23 +329,50 @@ fn tail(s: &str, lines: usize) -> String {
 }
 
 impl CargoCmd {
-    /// The invocation a catalog describes. Uses `$CARGO` when set, else `cargo`.
-    pub fn new(c: &Catalog) -> CargoCmd {
+    /// The invocation of `package`'s tests in the workspace at `root`, built in
+    /// `target_dir`, with no test target yet (the `with_*` methods add them). Runs `$CARGO`
+    /// when set, else `cargo`.
+    pub fn new(root: &Path, package: &str, target_dir: &Path) -> CargoCmd {
         CargoCmd {
             cargo: std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()),
-            root: c.root.clone(),
-            package: c.spec.package.clone(),
-            targets: c.spec.test_targets.clone(),
-            bins: c.spec.bin_targets.clone(),
-            lib: c.spec.lib_tests,
-            doc: c.spec.doc_tests,
-            features: c.spec.features.clone(),
-            no_default_features: c.spec.no_default_features,
-            env: c.spec.env.clone(),
-            target_dir: c.target_dir.clone(),
+            root: root.to_path_buf(),
+            package: package.to_string(),
+            targets: Vec::new(),
+            bins: Vec::new(),
+            lib: false,
+            doc: false,
+            features: Vec::new(),
+            no_default_features: false,
+            env: BTreeMap::new(),
+            target_dir: target_dir.to_path_buf(),
             state_dir: None,
             doc_lines: std::sync::Arc::new(DocLines::new()),
         }
+    }
+
+    /// Tests the libtest targets: the library's unit tests when `lib` (`--lib`), the unit
+    /// tests of the binaries `bins` (`--bin NAME` each) and the test targets `tests`
+    /// (`--test NAME` each).
+    pub fn with_targets(mut self, lib: bool, bins: &[String], tests: &[String]) -> CargoCmd {
+        self.lib = lib;
+        self.bins = bins.to_vec();
+        self.targets = tests.to_vec();
+        self
+    }
+
+    /// Tests the library's doc tests too when `doc` (`--doc`, a cargo invocation of its
+    /// own).
+    pub fn with_doc_tests(mut self, doc: bool) -> CargoCmd {
+        self.doc = doc;
+        self
+    }
+
+    /// Builds with `features` enabled (`--features`), and without the default ones when
+    /// `no_default` (`--no-default-features`).
+    pub fn with_features(mut self, features: &[String], no_default: bool) -> CargoCmd {
+        self.features = features.to_vec();
+        self.no_default_features = no_default;
+        self
     }
 
     /// Reads the doc tests' names of the built tree back in the user's lines (see
@@ -428,6 +413,13 @@ impl CargoCmd {
     /// Sets (or overrides) one environment variable of every command this invocation runs.
     pub fn with_env(mut self, key: &str, value: &str) -> CargoCmd {
         self.env.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// [`CargoCmd::with_env`] for each of `vars`.
+    pub fn with_envs(mut self, vars: &BTreeMap<String, String>) -> CargoCmd {
+        self.env
+            .extend(vars.iter().map(|(k, v)| (k.clone(), v.clone())));
         self
     }
 
@@ -536,7 +528,7 @@ impl CargoCmd {
 
     /// Runs cargo with `args` through the one child runner ([`Runner`]: its own process
     /// group, recorded in the state directory, killed at `timeout` or on interruption).
-    /// With `mark`, the child runs under [`crate::battery::workspace::RUN_UMASK`] (the test runs: what
+    /// With `mark`, the child runs under [`RUN_UMASK`] (the test runs: what
     /// they create in the tree is recognised as theirs). Returns (output, timed_out, seconds).
     fn exec(
         &self,
@@ -553,7 +545,7 @@ impl CargoCmd {
             .env("RUST_BACKTRACE", "0")
             .env_remove("CARGO_TARGET_DIR")
             .timeout(timeout)
-            .umask(mark.then_some(crate::battery::workspace::RUN_UMASK))
+            .umask(mark.then_some(RUN_UMASK))
             .state_dir(self.state_dir.as_deref());
         for (k, v) in &self.env {
             runner = runner.env(k, v);
@@ -750,7 +742,7 @@ impl CargoCmd {
     }
 
     /// Runs exactly `tests` (`--no-fail-fast`), killed after `timeout`, under
-    /// [`crate::battery::workspace::RUN_UMASK`]: the libtest targets' tests in one invocation
+    /// [`RUN_UMASK`]: the libtest targets' tests in one invocation
     /// (`-- --exact NAMES...`), then the doc tests in another within what is left of
     /// `timeout`. rustdoc splits its test arguments at whitespace, so a doc test's name
     /// cannot be given whole: that invocation is given a space-free part of each name

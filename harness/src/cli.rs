@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
-use crate::battery::catalog::{Catalog, CatalogError};
+use crate::battery::execute::workspace;
+use crate::battery::report;
+use crate::battery::select::catalog::{Catalog, CatalogError};
 use crate::battery::{self, BatteryError};
-use crate::battery::{report, workspace};
-use crate::cargo::{CargoCmd, PackageMeta};
+use crate::cargo::PackageMeta;
 use crate::system::exit::ExitCode;
 use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
 use crate::system::interrupt;
@@ -215,7 +216,7 @@ pub struct BatteryRunArgs {
     /// in catalog order, or balanced by `--timings`. The report carries a manifest that
     /// `harness merge` checks; UNFALSIFIED is computed by the merge.
     #[arg(long, value_name = "K/N")]
-    pub shard: Option<crate::battery::shard::ShardSpec>,
+    pub shard: Option<crate::battery::select::shard::ShardSpec>,
     /// Switch mode: run up to N mutants' tests at once, each with its own environment and
     /// its own temporary directory (TMPDIR); the reports equal those of `-j 1`, timings
     /// aside. Rebuild mode rebuilds one tree per mutation and takes only 1.
@@ -278,11 +279,13 @@ impl BatteryRunArgs {
         state: &Path,
         reports: Option<PathBuf>,
         lock: String,
-    ) -> Result<battery::Options, battery::shard::TimingsError> {
+    ) -> Result<battery::Options, battery::select::shard::TimingsError> {
         let shard = match (self.shard, &self.timings) {
             (None, _) => None,
-            (Some(spec), None) => Some(battery::shard::Shard::by_order(spec)),
-            (Some(spec), Some(path)) => Some(battery::shard::Shard::with_timings(spec, path)?),
+            (Some(spec), None) => Some(battery::select::shard::Shard::by_order(spec)),
+            (Some(spec), Some(path)) => {
+                Some(battery::select::shard::Shard::with_timings(spec, path)?)
+            }
         };
         Ok(battery::Options {
             state_dir: state.to_path_buf(),
@@ -466,18 +469,18 @@ pub fn run(cli: Cli) -> i32 {
         Command::Merge(args) => run_merge(&args),
         Command::Cache {
             command: CacheCommand::Clear,
-        } => match battery::cache::clear(&state) {
+        } => match battery::execute::cache::clear(&state) {
             Ok(n) => {
                 println!(
                     "removed {n} verdict cache file(s) from {}",
-                    battery::cache::cache_dir(&state).display()
+                    battery::execute::cache::cache_dir(&state).display()
                 );
                 EXIT_ALL_MET
             }
             Err(e) => {
                 eprintln!(
                     "harness: {}: cannot clear the verdict cache: {e}",
-                    battery::cache::cache_dir(&state).display()
+                    battery::execute::cache::cache_dir(&state).display()
                 );
                 EXIT_REFUSED
             }
@@ -575,7 +578,7 @@ fn recover(state: &Path) -> bool {
             false
         }
     };
-    for (dir, res) in battery::parallel::recover_temp_dirs(state) {
+    for (dir, res) in battery::execute::parallel::recover_temp_dirs(state) {
         match res {
             Ok(()) => eprintln!(
                 "harness: removed {}, the temporary directory of a killed run's tests",
@@ -610,7 +613,7 @@ fn check(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
                     code = EXIT_REFUSED;
                 }
                 Ok(packages) => {
-                    for w in battery::gates::unreachable_mutations(&c, &p, &packages) {
+                    for w in battery::select::gates::unreachable_mutations(&c, &p, &packages) {
                         eprintln!("harness: warning: {}: {w}", path.display());
                     }
                     if p.is_empty() {
@@ -641,7 +644,7 @@ fn check(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
 /// `check`'s last word on one catalog: where its target directory lies (or why it cannot).
 fn check_place(
     c: &Catalog,
-    p: &[crate::battery::catalog::PreparedMutation],
+    p: &[crate::battery::select::catalog::PreparedMutation],
     path: &Path,
     code: i32,
 ) -> i32 {
@@ -666,8 +669,8 @@ fn check_place(
 /// `check --list`: every listed test is one the targets hold (the nearest real one named
 /// when not), and every test of the targets under `select` is listed.
 fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
-    let real = battery::starter::leaving_no_lock(&c.root, || {
-        CargoCmd::new(c).with_state_dir(state).list()
+    let real = battery::select::starter::leaving_no_lock(&c.root, || {
+        c.cargo().with_state_dir(state).list()
     })
     .map_err(|e| format!("cannot list the targets' tests: {e}"))?;
     let (missing, unlisted) = battery::filter_drift(&c.spec.tests, &real, &c.spec.select);
@@ -677,7 +680,7 @@ fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
             let i = c.spec.tests.iter().position(|x| x == t).unwrap_or(0);
             format!(
                 "tests[{i}] {t:?} is not a test of the targets ({})",
-                battery::nearest::describe(t, &real)
+                battery::select::nearest::describe(t, &real)
             )
         })
         .collect();
@@ -697,7 +700,7 @@ fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
 
 /// `harness tests`: every test of the package, one a line.
 fn tests(state: &Path, workspace: &Path, package: Option<&str>) -> i32 {
-    match battery::starter::list(workspace, package, state) {
+    match battery::select::starter::list(workspace, package, state) {
         Ok(l) => {
             for t in &l.tests {
                 println!("{t}");
@@ -713,7 +716,7 @@ fn tests(state: &Path, workspace: &Path, package: Option<&str>) -> i32 {
 
 /// `harness init`: the starter catalog of the package, written to `output`.
 fn init(state: &Path, workspace: &Path, package: Option<&str>, output: Option<&Path>) -> i32 {
-    let listing = match battery::starter::list(workspace, package, state) {
+    let listing = match battery::select::starter::list(workspace, package, state) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("harness: init: {e}");
@@ -726,7 +729,7 @@ fn init(state: &Path, workspace: &Path, package: Option<&str>, output: Option<&P
             .join("mutations")
             .join(format!("{}.toml", listing.probe.spec.package)),
     };
-    if let Err(e) = battery::starter::write_catalog(&listing, &out) {
+    if let Err(e) = battery::select::starter::write_catalog(&listing, &out) {
         eprintln!("harness: init: {e}");
         return EXIT_REFUSED;
     }
@@ -744,8 +747,8 @@ fn init(state: &Path, workspace: &Path, package: Option<&str>, output: Option<&P
 /// The package and test targets named by the catalog exist (`cargo metadata`, no build);
 /// returns the workspace's packages.
 fn check_targets(c: &Catalog) -> Result<Vec<PackageMeta>, String> {
-    let packages = CargoCmd::new(c).metadata().map_err(|e| e.to_string())?;
-    PackageMeta::check_targets(&packages, &c.spec)?;
+    let packages = c.cargo().metadata().map_err(|e| e.to_string())?;
+    c.spec.check_targets(&packages)?;
     Ok(packages)
 }
 
@@ -854,11 +857,11 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
     for path in &args.catalogs {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
-        let res = battery::run_mode(path, &opts, &progress, args.run.mode);
+        let res = crate::mutants::in_diff::run_battery(path, &opts, &progress, args.run.mode);
         progress.finish();
         let c = match res {
             Ok(r) => {
-                print!("{}", report::table(&r.report));
+                print!("{}", report::text::table(&r.report));
                 if let Some(f) = &r.report.refusal {
                     eprintln!("harness: {}: {}", f.kind, f.detail);
                 }
@@ -886,11 +889,11 @@ fn run_battery(state: &Path, args: &BatteryArgs) -> i32 {
 }
 
 fn run_merge(args: &MergeArgs) -> i32 {
-    match battery::merge::merge(&args.dirs, &args.reports) {
+    match battery::report::merge::merge(&args.dirs, &args.reports) {
         Ok(merged) => {
             let mut code = ExitCode::AllMet;
             for m in merged {
-                print!("{}", report::table(&m.report));
+                print!("{}", report::text::table(&m.report));
                 for w in &m.written {
                     println!("report: {}", w.display());
                 }
@@ -1242,7 +1245,7 @@ fn package_spec(
     base: &Catalog,
     packages: &[PackageMeta],
     package: &str,
-) -> Result<Option<crate::battery::catalog::CatalogSpec>, i32> {
+) -> Result<Option<crate::battery::select::catalog::CatalogSpec>, i32> {
     if package == base.spec.package {
         return Ok(Some(base.spec.clone()));
     }
@@ -1273,7 +1276,7 @@ fn package_spec(
         spec: spec.clone(),
     };
     eprintln!("harness: listing the tests of package {package}");
-    match CargoCmd::new(&probe).with_state_dir(state).list() {
+    match probe.cargo().with_state_dir(state).list() {
         Ok(tests) if tests.is_empty() => Ok(None),
         Ok(tests) => {
             spec.tests = tests;
@@ -1313,7 +1316,7 @@ fn via_harness_batteries(
     }
     let several = by_package.len() > 1 || by_package.iter().any(|(p, _)| *p != base.spec.package);
     let packages = if several {
-        match CargoCmd::new(base).with_state_dir(state).metadata() {
+        match base.cargo().with_state_dir(state).metadata() {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("harness: {e}");
@@ -1409,7 +1412,7 @@ fn via_harness_batteries(
         }
         runs.push(run);
     }
-    let reports: Vec<&report::BatteryReport> = runs.iter().map(|r| &r.report).collect();
+    let reports: Vec<&report::schema::BatteryReport> = runs.iter().map(|r| &r.report).collect();
     let report = mutants::from_battery(&reports, listed, mutants::CARGO_MUTANTS_VERSION, named);
     print!("{}", mutants::markdown(&report));
     let dir = args
@@ -1440,7 +1443,7 @@ fn via_harness_batteries(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::battery::RefusalKind;
+    use crate::battery::report::refusal::RefusalKind;
 
     #[test]
     fn help_names_every_refusal() {

@@ -2,11 +2,12 @@
 //!
 //! Three tools share one system layer:
 //!
-//! - [`battery`]: a catalog of hand-written mutations (see [`battery::catalog`] for the format) is
-//!   applied to a workspace one at a time (rebuild mode) or compiled once behind a run-time
-//!   switch (switch mode); a fixed list of tests runs against each and every mutation must
-//!   be killed by the tests meant to kill it. Every way such an instrument can silently
-//!   measure nothing is a refusal ([`battery::RefusalKind`]).
+//! - [`battery`]: a catalog of hand-written mutations (see [`battery::select::catalog`] for
+//!   the format) is applied to a workspace one at a time (rebuild mode) or compiled once
+//!   behind a run-time switch (switch mode); a fixed list of tests runs against each and
+//!   every mutation must be killed by the tests meant to kill it. Every way such an
+//!   instrument can silently measure nothing is a refusal
+//!   ([`battery::report::refusal::RefusalKind`]).
 //! - the CI questions: [`ci::cibase`] (`base-check`), [`ci::audit`] (`lane-audit`) over the CI logs
 //!   [`ci::testlog`] reads, and [`ci::gate`] (test command, audit and batteries in one report).
 //! - [`mutants`]: the bridge to cargo-mutants (run it under the host lock, import its

@@ -105,8 +105,9 @@ pub fn parse_result(rest: &str) -> Option<ResultLine<'_>> {
     }
 }
 
-/// A `test result:` summary line's counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A `test result:` summary line's counts (the harness's one reading of that line; the CI
+/// log reader keeps its place beside it, `ci::testlog::Summary`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct SummaryCounts {
     /// `ok` (true) or `FAILED` (false).
     pub ok: bool,
@@ -310,16 +311,6 @@ pub fn parse_transcript(stdout: &str) -> Transcript {
     }
     close(&mut section, &mut out);
     out
-}
-
-impl From<Status> for crate::cargo::Outcome {
-    fn from(s: Status) -> Self {
-        match s {
-            Status::Passed => crate::cargo::Outcome::Passed,
-            Status::Failed => crate::cargo::Outcome::Failed,
-            Status::Ignored => crate::cargo::Outcome::Ignored,
-        }
-    }
 }
 
 #[cfg(test)]

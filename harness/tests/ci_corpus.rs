@@ -119,7 +119,7 @@ fn cargo_test_names_are_the_names_list_prints_for_every_decoration() {
         let s = t.summary.expect("summary");
         assert_eq!(
             (t.counts.passed, t.counts.failed, t.counts.ignored),
-            (s.passed, s.failed, s.ignored),
+            (s.counts.passed, s.counts.failed, s.counts.ignored),
             "{}",
             t.label()
         );

@@ -439,7 +439,7 @@ fn keep_filter_drops_other_results_but_counts_them() {
         let s = t.summary.unwrap();
         assert_eq!(
             (t.counts.passed, t.counts.failed, t.counts.ignored),
-            (s.passed, s.failed, s.ignored),
+            (s.counts.passed, s.counts.failed, s.counts.ignored),
             "{}",
             t.label()
         );

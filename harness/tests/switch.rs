@@ -348,7 +348,7 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
         );
     };
     users_cargo_test();
-    let users = harness::battery::scratch::stat_tree(&target.join("debug")).unwrap();
+    let users = harness::battery::execute::scratch::stat_tree(&target.join("debug")).unwrap();
     assert!(
         users
             .keys()
@@ -366,7 +366,7 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
     assert_eq!(v["clamp-upper-inverted"].0, "KILLED");
 
     // Not one of the user's build products was written, created or removed.
-    let after = harness::battery::scratch::stat_tree(&target.join("debug")).unwrap();
+    let after = harness::battery::execute::scratch::stat_tree(&target.join("debug")).unwrap();
     assert_eq!(changed(&users, &after), Vec::<String>::new());
     // tinydep was seeded from them and found fresh: reused, not rebuilt; the member was
     // built by the scratch copy itself.
@@ -395,7 +395,7 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
     // The user's own cargo finds its build of the original code fresh (rewrites nothing)
     // and green.
     users_cargo_test();
-    let again = harness::battery::scratch::stat_tree(&target.join("debug")).unwrap();
+    let again = harness::battery::execute::scratch::stat_tree(&target.join("debug")).unwrap();
     assert_eq!(changed(&users, &again), Vec::<String>::new());
 }
 
@@ -533,7 +533,7 @@ fn the_mutants_sample_catalog_in_both_modes() {
     assert_eq!(entry["id"], "odd-is-even");
     assert_eq!(entry["mode"], "rebuild", "{entry}");
     assert_eq!(entry["function"], "is_odd");
-    assert_eq!(entry["reason"], harness::battery::switch::UNPROVEN);
+    assert_eq!(entry["reason"], harness::battery::execute::switch::UNPROVEN);
     // It cost a build of its own, as a switched mutant never does.
     let built = read("battery.json")["mutations"][0]["build_seconds"]
         .as_f64()

@@ -1,35 +1,26 @@
-//! The battery: a catalog of named mutations run against a workspace's tests, in rebuild
-//! mode ([`rebuild`]: each mutation applied to the tree and rebuilt) or switch mode
-//! ([`switch`]: compiled once in a scratch copy behind a run-time switch). Both go through
-//! the one run of [`run`]: lock, fingerprint, drift check, baseline, filter check, control
-//! runs, then per mutation build / test / restore / judge, and the final fingerprint.
+//! The battery: a catalog of named mutations run against a workspace's tests.
 //!
-//! A battery that cannot be trusted refuses with one of the [`RefusalKind`]s and runs
-//! nothing more.
+//! In rebuild mode each mutation is applied to the tree and rebuilt; in switch mode all
+//! are compiled once in a scratch copy behind a run-time switch. A battery goes through
+//! three stages, each a folder:
+//!
+//! - [`select`]: what runs, read from the catalog and the tree before anything is built
+//!   (the catalog, the `--since` diff, shards, static checks of the sources);
+//! - [`execute`]: the one run of [`execute::run`] in either mode (lock, fingerprint, drift
+//!   check, baseline, filter check, control runs, then per mutation build / test / restore /
+//!   judge, and the final fingerprint);
+//! - [`report`]: verdicts, refusals and the report files.
+//!
+//! [`tree`] is the tree under test's file set and fingerprint, which every stage reads.
+//! This module ties the stages together: [`run_mode`] runs one catalog.
+//!
+//! A battery that cannot be trusted refuses with one of the
+//! [`report::refusal::RefusalKind`]s and runs nothing more.
 
-pub mod cache;
-pub mod catalog;
-pub mod diagnostics;
-pub mod diffscope;
-pub mod gates;
-pub mod html;
-pub mod inert;
-pub mod lints;
-pub mod merge;
-pub mod nearest;
-pub mod parallel;
-pub mod reach;
-pub mod rebuild;
-pub mod refusal;
+pub mod execute;
 pub mod report;
-pub mod run;
-pub mod scratch;
-pub mod shard;
-pub mod starter;
-pub mod switch;
-pub mod unguarded;
-pub mod verdict;
-pub mod workspace;
+pub mod select;
+pub mod tree;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -38,20 +29,25 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::cargo::Outcome;
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
-use catalog::{Catalog, CatalogError};
-use refusal::Stop;
-pub use refusal::{Refusal, RefusalKind};
-use report::{BatteryReport, CatalogInfo, RefusalInfo, Status, Summary};
-use run::{ModeRun, Run, Shared};
-use verdict::KillMatrix;
+use execute::run::{ModeRun, Run, Shared};
+use execute::stop::Stop;
+use execute::{cache, rebuild, switch};
+use report::files;
+use report::refusal::{Refusal, RefusalKind};
+use report::schema::{self, BatteryReport, CatalogInfo, RefusalInfo, Status, Summary};
+use report::verdict::KillMatrix;
+use select::catalog::{self, Catalog, CatalogError};
+use select::{diffscope, shard, unguarded};
 
-/// How a battery runs its mutations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+/// How a battery runs its mutations. Spelled `rebuild` and `switch` on the command line
+/// and in JSON (a mutation's evidence, [`execute::cache`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// One rebuild per mutation, in the workspace itself (journaled, restored).
     #[default]
     Rebuild,
-    /// Compile once in a scratch copy, one test run per mutation (see [`switch`]).
+    /// Compile once in a scratch copy, one test run per mutation (see [`execute::switch`]).
     Switch,
 }
 
@@ -72,17 +68,17 @@ pub struct Options {
     /// Run only the mutations whose occurrences meet the diff of the working tree against
     /// the merge base of `HEAD` and this revision (`--since REV`).
     pub since: Option<String>,
-    /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`cache`]).
+    /// Reuse verdicts whose evidence is unchanged (`--incremental`; see [`execute::cache`]).
     pub incremental: bool,
     /// With `incremental`: how many reused verdicts to run again as a check (`--recheck`).
     pub recheck: usize,
     /// Switch mode: how many mutants' test runs may go on at once (`-j N`, at least 1; see
-    /// [`parallel`]). Rebuild mode takes only 1 ([`BatteryError::JobsNeedSwitchMode`]).
+    /// [`execute::parallel`]). Rebuild mode takes only 1 ([`BatteryError::JobsNeedSwitchMode`]).
     pub jobs: usize,
     /// What `--since` adds besides selecting mutations (see [`DiffScope`]).
     pub diff_scope: DiffScope,
     /// Switch mode: run every listed test for every mutant (`--all-tests`), not only the
-    /// tests the reach run found executing its function ([`reach`]). The verdicts are the
+    /// tests the reach run found executing its function ([`execute::reach`]). The verdicts are the
     /// same; the reach is still found and reported.
     pub all_tests: bool,
     /// The catalog's mutations are cargo-mutants' generated mutants (`mutants
@@ -101,11 +97,12 @@ pub struct DiffScope {
     /// (exit 1).
     pub require_guarded: bool,
     /// `--mutants`: also run cargo-mutants' generated mutants inside the diff through the
-    /// switch runner; a missed one makes the battery weak (exit 1).
+    /// switch runner; a missed one makes the battery weak (exit 1). The battery does not
+    /// act on it: `crate::mutants::in_diff::run_battery` runs that step after it.
     pub mutants: bool,
 }
 
-/// Outcome of [`run`]: the report (when the catalog could be loaded) and where it went.
+/// Outcome of [`run_mode`]: the report (when the catalog could be loaded) and where it went.
 #[derive(Debug)]
 pub struct RunResult {
     /// The report.
@@ -185,12 +182,64 @@ pub fn run(
 /// `switch.json`). Refusals and interruptions are in the report's `status`; only a
 /// malformed catalog, an unknown `--only` id or unwritable reports are errors. Both modes
 /// give the same report, timings aside.
+///
+/// The `--mutants` step of `--since` (`opts.diff_scope.mutants`) is not the battery's: the
+/// caller runs it between [`run_unwritten`] and [`Unwritten::write`]
+/// (`crate::mutants::in_diff::run_battery`).
 pub fn run_mode(
     catalog_path: &Path,
     opts: &Options,
     progress: &Progress,
     mode: Mode,
 ) -> Result<RunResult, BatteryError> {
+    run_unwritten(catalog_path, opts, progress, mode)?.write()
+}
+
+/// A battery that ran, its report assembled but not yet written: a caller may add to the
+/// report (the generated mutants of `--since --mutants`) before [`Unwritten::write`].
+pub struct Unwritten {
+    /// The report; its wall time is set when it is written.
+    pub report: BatteryReport,
+    /// The catalog that ran.
+    pub catalog: Catalog,
+    /// `--since REV`: the diff the mutations were selected by.
+    pub diff: Option<diffscope::DiffLines>,
+    /// Where the report directories go (canonical).
+    pub reports_root: PathBuf,
+    /// This battery's report directory (`<reports_root>/<catalog name>`).
+    pub dir: PathBuf,
+    /// The mode that ran, for its own reports.
+    mode: Box<dyn ModeRun>,
+    /// Seconds the harness spent around each switched mutant's test run.
+    overheads: Vec<f64>,
+    /// When the battery started (the report's wall time runs to its writing).
+    started: Instant,
+}
+
+impl Unwritten {
+    /// Writes the report files and the mode's own reports into [`Unwritten::dir`], the
+    /// report's wall time set to now. Errors: [`BatteryError::Reports`].
+    pub fn write(mut self) -> Result<RunResult, BatteryError> {
+        let mut report = self.report;
+        report.wall_seconds = self.started.elapsed().as_secs_f64();
+        let dir = self.dir;
+        let mut written =
+            files::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+                path: dir.clone(),
+                source,
+            })?;
+        written.extend(self.mode.write_reports(&dir, &self.overheads)?);
+        Ok(RunResult { report, written })
+    }
+}
+
+/// [`run_mode`] up to its report, unwritten.
+pub fn run_unwritten(
+    catalog_path: &Path,
+    opts: &Options,
+    progress: &Progress,
+    mode: Mode,
+) -> Result<Unwritten, BatteryError> {
     check_jobs(opts.jobs, mode)?;
     let started = Instant::now();
     let started_unix = SystemTime::now()
@@ -231,7 +280,7 @@ pub fn run_mode(
             source,
         })?;
     let mode_kind = mode;
-    let mut mode: Box<dyn ModeRun> = match mode {
+    let mut mode: Box<dyn ModeRun> = match mode_kind {
         Mode::Rebuild => Box::new(rebuild::Rebuild::new(&catalog, opts)),
         Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
     };
@@ -241,10 +290,7 @@ pub fn run_mode(
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
         diff: diff.as_ref(),
-        mode: match mode_kind {
-            Mode::Rebuild => "rebuild",
-            Mode::Switch => "switch",
-        },
+        mode: mode_kind,
     });
     let mut stop = run.go(mode.as_mut()).err();
     // A signal that arrived at any point ends the run as interrupted, never as a verdict or
@@ -265,8 +311,7 @@ pub fn run_mode(
     if let Some(s) = &opts.shard {
         report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
     }
-    let dir = report::report_dir(&reports_root, &catalog.name);
-    let mut extra = Vec::new();
+    let dir = files::report_dir(&reports_root, &catalog.name);
     if let Some(list) = unguarded {
         report.require_guarded = opts.diff_scope.require_guarded;
         if report.status == Status::Complete && report.require_guarded && !list.is_empty() {
@@ -274,27 +319,19 @@ pub fn run_mode(
         }
         report.unguarded_in_diff = Some(list);
     }
-    if let Some(d) = &diff
-        && opts.diff_scope.mutants
-        && report.status == Status::Complete
-    {
-        let (generated, files) =
-            crate::mutants::in_diff::run(&catalog, d, opts, &reports_root, &dir, progress)?;
-        report.exit_code = ExitCode::of(report.exit_code)
-            .worst(ExitCode::of(generated.exit_code))
-            .code();
-        report.generated_in_diff = Some(generated);
-        extra = files;
-    }
     report.started_unix = started_unix;
-    report.wall_seconds = started.elapsed().as_secs_f64();
-    let mut written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
-        path: dir.clone(),
-        source,
-    })?;
-    written.extend(mode.write_reports(&dir, &run.overheads)?);
-    written.extend(extra);
-    Ok(RunResult { report, written })
+    let overheads = std::mem::take(&mut run.overheads);
+    drop(run);
+    Ok(Unwritten {
+        report,
+        catalog,
+        diff,
+        reports_root,
+        dir,
+        mode,
+        overheads,
+        started,
+    })
 }
 
 /// [`BatteryError::StateDirInWorkspace`] when `state` (the host state directory, which
@@ -361,9 +398,7 @@ fn unguarded_list(
     diff: &diffscope::DiffLines,
     opts: &Options,
 ) -> Result<Vec<unguarded::UnguardedFn>, BatteryError> {
-    let members = crate::cargo::CargoCmd::new(catalog)
-        .metadata()
-        .map_err(BatteryError::Members)?;
+    let members = catalog.cargo().metadata().map_err(BatteryError::Members)?;
     let root = &catalog.root;
     let src_dirs: Vec<PathBuf> = members
         .iter()
@@ -395,7 +430,7 @@ fn shard_manifest(
     Ok(shard::ShardManifest {
         k: s.spec.k,
         n: s.spec.n,
-        catalog_sha256: workspace::sha256_hex(&bytes),
+        catalog_sha256: tree::sha256_hex(&bytes),
         tree_fingerprint: run.start_fingerprint().unwrap_or_default(),
         timings: s.source.clone(),
         mutations: report.mutations.iter().map(|m| m.id.clone()).collect(),
@@ -428,7 +463,7 @@ pub fn write_locked(
         progress: &progress,
         exclude: Vec::new(),
         diff: None,
-        mode: "rebuild",
+        mode: Mode::Rebuild,
     });
     let stop = Stop::Refused(Refusal {
         kind: RefusalKind::Locked,
@@ -436,8 +471,8 @@ pub fn write_locked(
     });
     let mut report = assemble(&catalog, opts, &run, Some(stop));
     report.started_unix = started_unix;
-    let dir = report::report_dir(&reports_root, &catalog.name);
-    let written = report::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
+    let dir = files::report_dir(&reports_root, &catalog.name);
+    let written = files::write_all(&dir, &report).map_err(|source| BatteryError::Reports {
         path: dir.clone(),
         source,
     })?;
@@ -499,7 +534,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         Status::Complete => complete_exit_code(&summary),
     };
     BatteryReport {
-        schema: report::SCHEMA.to_string(),
+        schema: schema::SCHEMA.to_string(),
         harness_version: env!("CARGO_PKG_VERSION").to_string(),
         catalog: CatalogInfo {
             name: catalog.name.clone(),
@@ -521,7 +556,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         require_guarded: false,
         generated_in_diff: None,
         shard: None,
-        incremental: run.reuse.as_ref().map(|r| report::IncrementalInfo {
+        incremental: run.reuse.as_ref().map(|r| schema::IncrementalInfo {
             cache: r.path.clone(),
             recheck: opts.recheck,
             seed: r.seed,
@@ -545,7 +580,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
 
 /// The exit code of a battery that completed: 1 (weak) when an expectation is unmet or a
 /// listed test is UNFALSIFIED, else 0.
-pub fn complete_exit_code(summary: &report::Summary) -> ExitCode {
+pub fn complete_exit_code(summary: &schema::Summary) -> ExitCode {
     if summary.unmet > 0 || summary.unfalsified > 0 {
         ExitCode::Weak
     } else {

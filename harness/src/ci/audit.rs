@@ -727,7 +727,7 @@ pub fn lane_status(log: &RunLog, test: &MustRun) -> Lookup {
     let mut terse = false;
     let mut best: Option<(LaneStatus, u32, usize)> = None;
     for t in &targets {
-        filtered |= t.summary.is_some_and(|s| s.filtered_out > 0);
+        filtered |= t.summary.is_some_and(|s| s.counts.filtered_out > 0);
         terse |= t.terse;
         for r in t.tests.iter().filter(|r| r.path == test.path) {
             let st = LaneStatus::from_outcome(r.outcome);
@@ -764,7 +764,7 @@ pub fn lane_status(log: &RunLog, test: &MustRun) -> Lookup {
         && log
             .targets
             .iter()
-            .any(|t| t.summary.is_some_and(|s| s.filtered_out > 0))
+            .any(|t| t.summary.is_some_and(|s| s.counts.filtered_out > 0))
     {
         LaneStatus::FilteredOut
     } else {
@@ -808,7 +808,7 @@ pub fn audit(
                     declared: t.declared,
                     executed: t.executed(),
                     failed: t.counts.failed,
-                    filtered_out: t.summary.map(|s| s.filtered_out).unwrap_or(0),
+                    filtered_out: t.summary.map(|s| s.counts.filtered_out).unwrap_or(0),
                 })
                 .collect();
             report.findings = log.findings().iter().map(Finding::to_string).collect();

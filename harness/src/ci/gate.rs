@@ -20,8 +20,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::battery::catalog::Catalog;
-use crate::battery::report::{self, BatteryReport};
+use crate::battery::report::schema::BatteryReport;
+use crate::battery::report::text;
+use crate::battery::select::catalog::Catalog;
 use crate::battery::{self, BatteryError};
 use crate::ci::audit::{self, AuditReport, Lane, LanesConfig, MustRun};
 use crate::ci::testlog::{self, LogError};
@@ -70,7 +71,7 @@ pub struct GateArgs {
 pub enum GateError {
     /// A catalog could not be loaded.
     #[error("{0}")]
-    Catalog(#[from] crate::battery::catalog::CatalogError),
+    Catalog(#[from] crate::battery::select::catalog::CatalogError),
     /// Two catalogs name different workspaces.
     #[error(
         "catalogs name different workspaces: {first_catalog} has {first}, {other_catalog} has {other}"
@@ -98,7 +99,7 @@ pub enum GateError {
     Log(LogError),
     /// The `--timings` file of `--shard` could not be used.
     #[error(transparent)]
-    Timings(#[from] crate::battery::shard::TimingsError),
+    Timings(#[from] crate::battery::select::shard::TimingsError),
     /// The gate's reports could not be written.
     #[error("{path}: cannot write the gate report: {source}")]
     Reports {
@@ -598,7 +599,7 @@ fn battery_step(
             judged.code = ExitCode::Interrupted;
         } else {
             progress.line(&format!("gate: battery {}", c.path.display()));
-            let res = battery::run_mode(&c.path, opts, progress, args.run.mode);
+            let res = crate::mutants::in_diff::run_battery(&c.path, opts, progress, args.run.mode);
             one_battery(&mut entry, res, &s.root, judged);
         }
         batteries.push(entry);
@@ -836,7 +837,7 @@ pub fn markdown(r: &GateReport) -> String {
     for b in &r.batteries {
         match &b.report {
             Some(rep) => {
-                s.push_str(&demote(&report::markdown(rep)));
+                s.push_str(&demote(&text::markdown(rep)));
                 s.push('\n');
             }
             None => {
@@ -862,7 +863,7 @@ pub fn summary(r: &GateReport) -> String {
     }
     for b in &r.batteries {
         match &b.report {
-            Some(rep) => s.push_str(&report::table(rep)),
+            Some(rep) => s.push_str(&text::table(rep)),
             None => {
                 let _ = writeln!(
                     s,

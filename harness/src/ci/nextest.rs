@@ -24,7 +24,18 @@
 //! A line that starts like a status line but does not fit is reported as
 //! [`Parsed::Unplaceable`], never read as a new binary.
 
-use crate::ci::testlog::Outcome;
+/// What a status line says about its test (the CI log reader maps it onto its own outcomes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Passed (`PASS`, `LEAK`).
+    Passed,
+    /// Passed on a retry after failing (the recap's `FLAKY a/b`).
+    Flaky,
+    /// Failed (`FAIL`, `XFAIL`, `LEAK-FAIL`, `TIMEOUT`, `SIG<NAME>`, `ABORT`, ...).
+    Failed,
+    /// Skipped (`SKIP`).
+    Ignored,
+}
 
 /// One status line's fields.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -152,21 +152,13 @@ pub struct TestResult {
     pub line: usize,
 }
 
-/// A libtest `test result:` summary line.
+/// A libtest `test result:` summary line of a log: its counts and where it stands (the
+/// JSON spells the counts beside `line`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Summary {
-    /// `ok` (true) or `FAILED` (false).
-    pub ok: bool,
-    /// Tests passed.
-    pub passed: u64,
-    /// Tests failed.
-    pub failed: u64,
-    /// Tests ignored.
-    pub ignored: u64,
-    /// Benchmarks measured.
-    pub measured: u64,
-    /// Tests the name filter excluded.
-    pub filtered_out: u64,
+    /// What the line says.
+    #[serde(flatten)]
+    pub counts: libtest::SummaryCounts,
     /// 1-based line of the summary.
     pub line: usize,
 }
@@ -491,17 +483,17 @@ impl RunLog {
                     line: t.line,
                 });
             }
-            let filtered = t.summary.map(|s| s.filtered_out).unwrap_or(0);
+            let filtered = t.summary.map(|s| s.counts.filtered_out).unwrap_or(0);
             if t.declared == Some(0) && filtered == 0 {
                 out.push(Finding::ZeroTests {
                     target: t.label(),
                     line: t.line,
                 });
             }
-            if let Some(s) = t.summary.filter(|s| s.filtered_out > 0) {
+            if let Some(s) = t.summary.filter(|s| s.counts.filtered_out > 0) {
                 out.push(Finding::FilteredOut {
                     target: t.label(),
-                    count: s.filtered_out,
+                    count: s.counts.filtered_out,
                     line: s.line,
                 });
             }
@@ -538,15 +530,15 @@ impl RunLog {
                     let failed: usize = self
                         .targets
                         .iter()
-                        .filter(|t| t.summary.is_some_and(|s| !s.ok))
+                        .filter(|t| t.summary.is_some_and(|s| !s.counts.ok))
                         .count();
                     out.push(Finding::PartialSummary {
                         line: s.line,
                         covers: format!(
                             "{} only ({} passed, {} failed)",
                             last.label(),
-                            s.passed,
-                            s.failed
+                            s.counts.passed,
+                            s.counts.failed
                         ),
                         whole: format!(
                             "{} targets, {} test results, {} failed targets",
@@ -1047,15 +1039,7 @@ impl<'k> TextParser<'k> {
             if let Some(c) = libtest::parse_summary(rest) {
                 let line = self.line_no;
                 let target = self.ensure_target();
-                target.summary = Some(Summary {
-                    ok: c.ok,
-                    passed: c.passed,
-                    failed: c.failed,
-                    ignored: c.ignored,
-                    measured: c.measured,
-                    filtered_out: c.filtered_out,
-                    line,
-                });
+                target.summary = Some(Summary { counts: c, line });
             }
             self.in_failures = false;
             return;
@@ -1240,7 +1224,7 @@ impl<'k> TextParser<'k> {
             nextest::Parsed::Status(s) => s,
         };
         self.in_output = false;
-        let Some(outcome) = status.outcome else {
+        let Some(outcome) = status.outcome.map(outcome_of_nextest) else {
             // SLOW, RETRY, DELAY, START, TERMINATING, the progress bar's running list.
             return;
         };
@@ -1341,6 +1325,15 @@ fn outcome_of(s: libtest::Status) -> Outcome {
         libtest::Status::Passed => Outcome::Passed,
         libtest::Status::Failed => Outcome::Failed,
         libtest::Status::Ignored => Outcome::Ignored,
+    }
+}
+
+fn outcome_of_nextest(o: nextest::Outcome) -> Outcome {
+    match o {
+        nextest::Outcome::Passed => Outcome::Passed,
+        nextest::Outcome::Flaky => Outcome::Flaky,
+        nextest::Outcome::Failed => Outcome::Failed,
+        nextest::Outcome::Ignored => Outcome::Ignored,
     }
 }
 

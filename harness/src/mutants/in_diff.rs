@@ -10,53 +10,44 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::battery::catalog::Catalog;
-use crate::battery::diffscope::DiffLines;
-use crate::battery::report::{RefusalInfo, Status};
+use crate::battery::report::schema::{GeneratedInDiff, Status};
+use crate::battery::select::catalog::Catalog;
+use crate::battery::select::diffscope::DiffLines;
 use crate::battery::{self, BatteryError, Mode, Options};
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
-use super::{CARGO_MUTANTS_VERSION, GeneratedMutant, ToolOptions};
+use super::{CARGO_MUTANTS_VERSION, ToolOptions};
 
-/// The generated mutants inside the diff (`battery.json`'s `generated_in_diff`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct GeneratedInDiff {
-    /// The cargo-mutants version that listed them.
-    pub cargo_mutants_version: String,
-    /// The patch given to cargo-mutants' `--in-diff`: the `--since` diff, written from git2.
-    pub patch: PathBuf,
-    /// How many mutants cargo-mutants listed inside the diff (`--list --in-diff`).
-    pub listed: usize,
-    /// Listed mutants that could not be expressed as catalog mutations, with why.
-    pub skipped: Vec<String>,
-    /// The generated battery's name (its reports are in `<reports>/<name>/`); null when
-    /// nothing was listed and nothing ran.
-    pub battery: Option<String>,
-    /// The generated battery's status (`complete`, `refused`, `interrupted`); null when
-    /// nothing ran.
-    pub status: Option<Status>,
-    /// Why the generated battery refused.
-    pub refusal: Option<RefusalInfo>,
-    /// Caught: some listed test failed (the failing tests are each mutant's `killed_by`).
-    pub caught: usize,
-    /// Missed: every listed test passed. Any makes the battery weak (exit 1).
-    pub missed: usize,
-    /// The tests ran over the timeout.
-    pub timeout: usize,
-    /// The mutant did not compile.
-    pub unviable: usize,
-    /// A test binary died and no test failed.
-    pub crashed: usize,
-    /// Some listed test does not exist under the mutant.
-    pub tests_missing: usize,
-    /// Every mutant that ran, in cargo-mutants' order.
-    pub mutants: Vec<GeneratedMutant>,
-    /// 0 (none missed), 1 (some missed), 2 (the generated battery refused), 130
-    /// (interrupted).
-    pub exit_code: i32,
+/// Runs the battery in `catalog_path` as [`battery::run_mode`] does and, with `--since REV
+/// --mutants` (`opts.diff_scope.mutants`) and a complete battery, cargo-mutants' generated
+/// mutants inside the diff after it ([`run`]): the battery's report then holds them
+/// (`generated_in_diff`), its exit code is the worse of the two, and their files follow the
+/// battery's among the written ones.
+///
+/// Errors: the battery's ([`battery::run_mode`]) and those of [`run`].
+pub fn run_battery(
+    catalog_path: &Path,
+    opts: &Options,
+    progress: &Progress,
+    mode: Mode,
+) -> Result<battery::RunResult, BatteryError> {
+    let mut ran = battery::run_unwritten(catalog_path, opts, progress, mode)?;
+    let mut extra = Vec::new();
+    if let Some(d) = &ran.diff
+        && opts.diff_scope.mutants
+        && ran.report.status == Status::Complete
+    {
+        let (generated, files) = run(&ran.catalog, d, opts, &ran.reports_root, &ran.dir, progress)?;
+        ran.report.exit_code = ExitCode::of(ran.report.exit_code)
+            .worst(ExitCode::of(generated.exit_code))
+            .code();
+        ran.report.generated_in_diff = Some(generated);
+        extra = files;
+    }
+    let mut result = ran.write()?;
+    result.written.extend(extra);
+    Ok(result)
 }
 
 /// Lists cargo-mutants' mutants of `base`'s package inside `diff` (written to

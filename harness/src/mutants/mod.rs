@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::battery::catalog::Catalog;
+use crate::battery::report::generated::{GeneratedMutant, Status};
+use crate::battery::select::catalog::Catalog;
 use crate::system::runner::{Finished, Output, RunError, Runner};
 
 pub mod in_diff;
@@ -71,7 +72,7 @@ pub enum MutantsError {
     },
     /// A catalog could not be loaded.
     #[error(transparent)]
-    Catalog(#[from] crate::battery::catalog::CatalogError),
+    Catalog(#[from] crate::battery::select::catalog::CatalogError),
     /// A file could not be written.
     #[error("{path}: cannot write: {source}")]
     Write {
@@ -214,73 +215,6 @@ pub struct Outcomes {
     pub unviable: usize,
     /// Tool version.
     pub cargo_mutants_version: String,
-}
-
-/// What happened to a generated mutant, in the harness's words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Status {
-    /// A test failed (cargo-mutants: caught).
-    Caught,
-    /// Every test passed (cargo-mutants: missed).
-    Missed,
-    /// The tests ran over the timeout.
-    Timeout,
-    /// It did not compile.
-    Unviable,
-    /// The harness's runner only: no test failed, but a test binary died (signal, abort)
-    /// before reporting some tests; no test is named as its killer.
-    Crashed,
-    /// The harness's runner only: no test failed or died, but some listed tests do not
-    /// exist under the mutant.
-    TestsMissing,
-    /// The harness's runner only: the mutated file is not compiled under the features the
-    /// package is tested with (a `cfg(feature = ...)` keeps it out); nothing ran.
-    NotCompiled,
-}
-
-impl Status {
-    /// The word the reports use (`caught`, `missed`, `timeout`, `unviable`, `crashed`,
-    /// `tests missing`).
-    pub fn word(self) -> &'static str {
-        match self {
-            Status::Caught => "caught",
-            Status::Missed => "missed",
-            Status::Timeout => "timeout",
-            Status::Unviable => "unviable",
-            Status::Crashed => "crashed",
-            Status::TestsMissing => "tests missing",
-            Status::NotCompiled => "not compiled",
-        }
-    }
-}
-
-/// One generated mutant in the harness report.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct GeneratedMutant {
-    /// cargo-mutants' name.
-    pub name: String,
-    /// Package.
-    pub package: String,
-    /// File relative to the tree root.
-    pub file: String,
-    /// Enclosing function name (`(no function)` outside one).
-    pub function: String,
-    /// 1-based line of the replaced span.
-    pub line: usize,
-    /// Replacement text.
-    pub replacement: String,
-    /// Genre.
-    pub genre: String,
-    /// Status.
-    pub status: Status,
-    /// The tests that failed under it (run by the harness; cargo-mutants does not name them).
-    #[serde(default)]
-    pub killed_by: Vec<String>,
-    /// Unified diff (missed mutants only).
-    pub diff: Option<String>,
-    /// Seconds per phase (`check`, `build`, `test`).
-    pub phase_seconds: BTreeMap<String, f64>,
 }
 
 /// Generated mutants of one function.
@@ -482,12 +416,12 @@ impl Accumulator {
 /// packages are each tested with their own package's tests); their mutations keep the
 /// numbering of `listed`, and the report lists them in `listed` order.
 pub fn from_battery(
-    batteries: &[&crate::battery::report::BatteryReport],
+    batteries: &[&crate::battery::report::schema::BatteryReport],
     listed: &[MutantInfo],
     version: &str,
     named: &[NamedSite],
 ) -> MutantsReport {
-    use crate::battery::verdict::Verdict;
+    use crate::battery::report::verdict::Verdict;
     let mut acc = Accumulator::new(version, "harness");
     for battery in batteries {
         if let Some(b) = &battery.baseline {
@@ -503,8 +437,8 @@ pub fn from_battery(
     }
     let mut ran: Vec<(
         usize,
-        &crate::battery::report::BatteryReport,
-        &crate::battery::report::MutationReport,
+        &crate::battery::report::schema::BatteryReport,
+        &crate::battery::report::schema::MutationReport,
     )> = batteries
         .iter()
         .flat_map(|b| b.mutations.iter().map(move |r| (b, r)))
@@ -550,9 +484,12 @@ pub fn from_battery(
 
 /// The `find` text of mutation `id` of the catalog a battery ran (read back from the
 /// catalog file), for the diff of a missed generated mutant.
-fn battery_find(battery: &crate::battery::report::BatteryReport, id: &str) -> Option<String> {
+fn battery_find(
+    battery: &crate::battery::report::schema::BatteryReport,
+    id: &str,
+) -> Option<String> {
     let text = std::fs::read_to_string(&battery.catalog.path).ok()?;
-    let spec: crate::battery::catalog::CatalogSpec = toml::from_str(&text).ok()?;
+    let spec: crate::battery::select::catalog::CatalogSpec = toml::from_str(&text).ok()?;
     spec.mutations
         .into_iter()
         .find(|m| m.id == id)
@@ -885,22 +822,22 @@ pub fn byte_offset(text: &str, at: LineColumn) -> Option<usize> {
     line.char_indices().nth(col).map(|(i, _)| line_start + i)
 }
 
-/// A generated mutant as a catalog mutation: the smallest run of whole lines around its span
-/// that occurs exactly once in the file is the `find` text, and the same lines with the span
-/// replaced are the `replace` text. The run grows inside the body of the innermost function
-/// of `bodies` (see [`crate::battery::switch::function_bodies`]) that holds the span, first by whole
-/// lines, clipped at the braces, so that switch mode can compile it behind its switch; only
-/// when no run inside the body is unique does it grow past the body. Generated mutants carry
-/// no expected killers: they get role `gap` (the verdicts and the kill matrix are the
-/// information, not the expectation).
+/// A generated mutant as a catalog mutation: the smallest run of whole lines around its
+/// span that occurs exactly once in the file is the `find` text, and the same lines with
+/// the span replaced are the `replace` text. The run grows inside the body of the innermost
+/// function of `bodies` (see [`crate::battery::execute::instrument::function_bodies`]) that
+/// holds the span, first by whole lines, clipped at the braces, so that switch mode can
+/// compile it behind its switch; only when no run inside the body is unique does it grow
+/// past the body. Generated mutants carry no expected killers: they get role `gap` (the
+/// verdicts and the kill matrix are the information, not the expectation).
 ///
 /// Errors: the span does not fit the file, or no window of lines is unique.
 pub fn to_catalog_mutation(
     text: &str,
-    bodies: &[crate::battery::switch::FnBody],
+    bodies: &[crate::battery::execute::instrument::FnBody],
     m: &MutantInfo,
     id: &str,
-) -> Result<crate::battery::catalog::Mutation, String> {
+) -> Result<crate::battery::select::catalog::Mutation, String> {
     let bad = || format!("{}: span {:?} does not fit {}", m.name, m.span, m.file);
     let s = byte_offset(text, m.span.start).ok_or_else(bad)?;
     let e = byte_offset(text, m.span.end).ok_or_else(bad)?;
@@ -941,10 +878,10 @@ pub fn to_catalog_mutation(
         }
     }
     let replace = format!("{}{}{}", &text[lo..s], m.replacement, &text[e..hi]);
-    Ok(crate::battery::catalog::Mutation {
+    Ok(crate::battery::select::catalog::Mutation {
         id: id.to_string(),
         title: m.name.clone(),
-        role: crate::battery::catalog::Role::Gap,
+        role: crate::battery::select::catalog::Role::Gap,
         file: PathBuf::from(&m.file),
         find: text[lo..hi].to_string(),
         occurrences: 1,
@@ -988,7 +925,7 @@ pub fn list_tool(opts: &ToolOptions) -> Result<Vec<MutantInfo>, MutantsError> {
 pub fn generated_catalog(
     base: &Catalog,
     mutants: &[MutantInfo],
-) -> (crate::battery::catalog::CatalogSpec, Vec<String>) {
+) -> (crate::battery::select::catalog::CatalogSpec, Vec<String>) {
     let all: Vec<(usize, &MutantInfo)> = mutants.iter().enumerate().collect();
     let mut spec = base.spec.clone();
     spec.name = Some(format!("{}-generated", base.name));
@@ -1002,20 +939,21 @@ pub fn generated_catalog(
 /// the mutants that could not be expressed (with why).
 pub fn generated_mutations(
     base: &Catalog,
-    mut spec: crate::battery::catalog::CatalogSpec,
+    mut spec: crate::battery::select::catalog::CatalogSpec,
     mutants: &[(usize, &MutantInfo)],
-) -> (crate::battery::catalog::CatalogSpec, Vec<String>) {
+) -> (crate::battery::select::catalog::CatalogSpec, Vec<String>) {
     spec.workspace = base.root.clone();
     spec.target_dir = Some(base.target_dir.clone());
     spec.mutations = Vec::new();
     let mut skipped = Vec::new();
-    type Parsed = Option<(String, Vec<crate::battery::switch::FnBody>)>;
+    type Parsed = Option<(String, Vec<crate::battery::execute::instrument::FnBody>)>;
     let mut texts: BTreeMap<String, Parsed> = BTreeMap::new();
     for &(n, m) in mutants {
         let parsed = texts.entry(m.file.clone()).or_insert_with(|| {
             let text = std::fs::read_to_string(base.root.join(&m.file)).ok()?;
-            let bodies = crate::battery::switch::function_bodies(Path::new(&m.file), &text)
-                .unwrap_or_default();
+            let bodies =
+                crate::battery::execute::instrument::function_bodies(Path::new(&m.file), &text)
+                    .unwrap_or_default();
             Some((text, bodies))
         });
         let Some((text, bodies)) = parsed else {
@@ -1122,7 +1060,8 @@ mod tests {
         // reaching g's signature, so the mutation can go behind the switch.
         let text = "fn f(x: i64) -> i64 {\n    x + 1\n}\nfn g(x: i64) -> i64 {\n    let y = 2;\n    x + 1\n}\n";
         let bodies =
-            crate::battery::switch::function_bodies(Path::new("src/lib.rs"), text).unwrap();
+            crate::battery::execute::instrument::function_bodies(Path::new("src/lib.rs"), text)
+                .unwrap();
         let m = MutantInfo {
             name: "replace + with - in g".into(),
             package: "p".into(),
@@ -1139,20 +1078,22 @@ mod tests {
         assert_eq!(mu.find, "    let y = 2;\n    x + 1\n");
         assert_eq!(mu.replace, "    let y = 2;\n    x - 1\n");
         assert_eq!(
-            crate::battery::switch::place(text, &mu.find, &mu.replace, &bodies),
-            crate::battery::switch::Placement::InBody { index: 1 }
+            crate::battery::execute::instrument::place(text, &mu.find, &mu.replace, &bodies),
+            crate::battery::execute::instrument::Placement::InBody { index: 1 }
         );
         // Without the body the window grows both ways and takes in the closing brace; what
         // it changes is still inside g's body, so it is switched there too.
         let wide = to_catalog_mutation(text, &[], &m, "gen-1").unwrap();
         assert_eq!(wide.find, "    let y = 2;\n    x + 1\n}");
         assert_eq!(
-            crate::battery::switch::place(text, &wide.find, &wide.replace, &bodies),
-            crate::battery::switch::Placement::InBody { index: 1 }
+            crate::battery::execute::instrument::place(text, &wide.find, &wide.replace, &bodies),
+            crate::battery::execute::instrument::Placement::InBody { index: 1 }
         );
         // A one-line function: the window is clipped at the braces.
         let one = "fn a() -> i64 { 1 + 2 }\nfn b() -> i64 { 1 + 2 }\n";
-        let bodies = crate::battery::switch::function_bodies(Path::new("src/lib.rs"), one).unwrap();
+        let bodies =
+            crate::battery::execute::instrument::function_bodies(Path::new("src/lib.rs"), one)
+                .unwrap();
         let m = MutantInfo {
             span: SourceSpan {
                 start: lc(2, 19),

@@ -154,7 +154,7 @@ impl Runner {
     }
 
     /// Runs the child (and everything it starts) under this file-mode creation mask, so that
-    /// what it creates carries a mark (see [`crate::battery::workspace::RUN_UMASK`]).
+    /// what it creates carries a mark (see [`crate::cargo::RUN_UMASK`]).
     pub fn umask(mut self, mask: Option<u32>) -> Runner {
         self.umask = mask;
         self

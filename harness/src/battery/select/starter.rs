@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::battery::catalog::{
+use crate::battery::select::catalog::{
     Catalog, CatalogSpec, DEFAULT_TIMEOUT_FACTOR, DEFAULT_TIMEOUT_FLOOR_SECS,
 };
-use crate::cargo::{CargoCmd, CargoError, PackageMeta};
+use crate::cargo::{CargoError, PackageMeta};
 
 /// Why a workspace's tests could not be listed or its starter catalog not written.
 #[derive(Debug, thiserror::Error)]
@@ -169,12 +169,12 @@ fn list_in(root: &Path, package: Option<&str>, state: &Path) -> Result<Listing, 
             root.to_path_buf(),
         ),
     };
-    let packages = CargoCmd::new(&probe).with_state_dir(state).metadata()?;
+    let packages = probe.cargo().with_state_dir(state).metadata()?;
     let p = pick_package(&packages, package)?;
     probe.name = p.name.clone();
     probe.target_dir = root.join("target").join("harness").join(&p.name);
     probe.spec = spec_of(p, root.to_path_buf());
-    let tests = CargoCmd::new(&probe).with_state_dir(state).list()?;
+    let tests = probe.cargo().with_state_dir(state).list()?;
     if tests.is_empty() {
         return Err(StarterError::NoTests {
             package: p.name.clone(),
@@ -197,7 +197,7 @@ fn workspace_field(root: &Path, catalog: &Path) -> PathBuf {
     };
     let dir = dir
         .canonicalize()
-        .unwrap_or_else(|_| crate::battery::catalog::lexical(dir));
+        .unwrap_or_else(|_| crate::battery::select::catalog::lexical(dir));
     match dir.strip_prefix(root) {
         Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
         Ok(rel) => rel.components().map(|_| "..").collect(),

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::battery::catalog::{Mutation, Role};
+use crate::battery::select::catalog::{Mutation, Role};
 use crate::cargo::Outcome;
 
 /// What happened to one mutation.
@@ -124,53 +124,52 @@ pub struct Judgement {
 /// is MET only when it survives; killed, it is UNMET ("gap closed: update the catalog").
 /// UNVIABLE, TIMEOUT, CRASHED and TESTS_MISSING never meet an expectation.
 pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
-    let mut reasons = Vec::new();
-    let (outcomes, messages, timed_out, died) = match obs {
-        Observation::NotCompiled(why) => {
-            return Judgement {
-                verdict: Verdict::NotCompiled,
-                expectation: Expectation::Unmet,
-                reasons: vec![format!(
-                    "not compiled under the catalog's features: {why}; no test ran (enable the feature in `features`, or move the mutation to a catalog that does)"
-                )],
-                other_killers: Vec::new(),
-            };
-        }
-        Observation::NoCoverage => {
-            let met = m.role == Role::Gap;
-            return Judgement {
-                verdict: Verdict::NoCoverage,
-                expectation: if met {
-                    Expectation::Met
-                } else {
-                    Expectation::Unmet
-                },
-                reasons: if met {
-                    Vec::new()
-                } else {
-                    vec![
-                        "no listed test reaches the mutated function (reach run): no test ran, nothing could kill it"
-                            .into(),
-                    ]
-                },
-                other_killers: Vec::new(),
-            };
-        }
-        Observation::Unviable => {
-            return Judgement {
-                verdict: Verdict::Unviable,
-                expectation: Expectation::Unmet,
-                reasons: vec!["the mutated code does not compile: no test ran".into()],
-                other_killers: Vec::new(),
-            };
-        }
+    let unmet = |verdict, reason: String| Judgement {
+        verdict,
+        expectation: Expectation::Unmet,
+        reasons: vec![reason],
+        other_killers: Vec::new(),
+    };
+    match *obs {
+        Observation::NotCompiled(why) => unmet(
+            Verdict::NotCompiled,
+            format!(
+                "not compiled under the catalog's features: {why}; no test ran (enable the feature in `features`, or move the mutation to a catalog that does)"
+            ),
+        ),
+        // Nothing ran: only a gap, which must survive, meets its expectation.
+        Observation::NoCoverage if m.role == Role::Gap => Judgement {
+            verdict: Verdict::NoCoverage,
+            expectation: Expectation::Met,
+            reasons: Vec::new(),
+            other_killers: Vec::new(),
+        },
+        Observation::NoCoverage => unmet(
+            Verdict::NoCoverage,
+            "no listed test reaches the mutated function (reach run): no test ran, nothing could kill it"
+                .into(),
+        ),
+        Observation::Unviable => unmet(
+            Verdict::Unviable,
+            "the mutated code does not compile: no test ran".into(),
+        ),
         Observation::Ran {
             outcomes,
             messages,
             timed_out,
             died,
-        } => (*outcomes, *messages, *timed_out, *died),
-    };
+        } => judge_run(m, outcomes, messages, timed_out, died),
+    }
+}
+
+/// [`judge`] of a mutation whose tests ran (see [`Observation::Ran`] for the arguments).
+fn judge_run(
+    m: &Mutation,
+    outcomes: &BTreeMap<String, Outcome>,
+    messages: &BTreeMap<String, String>,
+    timed_out: bool,
+    died: &[String],
+) -> Judgement {
     let killers: Vec<&String> = outcomes
         .iter()
         .filter(|(_, o)| is_kill(**o))
@@ -191,72 +190,33 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
     } else {
         Verdict::Survived
     };
-    let died_how = if died.is_empty() {
-        "its test binary died before reporting it".to_string()
-    } else {
-        format!(
-            "its test binary died before reporting it: {}",
-            died.join(", ")
-        )
-    };
     let other_killers: Vec<String> = killers
         .iter()
         .filter(|k| !m.killed_by.contains(k))
         .map(|k| k.to_string())
         .collect();
-    match m.role {
-        Role::Gap => match verdict {
-            Verdict::Survived => {}
-            Verdict::Killed => reasons.push(format!(
-                "gap closed: update the catalog (killed by {})",
-                killers
-                    .iter()
-                    .map(|s| s.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            _ => reasons.push(format!("a gap must survive, it ended {verdict}")),
-        },
-        Role::Defect | Role::Vacuity => {
-            if timed_out {
-                reasons.push("the test run timed out: a hang is not a named kill".to_string());
-            }
-            for k in &m.killed_by {
-                match outcomes.get(k).copied() {
-                    Some(o) if is_kill(o) => {
-                        if let Some(want) = &m.expect_message {
-                            let got = messages.get(k).map(String::as_str).unwrap_or("");
-                            if !got.contains(want.as_str()) {
-                                reasons.push(format!(
-                                    "{k} failed without the expected message {want:?}"
-                                ));
-                            }
-                        }
-                    }
-                    Some(Outcome::Unfinished) => {
-                        reasons.push(format!("{k} had not finished at the timeout"))
-                    }
-                    Some(Outcome::NoResult) => {
-                        reasons.push(format!("{k} has no result: {died_how}"))
-                    }
-                    Some(Outcome::Missing) => reasons.push(format!(
-                        "{k} does not exist under the mutation: no test binary reported it"
-                    )),
-                    Some(Outcome::NotReached) => reasons.push(format!(
-                        "{k} does not reach the mutated function (reach run): it cannot fail"
-                    )),
-                    Some(o) => reasons.push(format!(
-                        "{k} did not fail ({})",
-                        serde_json::to_value(o)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_string))
-                            .unwrap_or_default()
-                    )),
-                    None => reasons.push(format!("{k} was not run")),
+    let reasons =
+        match m.role {
+            Role::Gap => gap_reasons(verdict, &killers),
+            Role::Defect | Role::Vacuity => {
+                let mut reasons = Vec::new();
+                if timed_out {
+                    reasons.push("the test run timed out: a hang is not a named kill".to_string());
                 }
+                let died_how = if died.is_empty() {
+                    "its test binary died before reporting it".to_string()
+                } else {
+                    format!(
+                        "its test binary died before reporting it: {}",
+                        died.join(", ")
+                    )
+                };
+                reasons.extend(m.killed_by.iter().filter_map(|k| {
+                    unmet_killer(m, k, outcomes.get(k).copied(), messages, &died_how)
+                }));
+                reasons
             }
-        }
-    }
+        };
     Judgement {
         verdict,
         expectation: if reasons.is_empty() {
@@ -266,6 +226,58 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
         },
         reasons,
         other_killers,
+    }
+}
+
+/// Why a gap that ended `verdict` (with `killers` failing) is unmet: none when it survived.
+fn gap_reasons(verdict: Verdict, killers: &[&String]) -> Vec<String> {
+    match verdict {
+        Verdict::Survived => Vec::new(),
+        Verdict::Killed => vec![format!(
+            "gap closed: update the catalog (killed by {})",
+            killers
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )],
+        _ => vec![format!("a gap must survive, it ended {verdict}")],
+    }
+}
+
+/// Why the expected killer `k` of `m`, which ended `outcome` (`None`: not run), did not kill
+/// it as expected, or `None` when it did (failed, with `expect_message` in its failure
+/// `messages` when given). `died_how` says how a test without a result was lost.
+fn unmet_killer(
+    m: &Mutation,
+    k: &str,
+    outcome: Option<Outcome>,
+    messages: &BTreeMap<String, String>,
+    died_how: &str,
+) -> Option<String> {
+    match outcome {
+        Some(o) if is_kill(o) => {
+            let want = m.expect_message.as_ref()?;
+            let got = messages.get(k).map(String::as_str).unwrap_or("");
+            (!got.contains(want.as_str()))
+                .then(|| format!("{k} failed without the expected message {want:?}"))
+        }
+        Some(Outcome::Unfinished) => Some(format!("{k} had not finished at the timeout")),
+        Some(Outcome::NoResult) => Some(format!("{k} has no result: {died_how}")),
+        Some(Outcome::Missing) => Some(format!(
+            "{k} does not exist under the mutation: no test binary reported it"
+        )),
+        Some(Outcome::NotReached) => Some(format!(
+            "{k} does not reach the mutated function (reach run): it cannot fail"
+        )),
+        Some(o) => Some(format!(
+            "{k} did not fail ({})",
+            serde_json::to_value(o)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default()
+        )),
+        None => Some(format!("{k} was not run")),
     }
 }
 

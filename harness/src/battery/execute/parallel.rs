@@ -29,12 +29,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::battery::scratch::list_tree;
-use crate::battery::workspace::{self, TreeScan};
+use crate::battery::execute::scratch::list_tree;
+use crate::battery::execute::workspace;
+use crate::battery::tree::TreeScan;
 use crate::cargo::{CargoCmd, TestRun};
 use crate::system::process::ProcessId;
 
-use super::refusal::{RefusalKind, Stop, refuse};
+use crate::battery::execute::stop::{Stop, refuse};
+
+use crate::battery::report::refusal::RefusalKind;
 
 /// The environment variables that name the temporary directory: `TMPDIR` (POSIX, Rust's
 /// [`std::env::temp_dir`]) and the names other runtimes and tools read.
@@ -266,13 +269,19 @@ enum Slot {
     Taken,
 }
 
-/// What [`run_block`] did besides the results.
+/// What `run_block` did besides the results.
 #[derive(Debug, Default)]
 pub struct BlockStats {
     /// Items (indices into the block) whose first run was dropped because a file appeared
     /// in the tree while other runs went on: they ran again one at a time.
     pub ran_again_alone: Vec<usize>,
 }
+
+/// The judge of a block's items: called with an item's index and its result, in item order.
+type Take<'t> = dyn FnMut(usize, Option<Done>) -> Result<(), Stop> + 't;
+
+/// A run that ended: its item and its result.
+type Ended = (usize, Result<TestRun, Stop>);
 
 /// Runs the test runs of `items` (in order; `None`: nothing to run, the judge is given
 /// `None`), up to `jobs` at once, in the tree at `root` that only this battery writes, each
@@ -289,191 +298,280 @@ pub(crate) fn run_block(
     jobs: usize,
     tests: &[String],
     items: Vec<Option<Job>>,
-    take: &mut dyn FnMut(usize, Option<Done>) -> Result<(), Stop>,
+    take: &mut Take<'_>,
 ) -> Result<BlockStats, Stop> {
-    let n = items.len();
-    let jobs = jobs.max(1);
-    let mut temps = Temps::new(state);
-    let mut slots: Vec<Slot> = items
-        .iter()
-        .map(|j| match j {
-            Some(_) => Slot::Waiting,
-            None => Slot::Finished(None),
-        })
-        .collect();
-    let mut queue: VecDeque<usize> = (0..n).filter(|&i| items[i].is_some()).collect();
-    let mut alone: VecDeque<usize> = VecDeque::new();
-    let mut stats = BlockStats::default();
-    let mut base = list_tree(root)?;
-    // Each running item's temporary directory and the seconds spent starting it.
-    let mut running: BTreeMap<usize, (PathBuf, f64)> = BTreeMap::new();
-    // Set when a file appeared while other runs went on: no run starts until the last one
-    // has ended; every run that ends meanwhile is suspect.
-    let mut draining = false;
-    let mut suspect: BTreeSet<usize> = BTreeSet::new();
-    let mut stop: Option<(usize, Stop)> = None;
-    let mut next_take = 0;
+    let mut block = Block::new(root, state, jobs, tests, items)?;
     std::thread::scope(|scope| {
-        let (tx, rx) = mpsc::channel::<(usize, Result<TestRun, Stop>)>();
+        let (tx, rx) = mpsc::channel::<Ended>();
         loop {
-            // Give the judge every finished item in order.
-            while stop.is_none() && next_take < n {
-                if !matches!(slots[next_take], Slot::Finished(_)) {
-                    break;
-                }
-                let Slot::Finished(done) = std::mem::replace(&mut slots[next_take], Slot::Taken)
-                else {
-                    unreachable!("checked above");
-                };
-                match take(next_take, done) {
-                    Ok(()) => next_take += 1,
-                    Err(e) => note(&mut stop, next_take, e),
-                }
-            }
+            block.hand_over(take);
             if crate::system::interrupt::requested() {
-                note(&mut stop, next_take, Stop::Interrupted);
+                block.note(block.next_take, Stop::Interrupted);
             }
-            // Start runs.
-            if stop.is_none() && !draining {
-                loop {
-                    let limit = if alone.is_empty() { jobs } else { 1 };
-                    if running.len() >= limit {
-                        break;
-                    }
-                    let Some(i) = alone.pop_front().or_else(|| queue.pop_front()) else {
-                        break;
-                    };
-                    let t0 = Instant::now();
-                    let tmp = match temps.make() {
-                        Ok(d) => d,
-                        Err(e) => {
-                            note(&mut stop, i, e);
-                            break;
-                        }
-                    };
-                    let job = items[i].as_ref().expect("queued items have a job");
-                    let mut cmd = job.cmd.clone();
-                    for v in TEMP_VARS {
-                        cmd = cmd.with_env(v, &tmp.to_string_lossy());
-                    }
-                    let timeout = job.timeout;
-                    let job_tests = job.tests.clone();
-                    let tx = tx.clone();
-                    let prep = t0.elapsed().as_secs_f64();
-                    // The runner waits for its child in this thread, which ends only after
-                    // the child (its parent-death signal is tied to this thread) has exited.
-                    scope.spawn(move || {
-                        // A panic in the thread must still send a result: the loop waits
-                        // for one per running item.
-                        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            cmd.run(job_tests.as_deref().unwrap_or(tests), Some(timeout))
-                                .map_err(Stop::from)
-                        }))
-                        .unwrap_or_else(|_| {
-                            Err(refuse(
-                                RefusalKind::HarnessFault,
-                                "a test run's thread panicked".to_string(),
-                            ))
-                        });
-                        let _ = tx.send((i, res));
-                    });
-                    slots[i] = Slot::Running;
-                    running.insert(i, (tmp, prep));
-                }
-            }
-            if running.is_empty() {
+            block.start_runs(scope, &tx);
+            if block.running.is_empty() {
                 break;
             }
-            // Wait for one run to end.
-            let (i, res) = rx.recv().expect("a running item's thread sends its result");
-            let (tmp, prep) = running.remove(&i).expect("it was running");
-            let t1 = Instant::now();
-            let removed = temps.remove(&tmp);
-            let res = res.and_then(|run| removed.map(|()| run));
-            let after = res.and_then(|run| Ok((run, list_tree(root)?)));
-            'judged: {
-                let (run, after) = match after {
-                    Ok(x) => x,
-                    Err(e) => {
-                        note(&mut stop, i, e);
-                        slots[i] = Slot::Taken;
-                        break 'judged;
-                    }
-                };
-                if draining || (!new_files(&base, &after).is_empty() && !running.is_empty()) {
-                    // Suspect: another run may have read what this one left, or this one what
-                    // another left.
-                    draining = true;
-                    suspect.insert(i);
-                    slots[i] = Slot::Waiting;
-                } else {
-                    let mut created = Vec::new();
-                    if running.is_empty() {
-                        // Alone: whatever is new is this run's own.
-                        let removed = workspace::remove_created(root, &base, &after)
-                            .map_err(Stop::from)
-                            .and_then(|files| {
-                                if !files.is_empty() {
-                                    base = list_tree(root)?;
-                                }
-                                Ok(files)
-                            });
-                        match removed {
-                            Ok(files) => created = files,
-                            Err(e) => {
-                                note(&mut stop, i, e);
-                                slots[i] = Slot::Taken;
-                                break 'judged;
-                            }
-                        }
-                    }
-                    slots[i] = Slot::Finished(Some(Done {
-                        run,
-                        created,
-                        overhead: prep + t1.elapsed().as_secs_f64(),
-                    }));
-                }
-            }
-            if running.is_empty() && (draining || stop.is_some()) {
-                // Quiet: nothing runs. Remove what the runs left and run the suspects
-                // again, one at a time.
-                let settled = list_tree(root)
-                    .map_err(Stop::from)
-                    .and_then(|after| Ok(workspace::remove_created(root, &base, &after)?))
-                    .and_then(|_| Ok(list_tree(root)?));
-                match settled {
-                    Ok(b) => base = b,
-                    Err(e) => note(&mut stop, n, e),
-                }
-                draining = false;
-                for s in std::mem::take(&mut suspect) {
-                    stats.ran_again_alone.push(s);
-                    alone.push_back(s);
-                }
-            }
+            let ended = rx.recv().expect("a running item's thread sends its result");
+            block.ended(ended);
+            block.settle_when_quiet();
         }
     });
-    // Items before the failing one that finished are the judge's, in order.
-    if let Some((at, e)) = stop {
-        while next_take < at.min(n) {
-            match std::mem::replace(&mut slots[next_take], Slot::Taken) {
-                Slot::Finished(done) => take(next_take, done)?,
-                _ => break,
-            }
-            next_take += 1;
-        }
-        return Err(e);
-    }
-    stats.ran_again_alone.sort_unstable();
-    stats.ran_again_alone.dedup();
-    Ok(stats)
+    block.finish(take)
 }
 
-/// Keeps the first error in item order: the one `-j 1` would have met first.
-fn note(stop: &mut Option<(usize, Stop)>, at: usize, e: Stop) {
-    if stop.as_ref().is_none_or(|(first, _)| at < *first) {
-        *stop = Some((at, e));
+/// One block of runs while it goes on (see [`run_block`]): where each item stands, which
+/// runs go on, which are suspect, and the first error.
+struct Block<'b> {
+    root: &'b Path,
+    /// How many runs may go on at once.
+    jobs: usize,
+    /// The listed tests (a job's own selection aside).
+    tests: &'b [String],
+    items: Vec<Option<Job>>,
+    temps: Temps,
+    slots: Vec<Slot>,
+    /// Items not started yet, in order.
+    queue: VecDeque<usize>,
+    /// Suspect items to run again, one at a time.
+    alone: VecDeque<usize>,
+    stats: BlockStats,
+    /// The tree's listing with nothing any run left in it.
+    base: TreeScan,
+    /// Each running item's temporary directory and the seconds spent starting it.
+    running: BTreeMap<usize, (PathBuf, f64)>,
+    /// Set when a file appeared while other runs went on: no run starts until the last one
+    /// has ended; every run that ends meanwhile is suspect.
+    draining: bool,
+    suspect: BTreeSet<usize>,
+    /// The first error in item order, and the item it belongs to.
+    stop: Option<(usize, Stop)>,
+    /// The next item to give the judge.
+    next_take: usize,
+}
+
+impl<'b> Block<'b> {
+    /// A block of `items` in the tree at `root`, nothing started. Errors: the tree cannot
+    /// be listed.
+    fn new(
+        root: &'b Path,
+        state: &Path,
+        jobs: usize,
+        tests: &'b [String],
+        items: Vec<Option<Job>>,
+    ) -> Result<Block<'b>, Stop> {
+        let slots = items
+            .iter()
+            .map(|j| match j {
+                Some(_) => Slot::Waiting,
+                None => Slot::Finished(None),
+            })
+            .collect();
+        let queue = (0..items.len()).filter(|&i| items[i].is_some()).collect();
+        Ok(Block {
+            root,
+            jobs: jobs.max(1),
+            tests,
+            items,
+            temps: Temps::new(state),
+            slots,
+            queue,
+            alone: VecDeque::new(),
+            stats: BlockStats::default(),
+            base: list_tree(root)?,
+            running: BTreeMap::new(),
+            draining: false,
+            suspect: BTreeSet::new(),
+            stop: None,
+            next_take: 0,
+        })
     }
+
+    /// Keeps the first error in item order: the one `-j 1` would have met first.
+    fn note(&mut self, at: usize, e: Stop) {
+        if self.stop.as_ref().is_none_or(|(first, _)| at < *first) {
+            self.stop = Some((at, e));
+        }
+    }
+
+    /// Gives the judge every finished item in order, up to the first that has not finished
+    /// (none after an error).
+    fn hand_over(&mut self, take: &mut Take<'_>) {
+        while self.stop.is_none() && self.next_take < self.items.len() {
+            let k = self.next_take;
+            if !matches!(self.slots[k], Slot::Finished(_)) {
+                break;
+            }
+            let Slot::Finished(done) = std::mem::replace(&mut self.slots[k], Slot::Taken) else {
+                unreachable!("checked above");
+            };
+            match take(k, done) {
+                Ok(()) => self.next_take += 1,
+                Err(e) => self.note(k, e),
+            }
+        }
+    }
+
+    /// Starts runs up to the limit (`jobs`, or one while suspects run again), unless an
+    /// error or a file that appeared meanwhile holds them back.
+    fn start_runs<'s>(&mut self, scope: &'s std::thread::Scope<'s, '_>, tx: &mpsc::Sender<Ended>)
+    where
+        'b: 's,
+    {
+        if self.stop.is_some() || self.draining {
+            return;
+        }
+        loop {
+            let limit = if self.alone.is_empty() { self.jobs } else { 1 };
+            if self.running.len() >= limit {
+                break;
+            }
+            let Some(i) = self.alone.pop_front().or_else(|| self.queue.pop_front()) else {
+                break;
+            };
+            let t0 = Instant::now();
+            let tmp = match self.temps.make() {
+                Ok(d) => d,
+                Err(e) => {
+                    self.note(i, e);
+                    break;
+                }
+            };
+            let job = self.items[i].as_ref().expect("queued items have a job");
+            let mut cmd = job.cmd.clone();
+            for v in TEMP_VARS {
+                cmd = cmd.with_env(v, &tmp.to_string_lossy());
+            }
+            let (tests, timeout) = (job.tests.clone(), job.timeout);
+            let prep = t0.elapsed().as_secs_f64();
+            spawn_run(scope, tx.clone(), i, cmd, tests, self.tests, timeout);
+            self.slots[i] = Slot::Running;
+            self.running.insert(i, (tmp, prep));
+        }
+    }
+
+    /// Takes in one run that ended: its temporary directory removed and the tree listed, it
+    /// finished (what it left removed when it ran alone), or it is suspect (a file appeared
+    /// while others ran) and waits to run again, or its error is noted.
+    fn ended(&mut self, (i, res): Ended) {
+        let (tmp, prep) = self.running.remove(&i).expect("it was running");
+        let t1 = Instant::now();
+        let removed = self.temps.remove(&tmp);
+        let res = res.and_then(|run| removed.map(|()| run));
+        let (run, after) = match res.and_then(|run| Ok((run, list_tree(self.root)?))) {
+            Ok(x) => x,
+            Err(e) => return self.fail(i, e),
+        };
+        if self.draining || (!new_files(&self.base, &after).is_empty() && !self.running.is_empty())
+        {
+            // Suspect: another run may have read what this one left, or this one what
+            // another left.
+            self.draining = true;
+            self.suspect.insert(i);
+            self.slots[i] = Slot::Waiting;
+            return;
+        }
+        let mut created = Vec::new();
+        if self.running.is_empty() {
+            // Alone: whatever is new is this run's own.
+            match self.remove_own(&after) {
+                Ok(files) => created = files,
+                Err(e) => return self.fail(i, e),
+            }
+        }
+        self.slots[i] = Slot::Finished(Some(Done {
+            run,
+            created,
+            overhead: prep + t1.elapsed().as_secs_f64(),
+        }));
+    }
+
+    /// Item `i` ends with error `e`: noted, and nothing of it goes to the judge.
+    fn fail(&mut self, i: usize, e: Stop) {
+        self.note(i, e);
+        self.slots[i] = Slot::Taken;
+    }
+
+    /// Removes the files new since [`Block::base`] (a run that ran alone left them); the
+    /// tree's listing after that is the new base. Returns the removed files.
+    fn remove_own(&mut self, after: &TreeScan) -> Result<Vec<PathBuf>, Stop> {
+        let files = workspace::remove_created(self.root, &self.base, after)?;
+        if !files.is_empty() {
+            self.base = list_tree(self.root)?;
+        }
+        Ok(files)
+    }
+
+    /// Once nothing runs after a file appeared (or an error): removes what the runs left
+    /// and queues the suspects to run again, one at a time.
+    fn settle_when_quiet(&mut self) {
+        if !self.running.is_empty() || !(self.draining || self.stop.is_some()) {
+            return;
+        }
+        let settled = list_tree(self.root)
+            .map_err(Stop::from)
+            .and_then(|after| Ok(workspace::remove_created(self.root, &self.base, &after)?))
+            .and_then(|_| Ok(list_tree(self.root)?));
+        match settled {
+            Ok(b) => self.base = b,
+            Err(e) => self.note(self.items.len(), e),
+        }
+        self.draining = false;
+        for s in std::mem::take(&mut self.suspect) {
+            self.stats.ran_again_alone.push(s);
+            self.alone.push_back(s);
+        }
+    }
+
+    /// After the last run: the error, once the items before the failing one that finished
+    /// have been given to the judge; else what the block did.
+    fn finish(mut self, take: &mut Take<'_>) -> Result<BlockStats, Stop> {
+        if let Some((at, e)) = self.stop.take() {
+            while self.next_take < at.min(self.items.len()) {
+                let k = self.next_take;
+                match std::mem::replace(&mut self.slots[k], Slot::Taken) {
+                    Slot::Finished(done) => take(k, done)?,
+                    _ => break,
+                }
+                self.next_take += 1;
+            }
+            return Err(e);
+        }
+        let mut stats = std::mem::take(&mut self.stats);
+        stats.ran_again_alone.sort_unstable();
+        stats.ran_again_alone.dedup();
+        Ok(stats)
+    }
+}
+
+/// Runs item `i`'s `cmd` (its `tests`, else the block's `listed` tests) with `timeout` in a
+/// thread of `scope`, which sends the result on `tx`. The runner waits for its child in that
+/// thread, which ends only after the child (its parent-death signal is tied to the thread)
+/// has exited.
+fn spawn_run<'s>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    tx: mpsc::Sender<Ended>,
+    i: usize,
+    cmd: CargoCmd,
+    tests: Option<Vec<String>>,
+    listed: &'s [String],
+    timeout: Duration,
+) {
+    scope.spawn(move || {
+        // A panic in the thread must still send a result: the loop waits for one per
+        // running item.
+        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cmd.run(tests.as_deref().unwrap_or(listed), Some(timeout))
+                .map_err(Stop::from)
+        }))
+        .unwrap_or_else(|_| {
+            Err(refuse(
+                RefusalKind::HarnessFault,
+                "a test run's thread panicked".to_string(),
+            ))
+        });
+        let _ = tx.send((i, res));
+    });
 }
 
 /// The files of `after` that `before` does not hold.

@@ -5,13 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::battery::catalog::{Catalog, PreparedMutation};
-use crate::battery::workspace::{self, Applied, TreeScan};
+use crate::battery::execute::workspace::{self, Applied};
+use crate::battery::select::catalog::{Catalog, PreparedMutation};
+use crate::battery::tree::{self, TreeScan};
 use crate::cargo::{Build, CargoCmd, PackageMeta, TestRun};
 
-use super::refusal::{RefusalKind, Stop, refuse};
-use super::run::{Built, ModeRun, Mutant, Shared, rebuilt};
-use super::{BatteryError, Options};
+use crate::battery::execute::stop::{Stop, refuse};
+
+use crate::battery::execute::run::{Built, ModeRun, Mutant, Shared, rebuilt};
+use crate::battery::report::refusal::RefusalKind;
+use crate::battery::{BatteryError, Options};
 
 /// Rebuild mode's state.
 pub(crate) struct Rebuild {
@@ -27,7 +30,7 @@ impl Rebuild {
     /// Rebuild mode for `catalog`.
     pub fn new(catalog: &Catalog, opts: &Options) -> Rebuild {
         Rebuild {
-            cargo: CargoCmd::new(catalog).with_state_dir(&opts.state_dir),
+            cargo: catalog.cargo().with_state_dir(&opts.state_dir),
             root: catalog.root.clone(),
             state_dir: opts.state_dir.clone(),
             packages: Vec::new(),
@@ -61,7 +64,7 @@ impl ModeRun for Rebuild {
     }
 
     fn snapshot(&self, sh: &Shared<'_>) -> Result<TreeScan, Stop> {
-        Ok(workspace::scan(&self.root, &sh.exclude)?)
+        Ok(tree::scan(&self.root, &sh.exclude)?)
     }
 
     fn root(&self) -> &Path {

@@ -8,7 +8,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use super::workspace::sha256_hex;
+use crate::battery::tree::sha256_hex;
 
 /// Which shard of how many: `K/N`, 1-based (`1 <= K <= N`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,10 +18,9 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use syn::spanned::Spanned;
-use syn::visit::Visit;
 
-use super::diffscope::{DiffLines, SinceError, occurrence_lines};
+use crate::battery::select::diffscope::{DiffLines, SinceError, occurrence_lines};
+use crate::battery::select::functions::{FnSpan, ParseFailure, Scope, SelfType, functions};
 
 /// A changed function no catalog mutation touches (`battery.json`'s `unguarded_in_diff`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,140 +51,51 @@ pub struct FnItem {
     pub bytes: Range<usize>,
 }
 
-struct Collector {
-    scope: Vec<String>,
-    out: Vec<FnItem>,
-}
-
-fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
-    attrs.iter().any(|a| {
-        a.path().is_ident("cfg")
-            && matches!(&a.meta, syn::Meta::List(l) if l.tokens.to_string().trim() == "test")
-    })
-}
-
-fn is_test_fn(attrs: &[syn::Attribute]) -> bool {
-    is_cfg_test(attrs)
-        || attrs.iter().any(|a| {
-            a.path()
-                .segments
-                .last()
-                .is_some_and(|s| s.ident == "test" || s.ident == "bench")
-        })
-}
-
-fn type_name(ty: &syn::Type) -> String {
-    match ty {
-        syn::Type::Path(p) => p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_else(|| "_".into()),
-        syn::Type::Reference(r) => type_name(&r.elem),
-        _ => "_".into(),
-    }
-}
-
-impl Collector {
-    fn push(&mut self, name: &syn::Ident, span: proc_macro2::Span) {
-        let mut path = self.scope.clone();
-        path.push(name.to_string());
-        self.out.push(FnItem {
-            path: path.join("::"),
-            lines: (span.start().line, span.end().line),
-            bytes: span.byte_range(),
-        });
-    }
-}
-
-impl<'ast> Visit<'ast> for Collector {
-    fn visit_item_mod(&mut self, i: &'ast syn::ItemMod) {
-        if is_cfg_test(&i.attrs) {
-            return;
-        }
-        self.scope.push(i.ident.to_string());
-        syn::visit::visit_item_mod(self, i);
-        self.scope.pop();
-    }
-    fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
-        if is_test_fn(&i.attrs) {
-            return;
-        }
-        self.push(&i.sig.ident, i.span());
-        self.scope.push(i.sig.ident.to_string());
-        syn::visit::visit_item_fn(self, i);
-        self.scope.pop();
-    }
-    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-        if is_cfg_test(&i.attrs) {
-            return;
-        }
-        let ty = type_name(&i.self_ty);
-        let name = match &i.trait_ {
-            Some((_, t, _)) => format!(
-                "<{ty} as {}>",
-                t.segments
-                    .last()
-                    .map(|s| s.ident.to_string())
-                    .unwrap_or_default()
-            ),
-            None => ty,
-        };
-        self.scope.push(name);
-        syn::visit::visit_item_impl(self, i);
-        self.scope.pop();
-    }
-    fn visit_item_trait(&mut self, i: &'ast syn::ItemTrait) {
-        if is_cfg_test(&i.attrs) {
-            return;
-        }
-        self.scope.push(i.ident.to_string());
-        syn::visit::visit_item_trait(self, i);
-        self.scope.pop();
-    }
-    fn visit_impl_item_fn(&mut self, i: &'ast syn::ImplItemFn) {
-        if is_test_fn(&i.attrs) {
-            return;
-        }
-        self.push(&i.sig.ident, i.span());
-        self.scope.push(i.sig.ident.to_string());
-        syn::visit::visit_impl_item_fn(self, i);
-        self.scope.pop();
-    }
-    fn visit_trait_item_fn(&mut self, i: &'ast syn::TraitItemFn) {
-        // A declaration without a body holds no code a mutation could change.
-        if i.default.is_none() || is_test_fn(&i.attrs) {
-            return;
-        }
-        self.push(&i.sig.ident, i.span());
-        self.scope.push(i.sig.ident.to_string());
-        syn::visit::visit_trait_item_fn(self, i);
-        self.scope.pop();
-    }
-}
-
-/// Where `text` does not parse: syn's message, 1-based line, 0-based column.
-pub type ParseFailure = (String, usize, usize);
-
-/// Every function of `text` (Rust source) outside test code, in source order. A leading
-/// byte-order mark or shebang line is blanked (same length) first.
+/// Every function of `text` (Rust source) outside test code, in source order (see
+/// [`functions`] for what a function is and how `text` is read).
 ///
-/// Errors: syn's message and position when `text` does not parse.
+/// Errors: [`ParseFailure`] when `text` does not parse.
 pub fn fn_items(text: &str) -> Result<Vec<FnItem>, ParseFailure> {
-    let src = super::inert::parsable(text);
-    let parsed: syn::File = syn::parse_str(&src).map_err(|e| {
-        let at = e.span().start();
-        (e.to_string(), at.line, at.column)
-    })?;
-    let mut c = Collector {
-        scope: Vec::new(),
-        out: Vec::new(),
-    };
-    c.visit_file(&parsed);
-    c.out
-        .sort_by_key(|f| (f.bytes.start, std::cmp::Reverse(f.bytes.end)));
-    Ok(c.out)
+    Ok(functions(text)?
+        .into_iter()
+        .filter(|f| !f.test_code)
+        .map(|f| FnItem {
+            path: path_of(&f),
+            lines: f.lines,
+            bytes: f.item,
+        })
+        .collect())
+}
+
+/// [`UnguardedFn::function`] of `f`.
+fn path_of(f: &FnSpan) -> String {
+    let mut path: Vec<String> = f
+        .scope
+        .iter()
+        .map(|s| match s {
+            Scope::Module(n) | Scope::Function(n) | Scope::Trait(n) => n.clone(),
+            Scope::Impl {
+                self_type,
+                trait_name: Some(t),
+            } => format!("<{} as {t}>", type_name(self_type)),
+            Scope::Impl {
+                self_type,
+                trait_name: None,
+            } => type_name(self_type),
+        })
+        .collect();
+    path.push(f.name.clone());
+    path.join("::")
+}
+
+/// An `impl`'s self type as a function's path spells it: its name, through references;
+/// `_` for any other type.
+fn type_name(t: &SelfType) -> String {
+    match t {
+        SelfType::Named(n) => n.clone(),
+        SelfType::Reference(t) => type_name(t),
+        SelfType::Other => "_".into(),
+    }
 }
 
 /// The tokens of `items[k]` in `text` with the functions nested in it cut out (comments,
@@ -204,7 +114,7 @@ fn own_tokens(text: &str, items: &[FnItem], k: usize) -> Option<Vec<String>> {
         at = r.end;
     }
     own.push_str(text.get(at..outer.end)?);
-    super::inert::code_tokens(&own)
+    crate::battery::select::inert::code_tokens(&own)
 }
 
 /// The rank of `items[k]` among the items of its path (0 for the first).
@@ -228,13 +138,13 @@ pub fn changed_functions(
     ranges: &[(usize, usize)],
 ) -> Result<Vec<UnguardedFn>, SinceError> {
     let parse = |side: &'static str, t: &str| {
-        fn_items(t).map_err(|(message, line, column)| SinceError::Parse {
+        fn_items(t).map_err(|e| SinceError::Parse {
             rev: rev.into(),
             side,
             file: rel.to_path_buf(),
-            message,
-            line,
-            column,
+            message: e.message,
+            line: e.line,
+            column: e.column,
         })
     };
     let items = parse("working-tree", text)?;
@@ -310,10 +220,10 @@ pub type Guard = (PathBuf, Vec<(usize, usize)>);
 pub fn guards(
     root: &Path,
     paths: &[PathBuf],
-) -> Result<Vec<Guard>, crate::battery::catalog::CatalogError> {
+) -> Result<Vec<Guard>, crate::battery::select::catalog::CatalogError> {
     let mut out = Vec::new();
     for p in paths {
-        let c = crate::battery::catalog::Catalog::load(p)?;
+        let c = crate::battery::select::catalog::Catalog::load(p)?;
         for m in &c.spec.mutations {
             let abs = c.root.join(&m.file);
             let Ok(rel) = abs.strip_prefix(root) else {

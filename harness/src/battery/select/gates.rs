@@ -341,13 +341,13 @@ pub fn enabled_features(
 /// which the battery will judge NOT_COMPILED. A gate another predicate decides
 /// (`all(unix, feature = "x")` with `x` on) is not warned about.
 pub fn unreachable_mutations(
-    c: &crate::battery::catalog::Catalog,
-    prepared: &[crate::battery::catalog::PreparedMutation],
+    c: &crate::battery::select::catalog::Catalog,
+    prepared: &[crate::battery::select::catalog::PreparedMutation],
     packages: &[crate::cargo::PackageMeta],
 ) -> Vec<String> {
     let mut out = Vec::new();
     for pm in prepared {
-        let Some(owner) = super::run::owning_package(packages, &pm.abs_path) else {
+        let Some(owner) = crate::cargo::owning_package(packages, &pm.abs_path) else {
             continue;
         };
         let dir = owner

@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::report::{self, BatteryReport, Status, Summary};
-use super::shard::ShardManifest;
-use super::verdict::KillMatrix;
+use crate::battery::report::schema::{self, BatteryReport, Status, Summary};
+use crate::battery::report::verdict::KillMatrix;
+use crate::battery::select::shard::ShardManifest;
 
 /// Why shards cannot be merged. Each names the file or the shards at fault.
 #[derive(Debug, thiserror::Error)]
@@ -288,13 +288,13 @@ fn check_shards(
 /// The report the unsharded run would have written, from checked shards (by K).
 fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
     let order = &shards[0].manifest.catalog_mutations;
-    let mut by_id: BTreeMap<&str, &report::MutationReport> = BTreeMap::new();
+    let mut by_id: BTreeMap<&str, &schema::MutationReport> = BTreeMap::new();
     for s in shards {
         for m in &s.report.mutations {
             by_id.insert(m.id.as_str(), m);
         }
     }
-    let mutations: Vec<report::MutationReport> =
+    let mutations: Vec<schema::MutationReport> =
         order.iter().map(|id| by_id[id.as_str()].clone()).collect();
     let mut r = shards[0].report.clone();
     let cols: Vec<(String, Option<&BTreeMap<String, crate::cargo::Outcome>>)> = mutations
@@ -319,7 +319,7 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
         .iter()
         .map(|s| s.report.wall_seconds)
         .fold(0.0, f64::max);
-    r.exit_code = super::complete_exit_code(&r.summary).code();
+    r.exit_code = crate::battery::complete_exit_code(&r.summary).code();
 
     // The Stryker document: files in path order, each file's mutants in catalog order.
     let mut mutants: BTreeMap<String, (String, serde_json::Value)> = BTreeMap::new();
@@ -384,11 +384,13 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Vec<Merged>, MergeError> {
     let mut merged = Vec::new();
     for shards in checked {
         let (r, doc) = join(&shards);
-        let dir = report::report_dir(out, &r.catalog.name);
+        let dir = crate::battery::report::files::report_dir(out, &r.catalog.name);
         let written =
-            report::write_with(&dir, &r, Some(&doc)).map_err(|source| MergeError::Io {
-                path: dir.clone(),
-                source,
+            crate::battery::report::files::write_with(&dir, &r, Some(&doc)).map_err(|source| {
+                MergeError::Io {
+                    path: dir.clone(),
+                    source,
+                }
             })?;
         merged.push(Merged { report: r, written });
     }

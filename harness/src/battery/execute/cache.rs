@@ -15,9 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::battery::catalog::{Catalog, Mutation};
-use crate::battery::report::MutationReport;
-use crate::battery::workspace::TreeScan;
+use crate::battery::Mode;
+use crate::battery::report::schema::MutationReport;
+use crate::battery::select::catalog::{Catalog, Mutation};
+use crate::battery::tree::TreeScan;
 use crate::cargo::{Outcome, PackageMeta};
 
 /// The schema of a cache file.
@@ -54,7 +55,7 @@ pub fn cache_dir(state_dir: &Path) -> PathBuf {
 
 /// The cache file of `catalog`.
 pub fn cache_path(state_dir: &Path, catalog: &Catalog) -> PathBuf {
-    let key = crate::battery::workspace::sha256_hex(catalog.path.to_string_lossy().as_bytes());
+    let key = crate::battery::tree::sha256_hex(catalog.path.to_string_lossy().as_bytes());
     cache_dir(state_dir).join(format!("{}-{}.json", catalog.name, &key[..16]))
 }
 
@@ -168,15 +169,15 @@ pub struct RunEvidence {
     pub toolchain: String,
     /// `RUST*` and `CARGO*` variables of the environment, sorted.
     pub env: Vec<(String, String)>,
-    /// The mode (`rebuild`, `switch`).
-    pub mode: String,
+    /// The mode (JSON `rebuild`, `switch`).
+    pub mode: Mode,
     /// Hash over the evidence files (path and content hash of each).
     pub files: String,
 }
 
 impl RunEvidence {
     /// Gathers the shared evidence: the toolchain run in `root`, the environment, the files.
-    pub fn gather(root: &Path, mode: &str, files: &[(&Path, &str)]) -> RunEvidence {
+    pub fn gather(root: &Path, mode: Mode, files: &[(&Path, &str)]) -> RunEvidence {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         let toolchain = match std::process::Command::new(&rustc)
             .arg("-vV")
@@ -206,7 +207,7 @@ impl RunEvidence {
         RunEvidence {
             toolchain,
             env,
-            mode: mode.to_string(),
+            mode,
             files: hex(&h.finalize()),
         }
     }

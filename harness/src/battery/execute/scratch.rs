@@ -20,7 +20,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::battery::workspace::{TreeError, TreeScan, io};
+use crate::battery::tree::{TreeError, TreeScan, io};
 
 /// Makes `scratch` hold exactly the files of `scan` (the file set of `root`), plus the
 /// workspace's `Cargo.lock` even where git ignores it (it is an input of every build:
@@ -348,7 +348,7 @@ mod tests {
     }
 
     fn scan_of(root: &Path) -> TreeScan {
-        crate::battery::workspace::scan(root, &[]).unwrap()
+        crate::battery::tree::scan(root, &[]).unwrap()
     }
 
     #[test]

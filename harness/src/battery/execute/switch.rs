@@ -1,405 +1,61 @@
-//! Compile-once mutation switching (`harness battery --mode switch`): every catalog mutation
-//! that lies inside one function body is compiled into a scratch copy of the workspace behind
-//! a run-time switch, so the whole battery costs about one build.
+//! Switch mode's run (`harness battery --mode switch`).
 //!
-//! The switch: a function holding mutations keeps its original body and each mutated body
-//! side by side, and picks one at run time from the environment variable [`SWITCH_ENV`]
-//! (read once per function, cached in a function-local `OnceLock`):
+//! Every catalog mutation that lies inside one function body is compiled into a scratch
+//! copy of the workspace behind a run-time switch
+//! ([`crate::battery::execute::instrument`]), so the whole battery costs about one build;
+//! the others fall back to rebuilds in the same scratch copy.
 //!
-//! ```text
-//! fn add(a: i64, b: i64) -> i64 {
-//!     static SW: OnceLock<usize> = ...;   // 0 = original, k = k-th mutation, MAX = forced fail
-//!     match *SW.get_or_init(|| match env::var("HARNESS_MUTANT").as_deref() { ... }) {
-//!         1 => { a - b }
-//!         usize::MAX => panic!("harness forced-fail control ..."),
-//!         _ => { a + b }
-//!     }
-//! }
-//! ```
-//!
-//! An `async fn` is switched like any other: its future then holds the states of every body
-//! (one at a time), so its auto traits (`Send`, `Sync`) are those of all bodies together. A
-//! mutant whose future alone would not be `Send` where the code needs it makes the switched
-//! build fail at that place, which no mutated body holds; every switched mutation is then
-//! compiled on its own (below) and that one comes out UNVIABLE, as in rebuild mode.
-//!
-//! Function bodies are found by parsing the file with `syn` (spans from `proc-macro2`'s
-//! `span-locations`). A mutation is switched when every occurrence of its `find` text lies
-//! inside the body of one `fn` (free, inherent, trait-impl or trait default method) that is
-//! not `const`; otherwise (an item, a signature, a macro body, occurrences in several
-//! functions) it falls back to rebuild mode, in the same scratch copy, and the plan says
-//! why. A function returning `impl Trait` is switched too: the switch's `match` compiles
-//! when every mutated body's value has the original's type (a mutated closure or `async`
-//! block has a type of its own and does not); when the switched build fails, every mutation
-//! of such a function goes back to a rebuild before the errors are read, so that a type the
-//! `match` cannot join is never taken for a mutant that does not compile.
-//!
-//! Run order: fingerprint the user's tree; sync the scratch copy (`<target_dir>/switch/tree`)
-//! and seed its target directory (`<target_dir>/switch/target`) with the user's build
-//! products of every package that is not a workspace member ([`crate::battery::scratch`] says why
-//! the members are never shared); write the switched files and build once. When that build
-//! fails, rustc's JSON diagnostics name the byte spans of each error: an error inside a
-//! mutated body is that mutation's own (each mutated body is a verbatim copy of the body the
-//! mutated file would hold), so it is UNVIABLE, its error is reported at its place in the
-//! mutated file, and the build is repeated without it; an error no mutated body holds sends
-//! every remaining switched mutation through a compile check on its own
-//! (`cargo check --profile test`) before one last build. The successful build must have
-//! rebuilt the package (else STALE-BUILD). Then: list tests (FILTER-DRIFT); the control run
-//! with no mutant selected, twice (BASELINE-RED, FLAKY); the forced-fail control (every
-//! switched function panics) must fail at least one listed test, which proves the switch is
-//! reached (when none fails, every switched mutation falls back to a rebuild, so that no
-//! verdict rests on an unproven switch); one test run per switched mutant; then the
-//! fallback mutations one rebuild each; finally the
-//! user's tree must still have its fingerprint (TREE-DIRTY). The user's tree is only read,
-//! and the user's target directory only read from.
+//! Run order: fingerprint the user's tree; sync the scratch copy
+//! (`<target_dir>/switch/tree`) and seed its target directory
+//! (`<target_dir>/switch/target`) with the user's build products of every package that is
+//! not a workspace member ([`crate::battery::execute::scratch`] says why the members are
+//! never shared); write the switched files and build once. When that build fails, rustc's
+//! JSON diagnostics name the byte spans of each error: an error inside a mutated body is
+//! that mutation's own (each mutated body is a verbatim copy of the body the mutated file
+//! would hold), so it is UNVIABLE, its error is reported at its place in the mutated file,
+//! and the build is repeated without it; an error no mutated body holds sends every
+//! remaining switched mutation through a compile check on its own
+//! (`cargo check --profile test`) before one last build. The successful build must have rebuilt the package (else
+//! STALE-BUILD). Then: list tests (FILTER-DRIFT); the control run with no mutant selected,
+//! twice (BASELINE-RED, FLAKY); the forced-fail control (every switched function panics)
+//! must fail at least one listed test, which proves the switch is reached (when none fails,
+//! every switched mutation falls back to a rebuild, so that no verdict rests on an unproven
+//! switch); one test run per switched mutant; then the fallback mutations one rebuild each;
+//! finally the user's tree must still have its fingerprint (TREE-DIRTY). The user's tree is
+//! only read, and the user's target directory only read from.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use syn::spanned::Spanned;
-use syn::visit::Visit;
 
-use crate::battery::catalog::{Catalog, PreparedMutation};
-use crate::battery::diagnostics::{self, CompilerError, Relocation};
-use crate::battery::scratch::{self, SeedStats, list_tree, sync_tree};
-use crate::battery::verdict;
-use crate::battery::workspace::TreeScan;
-use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, parse_build_messages};
-
-use super::parallel;
-use super::refusal::{RefusalKind, Stop, io_fault, refuse};
-use super::run::{
-    Built, ModeRun, Mutant, Shared, not_compiled, owning_package, rebuilt, stale_detail,
+use crate::battery::execute::diagnostics::{self, CompilerError};
+use crate::battery::execute::instrument::{
+    FORCED_FAIL, FnBody, Layout, Placement, SWITCH_ENV, SwitchedFn, blame, function_bodies,
+    mutated_body, place, site_path, switched_file,
 };
-use super::{BatteryError, Options, failure_summary};
+use crate::battery::execute::scratch::{self, SeedStats, list_tree, sync_tree};
+use crate::battery::report::verdict;
+use crate::battery::select::catalog::{Catalog, PreparedMutation};
+use crate::battery::tree::TreeScan;
+use crate::cargo::{
+    Build, CargoCmd, Outcome, PackageMeta, TestRun, owning_package, parse_build_messages,
+};
 
-/// The environment variable that selects the mutant in a switched build: a mutation id,
-/// [`FORCED_FAIL`], or unset / anything else for the original code.
-pub const SWITCH_ENV: &str = "HARNESS_MUTANT";
-/// The switch value of the forced-fail control: every switched function panics.
-pub const FORCED_FAIL: &str = "__harness_forced_fail__";
+use crate::battery::execute::parallel;
+use crate::battery::execute::run::{
+    Built, ModeRun, Mutant, Shared, not_compiled, rebuilt, stale_detail,
+};
+use crate::battery::execute::stop::{Stop, io_fault, refuse};
+use crate::battery::report::refusal::RefusalKind;
+use crate::battery::{BatteryError, Options, failure_summary};
+
 /// Why every switched mutation is rebuilt when the forced-fail control fails no listed test
 /// (its plan entry's `reason`).
 pub const UNPROVEN: &str = "the switch is not proven reached (the forced-fail control failed no listed test): rebuilt on its own";
 /// Schema tag of `switch.json`.
 pub const SWITCH_SCHEMA: &str = "harness-switch/2";
-
-/// A function body found in a source file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FnBody {
-    /// Path-like name: `name`, `Type::name` for methods, `Trait::name` for trait defaults.
-    pub name: String,
-    /// Byte range of the body block, braces included.
-    pub body: Range<usize>,
-    /// Why the body cannot carry a switch (a `const fn`), if so.
-    pub unswitchable: Option<String>,
-    /// Whether the function returns `impl Trait`: its switch compiles only when every
-    /// mutated body's value has the original's type (a closure or an `async` block of its
-    /// own does not), so a failed switched build takes its mutations back to rebuilds.
-    pub opaque_return: bool,
-}
-
-/// Errors finding function bodies.
-#[derive(Debug, thiserror::Error)]
-#[error("{file}: cannot parse as Rust: {message} (line {line}, column {column})")]
-pub struct ParseError {
-    /// The file.
-    pub file: PathBuf,
-    /// `syn`'s message.
-    pub message: String,
-    /// 1-based line.
-    pub line: usize,
-    /// 0-based column.
-    pub column: usize,
-}
-
-struct Collector {
-    scope: Vec<String>,
-    out: Vec<FnBody>,
-}
-
-impl Collector {
-    fn push(&mut self, ident: &syn::Ident, sig: &syn::Signature, block: &syn::Block) {
-        let name = match self.scope.last() {
-            Some(s) => format!("{s}::{ident}"),
-            None => ident.to_string(),
-        };
-        let unswitchable = sig
-            .constness
-            .is_some()
-            .then(|| "a const fn cannot read the switch at run time".to_string());
-        self.out.push(FnBody {
-            name,
-            body: block.span().byte_range(),
-            unswitchable,
-            opaque_return: returns_impl_trait(&sig.output),
-        });
-    }
-}
-
-fn returns_impl_trait(ret: &syn::ReturnType) -> bool {
-    struct Finder(bool);
-    impl<'ast> Visit<'ast> for Finder {
-        fn visit_type_impl_trait(&mut self, _: &'ast syn::TypeImplTrait) {
-            self.0 = true;
-        }
-    }
-    let mut f = Finder(false);
-    f.visit_return_type(ret);
-    f.0
-}
-
-impl<'ast> Visit<'ast> for Collector {
-    fn visit_item_fn(&mut self, i: &'ast syn::ItemFn) {
-        self.push(&i.sig.ident, &i.sig, &i.block);
-        syn::visit::visit_item_fn(self, i);
-    }
-    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-        let ty = &i.self_ty;
-        let name = quote_type(ty);
-        self.scope.push(name);
-        syn::visit::visit_item_impl(self, i);
-        self.scope.pop();
-    }
-    fn visit_item_trait(&mut self, i: &'ast syn::ItemTrait) {
-        self.scope.push(i.ident.to_string());
-        syn::visit::visit_item_trait(self, i);
-        self.scope.pop();
-    }
-    fn visit_impl_item_fn(&mut self, i: &'ast syn::ImplItemFn) {
-        self.push(&i.sig.ident, &i.sig, &i.block);
-        syn::visit::visit_impl_item_fn(self, i);
-    }
-    fn visit_trait_item_fn(&mut self, i: &'ast syn::TraitItemFn) {
-        if let Some(b) = &i.default {
-            self.push(&i.sig.ident, &i.sig, b);
-        }
-        syn::visit::visit_trait_item_fn(self, i);
-    }
-}
-
-fn quote_type(ty: &syn::Type) -> String {
-    match ty {
-        syn::Type::Path(p) => p
-            .path
-            .segments
-            .last()
-            .map(|s| s.ident.to_string())
-            .unwrap_or_else(|| "impl".into()),
-        _ => "impl".into(),
-    }
-}
-
-/// Every function body in `text` (Rust source of `file`), outermost first in source order.
-/// A leading byte-order mark or shebang line is blanked (same length) before parsing so that
-/// byte offsets stay those of `text`.
-///
-/// Errors: [`ParseError`] with `syn`'s message and position.
-pub fn function_bodies(file: &Path, text: &str) -> Result<Vec<FnBody>, ParseError> {
-    let src = super::inert::parsable(text);
-    let parsed: syn::File = syn::parse_str(&src).map_err(|e| {
-        let at = e.span().start();
-        ParseError {
-            file: file.to_path_buf(),
-            message: e.to_string(),
-            line: at.line,
-            column: at.column,
-        }
-    })?;
-    let mut c = Collector {
-        scope: Vec::new(),
-        out: Vec::new(),
-    };
-    c.visit_file(&parsed);
-    c.out
-        .sort_by_key(|f| (f.body.start, std::cmp::Reverse(f.body.end)));
-    Ok(c.out)
-}
-
-/// Where a mutation's occurrences lie.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Placement {
-    /// Every occurrence changes only bytes inside the body of `bodies[index]`: the outermost
-    /// switchable body that holds every change (a nested function's mutations are switched
-    /// in the function around it, so that no two switched bodies overlap).
-    InBody {
-        /// Index into the bodies given to [`place`].
-        index: usize,
-    },
-    /// It cannot be switched; the reason names the line.
-    Outside {
-        /// Why.
-        reason: String,
-    },
-}
-
-/// The bytes a replacement of `find` by `replace` changes, relative to the start of an
-/// occurrence: `find` less its longest prefix and suffix in common with `replace` (`find`
-/// widened to whole lines to be unique, as cargo-mutants' mutants are, changes only the
-/// expression in its middle).
-pub fn changed_span(find: &str, replace: &str) -> Range<usize> {
-    let (f, r) = (find.as_bytes(), replace.as_bytes());
-    let prefix = f.iter().zip(r).take_while(|(a, b)| a == b).count();
-    let room = f.len().min(r.len()) - prefix;
-    let suffix = f
-        .iter()
-        .rev()
-        .zip(r.iter().rev())
-        .take(room)
-        .take_while(|(a, b)| a == b)
-        .count();
-    prefix..f.len() - suffix
-}
-
-/// Places the occurrences of `find`, replaced by `replace`, in `text` among `bodies` (see
-/// [`Placement`]). What must lie inside a body is the bytes an occurrence changes
-/// ([`changed_span`]), not the whole `find` text.
-pub fn place(text: &str, find: &str, replace: &str, bodies: &[FnBody]) -> Placement {
-    let mut chosen: Option<usize> = None;
-    if find.is_empty() {
-        return Placement::Outside {
-            reason: "empty find text".into(),
-        };
-    }
-    let span = changed_span(find, replace);
-    for (at, _) in text.match_indices(find) {
-        let (start, end) = (at + span.start, at + span.end);
-        let line = text[..start].matches('\n').count() + 1;
-        let holding: Vec<usize> = bodies
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.body.start < start && end < b.body.end)
-            .map(|(i, _)| i)
-            .collect();
-        let switchable = holding
-            .iter()
-            .filter(|&&i| bodies[i].unswitchable.is_none())
-            .max_by_key(|&&i| bodies[i].body.len());
-        let innermost = holding.iter().min_by_key(|&&i| bodies[i].body.len());
-        let i = match (switchable, innermost) {
-            (Some(&i), _) => i,
-            (None, Some(&i)) => {
-                let why = bodies[i].unswitchable.as_deref().unwrap_or_default();
-                return Placement::Outside {
-                    reason: format!("function {}: {why}", bodies[i].name),
-                };
-            }
-            (None, None) => {
-                return Placement::Outside {
-                    reason: format!("the occurrence at line {line} is outside any function body"),
-                };
-            }
-        };
-        match chosen {
-            None => chosen = Some(i),
-            Some(c) if c == i => {}
-            Some(c) => {
-                return Placement::Outside {
-                    reason: format!(
-                        "occurrences lie in more than one function body ({} and {})",
-                        bodies[c].name, bodies[i].name
-                    ),
-                };
-            }
-        }
-    }
-    match chosen {
-        None => Placement::Outside {
-            reason: "the find text does not occur".into(),
-        },
-        Some(i) => Placement::InBody { index: i },
-    }
-}
-
-/// One function to switch: its body range in the original text and its mutants as
-/// (mutation id, mutated body text, braces included).
-#[derive(Debug, Clone)]
-pub struct SwitchedFn {
-    /// Function name (for the forced-fail message).
-    pub name: String,
-    /// Body byte range in the original text.
-    pub body: Range<usize>,
-    /// (mutation id, mutated body).
-    pub mutants: Vec<(String, String)>,
-}
-
-/// A switched source file and where each mutated body sits in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SwitchedFile {
-    /// The switched source.
-    pub text: String,
-    /// Per mutant, in the order of the [`SwitchedFn`]s and their mutants: (mutation id, byte
-    /// range in `text` of its mutated body, byte offset in the original text of the body it
-    /// replaces). The mutated body is byte for byte the body the mutated file holds at that
-    /// offset, so a compiler error inside the range is an error of that mutation alone.
-    pub arms: Vec<(String, Range<usize>, usize)>,
-    /// Per switched function, in source order: (byte offset in the original text of the
-    /// body it replaces, byte range in `text` of the whole switch that replaces it).
-    pub regions: Vec<(usize, Range<usize>)>,
-}
-
-/// The switched source: each function's body replaced by the switch over its original and
-/// mutated bodies (see the module docs). Bodies must not overlap.
-pub fn switched_source(text: &str, fns: &[SwitchedFn]) -> String {
-    switched_file(text, fns).text
-}
-
-/// [`switched_source`], with the place of every mutated body ([`SwitchedFile::arms`]).
-pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
-    let mut order: Vec<&SwitchedFn> = fns.iter().collect();
-    order.sort_by_key(|f| f.body.start);
-    let mut out = String::with_capacity(text.len() * 2);
-    let mut arms = Vec::new();
-    let mut regions = Vec::new();
-    let mut at = 0;
-    for f in order {
-        out.push_str(&text[at..f.body.start]);
-        at = f.body.end;
-        let region_start = out.len();
-        let original = &text[f.body.clone()];
-        out.push_str("{\n");
-        let ids: Vec<&str> = f.mutants.iter().map(|(id, _)| id.as_str()).collect();
-        out.push_str(&super::reach::recorder(&ids));
-        out.push_str("#[allow(unreachable_code, unused, clippy::all)]\n");
-        out.push_str(
-            "static __HARNESS_SWITCH: ::std::sync::OnceLock<usize> = ::std::sync::OnceLock::new();\n",
-        );
-        out.push_str(&format!(
-            "match *__HARNESS_SWITCH.get_or_init(|| match ::std::env::var({SWITCH_ENV:?}).as_deref() {{\n"
-        ));
-        for (k, (id, _)) in f.mutants.iter().enumerate() {
-            out.push_str(&format!(
-                "::std::result::Result::Ok({id:?}) => {},\n",
-                k + 1
-            ));
-        }
-        out.push_str(&format!(
-            "::std::result::Result::Ok({FORCED_FAIL:?}) => usize::MAX,\n_ => 0,\n}}) {{\n"
-        ));
-        for (k, (id, body)) in f.mutants.iter().enumerate() {
-            out.push_str(&format!("{} => ", k + 1));
-            let start = out.len();
-            out.push_str(body);
-            arms.push((id.clone(), start..out.len(), f.body.start));
-            out.push('\n');
-        }
-        out.push_str(&format!(
-            "usize::MAX => ::std::panic!(\"harness forced-fail control: reached switched function {}\"),\n",
-            f.name.escape_default()
-        ));
-        out.push_str(&format!("_ => {original}\n}}\n}}"));
-        regions.push((f.body.start, region_start..out.len()));
-    }
-    out.push_str(&text[at..]);
-    SwitchedFile {
-        text: out,
-        arms,
-        regions,
-    }
-}
 
 /// How one mutation runs in switch mode (`switch.json` spells it in lower case).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -455,7 +111,8 @@ pub struct SwitchInfo {
     /// Seconds of the successful switched build.
     pub switched_build_seconds: f64,
     /// Why every switched mutation was compile-checked on its own before the switched build
-    /// (a lint level that makes unused code an error; see [`crate::battery::lints`]), if it was.
+    /// (a lint level that makes unused code an error; see
+    /// [`crate::battery::select::lints`]), if it was.
     pub checked_alone_because: Option<String>,
     /// Listed tests that failed under the forced-fail control (they reach switched code).
     pub forced_fail_failed: Vec<String>,
@@ -467,12 +124,12 @@ pub struct SwitchInfo {
     pub jobs: usize,
     /// Switched mutations whose first test run was dropped because a file appeared in the
     /// scratch copy while other runs went on: they ran again one at a time (see
-    /// [`crate::battery::parallel`]).
+    /// [`crate::battery::execute::parallel`]).
     pub ran_again_alone: Vec<String>,
-    /// The reach run ([`super::reach`]): `None` when none ran (no switched mutation, or the
-    /// switch not proven reached).
+    /// The reach run ([`crate::battery::execute::reach`]): `None` when none ran (no
+    /// switched mutation, or the switch not proven reached).
     #[serde(default)]
-    pub reach: Option<super::reach::ReachInfo>,
+    pub reach: Option<crate::battery::execute::reach::ReachInfo>,
     /// Whether the scratch target directory was removed at the start because the last
     /// build in it did not finish ([`BUILD_MARK`] was left), so every build started cold.
     #[serde(default)]
@@ -518,24 +175,6 @@ pub(crate) struct Switch {
     fallback: Option<(PathBuf, Vec<u8>)>,
 }
 
-/// Where the mutated bodies sit in one switched file: (mutation index, byte range in the
-/// switched text, byte offset of the body in the original and mutated file, mutated file).
-struct Layout {
-    text: String,
-    arms: Vec<(usize, Range<usize>, usize, String)>,
-    /// [`SwitchedFile::regions`].
-    regions: Vec<(usize, Range<usize>)>,
-}
-
-/// The body `b` of `text` (the original file) as the mutated file of `pm` holds it: every
-/// byte `pm` changes lies inside `b` ([`place`]), so the mutated file agrees with the
-/// original before the body and after it, and the body's end moves by the change in length.
-fn mutated_body(text: &str, pm: &PreparedMutation, b: &FnBody) -> String {
-    let mutated = String::from_utf8_lossy(&pm.mutated);
-    let end = (b.body.end + mutated.len()).saturating_sub(text.len());
-    mutated[b.body.start..end].to_string()
-}
-
 /// Takes mutation `i` out of the switched set.
 fn remove_switched(switched: &mut SwitchedSet, i: usize) {
     for fns in switched.values_mut() {
@@ -563,63 +202,6 @@ fn package_name(id: &str) -> String {
         },
         None => id.split_whitespace().next().unwrap_or(id).to_string(),
     }
-}
-
-/// An error site's file relative to the scratch copy's `root` (rustc names a member's
-/// file relative to the workspace, a path dependency's absolutely); `None` outside it.
-fn site_path<'a>(file: &'a str, root: &Path) -> Option<&'a Path> {
-    let path = Path::new(file);
-    if path.is_absolute() {
-        path.strip_prefix(root).ok()
-    } else {
-        Some(path)
-    }
-}
-
-/// Which switched mutation each compiler error lies in. An error belongs to a mutation when
-/// one of its sites (a primary span, or a macro call site it was expanded from) lies inside
-/// that mutation's body in a switched file; its rendered text is moved to the mutation's
-/// place in the mutated file. Returns (mutation index → its errors) and the errors that lie
-/// in no mutated body.
-fn blame<'e>(
-    errors: &'e [CompilerError],
-    root: &Path,
-    layouts: &BTreeMap<PathBuf, Layout>,
-) -> (BTreeMap<usize, Vec<String>>, Vec<&'e CompilerError>) {
-    let mut blamed: BTreeMap<usize, Vec<String>> = BTreeMap::new();
-    let mut stray = Vec::new();
-    for e in errors {
-        let mut hit = false;
-        for site in &e.sites {
-            let Some(layout) = site_path(&site.file, root).and_then(|r| layouts.get(r)) else {
-                continue;
-            };
-            for (i, range, body_start, mutated) in &layout.arms {
-                if range.start <= site.bytes.start && site.bytes.end <= range.end {
-                    hit = true;
-                    let r = Relocation {
-                        file: &site.file,
-                        compiled: &layout.text,
-                        from: range.clone(),
-                        shown: mutated,
-                        to: *body_start,
-                    };
-                    let text = diagnostics::relocate(&e.rendered, &r);
-                    let list = blamed.entry(*i).or_default();
-                    if !list.contains(&text) {
-                        list.push(text);
-                    }
-                }
-            }
-            if hit {
-                break;
-            }
-        }
-        if !hit {
-            stray.push(e);
-        }
-    }
-    (blamed, stray)
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {
@@ -699,7 +281,7 @@ impl Switch {
         if let Some(id) = mutant {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
-        CargoCmd::new(&c)
+        c.cargo()
             .with_state_dir(&self.state)
             .with_doc_lines(self.doc_lines.clone())
     }
@@ -1216,7 +798,7 @@ impl ModeRun for Switch {
         let src = self.plan_mutations(selected);
         self.seed(sh)?;
         // Where a denied usage lint may be in force, a mutation can compile behind the
-        // switch and not on its own (see `crate::battery::lints`): check each on its own first.
+        // switch and not on its own (see `crate::battery::select::lints`): check each on its own first.
         let sroot = self.scratch.root.clone();
         let owners: BTreeSet<PathBuf> = self
             .switched
@@ -1227,7 +809,7 @@ impl ModeRun for Switch {
             })
             .collect();
         let strict = owners.iter().find_map(|dir| {
-            crate::battery::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env)
+            crate::battery::select::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env)
         });
         if let Some(why) = &strict {
             sh.progress.line(&format!(
@@ -1327,16 +909,17 @@ impl ModeRun for Switch {
         );
         let cmd = self.cargo(None);
         let dir = self.scratch.target_dir.join("harness-reach");
-        let mut info = super::reach::run(&super::reach::Request {
-            state: &self.state,
-            cmd: &cmd,
-            tests: &sh.catalog.spec.tests,
-            switched: &switched,
-            forced_fail_failed: &self.info.forced_fail_failed,
-            jobs: self.info.jobs,
-            timeout,
-            dir: &dir,
-        })?;
+        let mut info =
+            crate::battery::execute::reach::run(&crate::battery::execute::reach::Request {
+                state: &self.state,
+                cmd: &cmd,
+                tests: &sh.catalog.spec.tests,
+                switched: &switched,
+                forced_fail_failed: &self.info.forced_fail_failed,
+                jobs: self.info.jobs,
+                timeout,
+                dir: &dir,
+            })?;
         info.selection &= !self.all_tests;
         match &info.untrusted_because {
             Some(why) => sh.progress.line(&format!(
@@ -1491,201 +1074,6 @@ impl ModeRun for Switch {
 mod tests {
     use super::*;
 
-    const SRC: &str = "//! doc\nconst K: i64 = 1 + 2;\n\nfn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\nstruct S;\nimpl S {\n    fn twice(&self, x: i64) -> i64 {\n        let f = |y: i64| y + y;\n        f(x)\n    }\n    const fn one() -> i64 { 1 + 0 }\n}\n\ntrait T {\n    fn dflt(&self) -> i64 { 3 + 4 }\n}\n\nfn it() -> impl Iterator<Item = i64> { (0..3).map(|x| x + 1) }\n";
-
-    fn names(b: &[FnBody]) -> Vec<&str> {
-        b.iter().map(|f| f.name.as_str()).collect()
-    }
-
-    #[test]
-    fn finds_free_method_trait_default_bodies() {
-        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
-        assert_eq!(names(&b), ["add", "S::twice", "S::one", "T::dflt", "it"]);
-        let add = &b[0];
-        assert_eq!(&SRC[add.body.clone()], "{\n    a + b\n}");
-        assert!(b[2].unswitchable.as_deref().unwrap().contains("const fn"));
-        // A function returning `impl Trait` is switched; a failed switched build takes its
-        // mutations back to rebuilds.
-        assert_eq!(b[4].unswitchable, None);
-        assert!(b[4].opaque_return && !b[0].opaque_return);
-    }
-
-    #[test]
-    fn places_occurrences() {
-        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
-        assert_eq!(
-            place(SRC, "a + b", "a - b", &b),
-            Placement::InBody { index: 0 }
-        );
-        assert_eq!(
-            place(SRC, "y + y", "y * y", &b),
-            Placement::InBody { index: 1 }
-        );
-        match place(SRC, "1 + 2", "1 - 2", &b) {
-            Placement::Outside { reason } => assert!(reason.contains("line 2"), "{reason}"),
-            p => panic!("{p:?}"),
-        }
-        match place(SRC, " + ", " - ", &b) {
-            Placement::Outside { reason } => assert!(reason.contains("outside"), "{reason}"),
-            p => panic!("{p:?}"),
-        }
-        match place(SRC, "1 + 0", "1 - 0", &b) {
-            Placement::Outside { reason } => assert!(reason.contains("const fn"), "{reason}"),
-            p => panic!("{p:?}"),
-        }
-    }
-
-    #[test]
-    fn the_changed_span_leaves_out_what_find_and_replace_share() {
-        assert_eq!(
-            changed_span("fn f() {\n    -a\n}", "fn f() {\n    0\n}"),
-            13..15
-        );
-        assert_eq!(changed_span("a == b", "a != b"), 2..3);
-        assert_eq!(changed_span("aXa", "a"), 1..3);
-        assert_eq!(changed_span("x", "x + 1"), 1..1);
-        assert_eq!(changed_span("same", "same"), 4..4);
-    }
-
-    /// cargo-mutants widens a mutant's text to whole lines until it is unique: the two
-    /// `-a` bodies below are told apart only with their signatures, which lie outside the
-    /// bodies. The change itself lies inside, so the mutation is switched.
-    #[test]
-    fn a_find_text_that_takes_in_the_signature_is_placed_by_what_it_changes() {
-        let src = "fn neg_i(a: i32) -> i32 {\n    -a\n}\n\nfn neg_f(a: f32) -> f32 {\n    -a\n}\n";
-        let b = function_bodies(Path::new("x.rs"), src).unwrap();
-        let find = "fn neg_f(a: f32) -> f32 {\n    -a\n}";
-        let replace = "fn neg_f(a: f32) -> f32 {\n    0.0\n}";
-        assert_eq!(
-            place(src, find, replace, &b),
-            Placement::InBody { index: 1 }
-        );
-        // A change to the signature itself is not in a body.
-        match place(src, "a: f32) -> f32", "a: f32) -> f64", &b) {
-            Placement::Outside { reason } => assert!(reason.contains("line 5"), "{reason}"),
-            p => panic!("{p:?}"),
-        }
-    }
-
-    /// A nested function's mutations are switched in the function around it (one switch
-    /// per outermost body, so no two switched bodies overlap), unless that one cannot hold
-    /// a switch.
-    #[test]
-    fn a_nested_function_is_switched_in_the_outermost_switchable_body() {
-        let src = "fn outer() -> u32 {\n    fn inner() -> u32 {\n        12\n    }\n    inner() * inner()\n}\n\nconst fn c() -> u32 {\n    fn d() -> u32 { 7 }\n    3\n}\n";
-        let b = function_bodies(Path::new("x.rs"), src).unwrap();
-        assert_eq!(names(&b), ["outer", "inner", "c", "d"]);
-        assert_eq!(place(src, "12", "0", &b), Placement::InBody { index: 0 });
-        assert_eq!(
-            place(src, "inner() * inner()", "1", &b),
-            Placement::InBody { index: 0 }
-        );
-        assert_eq!(
-            place(src, "{ 7 }", "{ 8 }", &b),
-            Placement::InBody { index: 3 }
-        );
-        match place(src, "    3\n", "    4\n", &b) {
-            Placement::Outside { reason } => {
-                assert!(reason.contains("function c: a const fn"), "{reason}")
-            }
-            p => panic!("{p:?}"),
-        }
-    }
-
-    #[test]
-    fn byte_offsets_survive_crlf_bom_and_multibyte_text() {
-        let src = "\u{feff}//! é doc\r\n/// ünïcode\r\nfn f(x: i64) -> i64 {\r\n    \"ß\";\r\n    x * 2\r\n}\r\n";
-        let b = function_bodies(Path::new("x.rs"), src).unwrap();
-        assert_eq!(b.len(), 1);
-        assert_eq!(&src[b[0].body.clone()], "{\r\n    \"ß\";\r\n    x * 2\r\n}");
-    }
-
-    #[test]
-    fn parse_errors_name_the_file_and_line() {
-        let e = function_bodies(Path::new("bad.rs"), "fn f() {\n  let = ;\n}\n").unwrap_err();
-        assert_eq!(e.file, PathBuf::from("bad.rs"));
-        assert_eq!(e.line, 2);
-    }
-
-    #[test]
-    fn switched_source_keeps_both_bodies() {
-        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
-        let f = SwitchedFn {
-            name: b[0].name.clone(),
-            body: b[0].body.clone(),
-            mutants: vec![("m1".into(), "{\n    a - b\n}".into())],
-        };
-        let out = switched_source(SRC, &[f]);
-        assert!(out.contains("Ok(\"m1\") => 1"), "{out}");
-        assert!(out.contains("1 => {\n    a - b\n}"), "{out}");
-        assert!(out.contains("_ => {\n    a + b\n}"), "{out}");
-        assert!(out.contains(FORCED_FAIL));
-        // Everything outside the body is untouched, and the result still parses.
-        assert!(out.starts_with(&SRC[..b[0].body.start]));
-        assert!(out.ends_with(&SRC[b[0].body.end..]));
-        syn::parse_file(&out).expect("switched source parses");
-    }
-
-    #[test]
-    fn arms_hold_the_mutated_bodies_verbatim() {
-        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
-        let fns = [
-            SwitchedFn {
-                name: b[0].name.clone(),
-                body: b[0].body.clone(),
-                mutants: vec![
-                    ("m1".into(), "{\n    a - b\n}".into()),
-                    ("m2".into(), "{\n    a * b\n}".into()),
-                ],
-            },
-            SwitchedFn {
-                name: b[3].name.clone(),
-                body: b[3].body.clone(),
-                mutants: vec![("m3".into(), "{ 3 - 4 }".into())],
-            },
-        ];
-        let sw = switched_file(SRC, &fns);
-        assert_eq!(sw.text, switched_source(SRC, &fns));
-        let got: Vec<(&str, &str, usize)> = sw
-            .arms
-            .iter()
-            .map(|(id, r, at)| (id.as_str(), &sw.text[r.clone()], *at))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("m1", "{\n    a - b\n}", b[0].body.start),
-                ("m2", "{\n    a * b\n}", b[0].body.start),
-                ("m3", "{ 3 - 4 }", b[3].body.start),
-            ]
-        );
-        syn::parse_file(&sw.text).expect("switched source parses");
-    }
-
-    #[test]
-    fn async_fns_are_switched_and_keep_their_awaits() {
-        let src = "async fn f() -> i64 { g().await + 2 }\n";
-        let b = function_bodies(Path::new("x.rs"), src).unwrap();
-        assert_eq!(b.len(), 1);
-        assert_eq!(b[0].unswitchable, None);
-        match place(src, "+ 2", "- 2", &b) {
-            Placement::InBody { index: 0 } => {}
-            p => panic!("{p:?}"),
-        }
-        let sw = switched_file(
-            src,
-            &[SwitchedFn {
-                name: "f".into(),
-                body: b[0].body.clone(),
-                mutants: vec![("m".into(), "{ g().await - 2 }".into())],
-            }],
-        );
-        assert!(sw.text.starts_with("async fn f() -> i64 {"), "{}", sw.text);
-        assert!(sw.text.contains("1 => { g().await - 2 }"), "{}", sw.text);
-        assert!(sw.text.contains("_ => { g().await + 2 }"), "{}", sw.text);
-        syn::parse_file(&sw.text).expect("switched source parses");
-    }
-
     #[test]
     fn package_names_from_ids() {
         assert_eq!(
@@ -1694,84 +1082,5 @@ mod tests {
         );
         assert_eq!(package_name("path+file:///ws/engine#0.1.0"), "engine");
         assert_eq!(package_name("path+file:///ws/x#my-dep@0.2.0"), "my-dep");
-    }
-
-    fn error_at(file: &str, bytes: Range<usize>, rendered: &str) -> CompilerError {
-        CompilerError {
-            code: None,
-            message: "mismatched types".into(),
-            rendered: rendered.into(),
-            sites: vec![diagnostics::Site {
-                file: file.into(),
-                bytes,
-                line: 1,
-                column: 1,
-            }],
-        }
-    }
-
-    #[test]
-    fn errors_are_blamed_on_the_mutated_body_that_holds_them() {
-        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
-        let fns = [SwitchedFn {
-            name: b[0].name.clone(),
-            body: b[0].body.clone(),
-            mutants: vec![
-                ("m1".into(), "{\n    a - b\n}".into()),
-                ("m2".into(), "{\n    a == b\n}".into()),
-            ],
-        }];
-        let sw = switched_file(SRC, &fns);
-        let m2 = SRC.replace("a + b", "a == b");
-        let layout = Layout {
-            arms: vec![
-                (
-                    0,
-                    sw.arms[0].1.clone(),
-                    sw.arms[0].2,
-                    SRC.replace("a + b", "a - b"),
-                ),
-                (1, sw.arms[1].1.clone(), sw.arms[1].2, m2.clone()),
-            ],
-            regions: sw.regions.clone(),
-            text: sw.text.clone(),
-        };
-        let layouts: BTreeMap<PathBuf, Layout> = [(PathBuf::from("src/lib.rs"), layout)].into();
-        let in_m2 = sw.text.find("a == b").unwrap();
-        let (line, col) = diagnostics::line_column(&sw.text, in_m2);
-        let rendered =
-            |file: &str| format!("error[E0308]: mismatched types\n --> {file}:{line}:{col}\n");
-        let in_original = sw.text.rfind("a + b").unwrap();
-        let errors = [
-            error_at("src/lib.rs", in_m2..in_m2 + 6, &rendered("src/lib.rs")),
-            error_at("src/lib.rs", in_m2..in_m2 + 6, &rendered("src/lib.rs")),
-            error_at(
-                "/ws/src/lib.rs",
-                in_m2..in_m2 + 6,
-                &rendered("/ws/src/lib.rs"),
-            ),
-            error_at(
-                "src/lib.rs",
-                in_original..in_original + 5,
-                "error: in the original",
-            ),
-            error_at("src/other.rs", in_m2..in_m2 + 6, "error: elsewhere"),
-        ];
-        let (blamed, stray) = blame(&errors, Path::new("/ws"), &layouts);
-        // Both spellings of the path land on m2 (index 1); the repeated error is kept once;
-        // m1 gets nothing.
-        assert_eq!(blamed.keys().copied().collect::<Vec<_>>(), [1]);
-        // The location is moved to the mutated file: where `a == b` is there.
-        let (l, c) = diagnostics::line_column(&m2, m2.find("a == b").unwrap());
-        assert_eq!(
-            blamed[&1],
-            [
-                format!("error[E0308]: mismatched types\n --> src/lib.rs:{l}:{c}\n"),
-                format!("error[E0308]: mismatched types\n --> /ws/src/lib.rs:{l}:{c}\n"),
-            ]
-        );
-        assert_ne!((l, c), (line, col));
-        let stray: Vec<&str> = stray.iter().map(|e| e.rendered.as_str()).collect();
-        assert_eq!(stray, ["error: in the original", "error: elsewhere"]);
     }
 }

@@ -1,23 +1,27 @@
 //! One battery run, written once for both modes: the phases as data ([`PHASES`],
 //! [`MUTANT_PHASES`]), the opening checks, the control runs, the judging of each mutation,
 //! the closing fingerprint and the report; what differs between rebuild and switch mode is
-//! the [`ModeRun`] the run is given.
+//! the `ModeRun` the run is given.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::cache;
-use super::parallel;
-use super::refusal::{RefusalKind, Stop, refuse};
-use crate::battery::catalog::{Catalog, Mutation, PreparedMutation};
-use crate::battery::report::{Baseline, FailedTest, MutationReport};
-use crate::battery::verdict::{self, Expectation, Observation, Verdict};
-use crate::battery::workspace::{self, TreeScan};
-use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun};
+use crate::battery::execute::cache;
+use crate::battery::execute::parallel;
+use crate::battery::execute::stop::{Stop, refuse};
+use crate::battery::execute::workspace;
+use crate::battery::report::refusal::RefusalKind;
+use crate::battery::report::schema::{Baseline, FailedTest, MutationReport};
+use crate::battery::report::verdict::{self, Expectation, Observation, Verdict};
+use crate::battery::select::catalog::{Catalog, Mutation, PreparedMutation};
+use crate::battery::tree::{self, TreeScan};
+use crate::cargo::{Build, CargoCmd, Outcome, PackageMeta, TestRun, owning_package};
 use crate::system::progress::Progress;
 
-use super::{BatteryError, Options, derive_timeout, failure_summary, filter_drift, outcome_word};
+use crate::battery::{
+    BatteryError, Mode, Options, derive_timeout, failure_summary, filter_drift, outcome_word,
+};
 
 /// The phases of a run, in order. Each ends the run with a refusal when what it checks
 /// does not hold.
@@ -123,9 +127,9 @@ pub(crate) struct Shared<'a> {
     /// Directories the fingerprint never walks (the private target, the reports).
     pub exclude: Vec<PathBuf>,
     /// `--since`: the changed lines a mutation must meet to run.
-    pub diff: Option<&'a super::diffscope::DiffLines>,
-    /// The mode's name (`rebuild`, `switch`): part of every mutation's evidence.
-    pub mode: &'static str,
+    pub diff: Option<&'a crate::battery::select::diffscope::DiffLines>,
+    /// The mode: part of every mutation's evidence.
+    pub mode: Mode,
 }
 
 /// The mode of a run: where the code under test is built, how a mutant is selected, how
@@ -168,7 +172,8 @@ pub(crate) trait ModeRun {
     fn restore_mutant(&mut self, sh: &Shared<'_>, mu: &Mutant<'_>) -> Result<(), Stop>;
     /// Whether `pm` needs nothing built and nothing written to the tree before its tests
     /// run, so that its test run may go on beside other mutants' (`-j N`, see
-    /// [`super::parallel`]): switch mode's switched and UNVIABLE mutations. Default: no.
+    /// [`crate::battery::execute::parallel`]): switch mode's switched and UNVIABLE
+    /// mutations. Default: no.
     fn concurrent(&self, _pm: &PreparedMutation) -> bool {
         false
     }
@@ -311,7 +316,7 @@ impl<'a> Run<'a> {
         let c = self.sh.catalog;
         self.sh.progress.phase("fingerprinting the tree");
         self.lock_absent = std::fs::symlink_metadata(c.root.join("Cargo.lock")).is_err();
-        let start = workspace::scan(&c.root, &self.sh.exclude)?;
+        let start = tree::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
         let only = self.sh.opts.only.as_ref();
         let shard = self
@@ -330,7 +335,10 @@ impl<'a> Run<'a> {
                     && diff.is_none_or(|d| {
                         d.meets(
                             &pm.rel_path,
-                            &super::diffscope::occurrence_lines(&pm.original, &m.find),
+                            &crate::battery::select::diffscope::occurrence_lines(
+                                &pm.original,
+                                &m.find,
+                            ),
                         )
                     })
             })
@@ -343,7 +351,7 @@ impl<'a> Run<'a> {
     fn baseline_build(&mut self, mode: &mut dyn ModeRun) -> Result<(), Stop> {
         let c = self.sh.catalog;
         let packages = mode.metadata()?;
-        PackageMeta::check_targets(&packages, &c.spec).map_err(|e| {
+        c.spec.check_targets(&packages).map_err(|e| {
             refuse(
                 RefusalKind::CatalogDrift,
                 format!("{}: {e}", c.path.display()),
@@ -490,7 +498,12 @@ impl<'a> Run<'a> {
         if !missing.is_empty() {
             let named: Vec<String> = missing
                 .iter()
-                .map(|t| format!("{t} ({})", super::nearest::describe(t, &in_targets)))
+                .map(|t| {
+                    format!(
+                        "{t} ({})",
+                        crate::battery::select::nearest::describe(t, &in_targets)
+                    )
+                })
                 .collect();
             parts.push(format!(
                 "listed but not in the target: {}",
@@ -646,7 +659,7 @@ impl<'a> Run<'a> {
         }
         match std::fs::read(&path) {
             Ok(bytes) => {
-                self.run_lock = Some(workspace::sha256_hex(&bytes));
+                self.run_lock = Some(tree::sha256_hex(&bytes));
                 Ok(())
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -665,7 +678,7 @@ impl<'a> Run<'a> {
             return Ok(());
         };
         let path = self.sh.catalog.root.join("Cargo.lock");
-        let same = std::fs::read(&path).is_ok_and(|b| workspace::sha256_hex(&b) == hash);
+        let same = std::fs::read(&path).is_ok_and(|b| tree::sha256_hex(&b) == hash);
         if !same {
             return Ok(());
         }
@@ -688,7 +701,7 @@ impl<'a> Run<'a> {
         let c = self.sh.catalog;
         self.remove_run_lock()?;
         self.sh.progress.phase("final fingerprint");
-        let end = workspace::scan(&c.root, &self.sh.exclude)?;
+        let end = tree::scan(&c.root, &self.sh.exclude)?;
         let start = self.start.as_ref().expect("the opening phase ran");
         if end.fingerprint() != start.fingerprint() {
             return Err(refuse(
@@ -1155,7 +1168,7 @@ pub(crate) fn verdict_line(
     };
     if j.expectation == Expectation::Unmet
         && j.verdict == Verdict::Killed
-        && m.role != crate::battery::catalog::Role::Gap
+        && m.role != crate::battery::select::catalog::Role::Gap
         && !j.other_killers.is_empty()
     {
         note.push_str(&format!(
@@ -1229,20 +1242,6 @@ fn failed_tests(r: &TestRun) -> Vec<FailedTest> {
             message: r.messages.get(t).cloned().unwrap_or_default(),
         })
         .collect()
-}
-
-/// The package whose directory is the longest prefix of `file`.
-pub(crate) fn owning_package<'p>(
-    packages: &'p [PackageMeta],
-    file: &Path,
-) -> Option<&'p PackageMeta> {
-    packages
-        .iter()
-        .filter(|p| {
-            let dir = p.dir.canonicalize().unwrap_or_else(|_| p.dir.clone());
-            file.starts_with(dir)
-        })
-        .max_by_key(|p| p.dir.components().count())
 }
 
 /// [`MutantPhase::Build`] of a mutation written into a tree and rebuilt there (rebuild
@@ -1346,20 +1345,20 @@ pub(crate) fn stale_detail(
     Some(why)
 }
 
-/// Why the mutated `file` (absolute, in the tree built at `root`) is not compiled under
-/// the catalog's features, or `None`: `file` must be among the sources (rustc's dep-info)
-/// of none of its owning package's artifacts in the successful `build` (build scripts
-/// aside; every one of them with a dep-info file, so the absence is proven), and a
-/// `cfg(feature = ...)` on its way from a crate root ([`super::gates::feature_gate`]) must
-/// not let it in with the features the catalog enables in that package (its `features`
-/// and, unless `no_default_features`, the defaults). Any other file missing from the
-/// build (one no `mod` declares) is not this: it goes on to STALE-BUILD.
+/// Why the mutated `file` (absolute, in the tree built at `root`) is not compiled under the
+/// catalog's features, or `None`: `file` must be among the sources (rustc's dep-info) of
+/// none of its owning package's artifacts in the successful `build` (build scripts aside;
+/// every one of them with a dep-info file, so the absence is proven), and a
+/// `cfg(feature = ...)` on its way from a crate root
+/// ([`crate::battery::select::gates::feature_gate`]) must not let it in with the features the catalog enables in that package (its `features`
+/// and, unless `no_default_features`, the defaults). Any other file missing from the build
+/// (one no `mod` declares) is not this: it goes on to STALE-BUILD.
 pub(crate) fn not_compiled(
     build: &Build,
     packages: &[PackageMeta],
     root: &Path,
     file: &Path,
-    spec: &crate::battery::catalog::CatalogSpec,
+    spec: &crate::battery::select::catalog::CatalogSpec,
 ) -> Option<String> {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let want = canon(file);
@@ -1379,13 +1378,14 @@ pub(crate) fn not_compiled(
             None => return None,
         }
     }
-    let gates = super::gates::feature_gate(&canon(&owner.dir), &want);
+    let gates = crate::battery::select::gates::feature_gate(&canon(&owner.dir), &want);
     let (features, no_default): (&[String], bool) = if owner.name == spec.package {
         (&spec.features, spec.no_default_features)
     } else {
         (&[], false)
     };
-    let on = super::gates::enabled_features(&owner.feature_table, features, no_default);
+    let on =
+        crate::battery::select::gates::enabled_features(&owner.feature_table, features, no_default);
     let shut: Vec<String> = gates
         .iter()
         .filter(|g| g.enabled(&on) == Some(false))
@@ -1416,7 +1416,7 @@ fn removed_line(tag: &str, created: &[std::path::PathBuf]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::battery::catalog::Role;
+    use crate::battery::select::catalog::Role;
 
     fn mutation(role: Role, killed_by: &[&str]) -> Mutation {
         Mutation {

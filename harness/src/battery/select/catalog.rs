@@ -35,6 +35,8 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::cargo::{CargoCmd, PackageMeta};
+
 /// Default `timeout_factor`: the per-mutation test timeout is this many times the slowest
 /// baseline test run.
 pub const DEFAULT_TIMEOUT_FACTOR: f64 = 5.0;
@@ -206,6 +208,76 @@ impl CatalogError {
     }
 }
 
+impl CatalogSpec {
+    /// Checks that the catalog's package exists among `packages` with the test targets,
+    /// binary targets (and library, for `lib_tests` and `doc_tests`) and the features the
+    /// catalog names; the error says what is missing and what exists. A feature of a
+    /// dependency (`dep/feature`) is cargo's to check.
+    pub fn check_targets(&self, packages: &[PackageMeta]) -> Result<(), String> {
+        let spec = self;
+        let package = spec.package.as_str();
+        let (test_targets, lib, features) = (&spec.test_targets, spec.lib_tests, &spec.features);
+        let Some(p) = packages.iter().find(|p| p.name == package) else {
+            let names: Vec<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+            return Err(format!(
+                "package {package:?} is not in the workspace (it has: {})",
+                names.join(", ")
+            ));
+        };
+        for t in test_targets {
+            if !p.test_targets.contains(t) {
+                return Err(format!(
+                    "package {package} has no test target {t:?} (it has: {})",
+                    p.test_targets.join(", ")
+                ));
+            }
+        }
+        for b in &spec.bin_targets {
+            if !p.bins.contains(b) {
+                let have = if p.bins.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    format!("it has: {}", p.bins.join(", "))
+                };
+                return Err(format!(
+                    "package {package} has no binary target {b:?} ({have})"
+                ));
+            }
+        }
+        if lib && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but lib_tests = true"
+            ));
+        }
+        if spec.doc_tests && !p.has_lib {
+            return Err(format!(
+                "package {package} has no library target, but doc_tests = true"
+            ));
+        }
+        if spec.doc_tests && !p.lib_doctest {
+            return Err(format!(
+                "package {package} turns its library's doc tests off (`doctest = false`), but doc_tests = true"
+            ));
+        }
+        for f in features.iter().flat_map(|f| f.split([',', ' '])) {
+            if f.is_empty()
+                || f.contains('/')
+                || f == "default"
+                || p.features.iter().any(|x| x == f)
+            {
+                continue;
+            }
+            let have = if p.features.is_empty() {
+                "it declares none".to_string()
+            } else {
+                format!("it has: {}", p.features.join(", "))
+            };
+            return Err(format!("package {package} has no feature {f:?} ({have})"));
+        }
+        Ok(())
+    }
+}
+
 /// A loaded and statically validated catalog with resolved paths.
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -241,6 +313,20 @@ pub struct PreparedMutation {
 }
 
 impl Catalog {
+    /// The cargo invocation of this catalog's tests: its workspace, package, targets,
+    /// features and environment, built in its private target directory.
+    pub fn cargo(&self) -> CargoCmd {
+        CargoCmd::new(&self.root, &self.spec.package, &self.target_dir)
+            .with_targets(
+                self.spec.lib_tests,
+                &self.spec.bin_targets,
+                &self.spec.test_targets,
+            )
+            .with_doc_tests(self.spec.doc_tests)
+            .with_features(&self.spec.features, self.spec.no_default_features)
+            .with_envs(&self.spec.env)
+    }
+
     /// Every mutation id, in catalog order.
     pub fn mutation_ids(&self) -> Vec<String> {
         self.spec.mutations.iter().map(|m| m.id.clone()).collect()
@@ -322,11 +408,11 @@ impl Catalog {
         })
     }
 
-    /// Checks every mutation against the tree: the file exists inside the workspace, is UTF-8,
-    /// `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it changes
-    /// something the compiler reads, not only comments, doc comments, whitespace or string
-    /// literals whose value is discarded ([`super::inert`]). Returns the prepared mutations
-    /// in order.
+    /// Checks every mutation against the tree: the file exists inside the workspace, is
+    /// UTF-8, `find` occurs exactly `occurrences` times, and (in a Rust file) replacing it
+    /// changes something the compiler reads, not only comments, doc comments, whitespace or
+    /// string literals whose value is discarded ([`crate::battery::select::inert`]).
+    /// Returns the prepared mutations in order.
     ///
     /// Errors: [`CatalogError::Drift`] naming the mutation, file and counts.
     pub fn prepare(&self) -> Result<Vec<PreparedMutation>, CatalogError> {
@@ -400,7 +486,7 @@ impl Catalog {
             let start = text.find(m.find.as_str()).unwrap_or(0);
             let mutated = text.replace(m.find.as_str(), &m.replace);
             if rel.extension().is_some_and(|e| e == "rs")
-                && let Some(why) = super::inert::inert_change(text, &mutated)
+                && let Some(why) = crate::battery::select::inert::inert_change(text, &mutated)
             {
                 return Err(drift(format!(
                     "mutation {}: `find` text {:?} in {}: {why}; no test can tell this mutant from the original",
@@ -507,8 +593,7 @@ impl Catalog {
             }
         }
         if held.is_empty() && t.is_dir() && !t.join("CACHEDIR.TAG").exists() {
-            let set =
-                crate::battery::workspace::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
+            let set = crate::battery::tree::scan(&t, &[]).map_err(|e| invalid(e.to_string()))?;
             held.extend(set.files.into_keys().map(|f| rel.join(f)));
         }
         if held.is_empty() {
@@ -563,14 +648,31 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
 }
 
+/// The checks of a catalog that read nothing but the catalog, in the order their errors
+/// are reported: its settings, its listed tests, then each mutation.
 fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
-    let invalid = |field: &str, reason: String| CatalogError::Invalid {
+    validate_settings(spec, path)?;
+    let listed = validate_tests(spec, path)?;
+    let mut ids = BTreeMap::new();
+    for (i, m) in spec.mutations.iter().enumerate() {
+        validate_mutation(path, i, m, &listed, &mut ids)?;
+    }
+    Ok(())
+}
+
+/// [`CatalogError::Invalid`] of the catalog at `path`, on `field`.
+fn invalid(path: &Path, field: &str, reason: String) -> CatalogError {
+    CatalogError::Invalid {
         path: path.to_path_buf(),
         field: field.to_string(),
         reason,
-    };
+    }
+}
+
+/// The package, the targets, the timeouts and the environment.
+fn validate_settings(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
     if spec.package.is_empty() {
-        return Err(invalid("package", "must not be empty".into()));
+        return Err(invalid(path, "package", "must not be empty".into()));
     }
     if spec.test_targets.is_empty()
         && !spec.lib_tests
@@ -578,18 +680,21 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
         && !spec.doc_tests
     {
         return Err(invalid(
+            path,
             "test_targets",
             "name at least one test target or binary target (bin_targets), or set lib_tests = true or doc_tests = true".into(),
         ));
     }
     if !(spec.timeout_factor.is_finite() && spec.timeout_factor >= 1.0) {
         return Err(invalid(
+            path,
             "timeout_factor",
             format!("{} must be a finite number >= 1", spec.timeout_factor),
         ));
     }
     if !(spec.timeout_floor_secs.is_finite() && spec.timeout_floor_secs > 0.0) {
         return Err(invalid(
+            path,
             "timeout_floor_secs",
             format!("{} must be a positive number", spec.timeout_floor_secs),
         ));
@@ -607,22 +712,32 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
             None
         };
         if let Some(reason) = bad {
-            return Err(invalid(&format!("env.{k:?}"), reason));
+            return Err(invalid(path, &format!("env.{k:?}"), reason));
         }
     }
+    Ok(())
+}
+
+/// The listed tests: some, each once, each under the selection pattern. Returns them.
+fn validate_tests<'s>(
+    spec: &'s CatalogSpec,
+    path: &Path,
+) -> Result<BTreeSet<&'s str>, CatalogError> {
     if spec.tests.is_empty() {
-        return Err(invalid("tests", "the battery lists no tests".into()));
+        return Err(invalid(path, "tests", "the battery lists no tests".into()));
     }
     let mut seen = BTreeSet::new();
     for (i, t) in spec.tests.iter().enumerate() {
         if !seen.insert(t.as_str()) {
             return Err(invalid(
+                path,
                 &format!("tests[{i}]"),
                 format!("{t:?} is listed twice"),
             ));
         }
         if !t.contains(&spec.select) {
             return Err(invalid(
+                path,
                 &format!("tests[{i}]"),
                 format!(
                     "{t:?} does not match the selection pattern {:?}",
@@ -631,69 +746,87 @@ fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> 
             ));
         }
     }
-    let mut ids = BTreeMap::new();
-    for (i, m) in spec.mutations.iter().enumerate() {
-        let field = |f: &str| format!("mutation[{i}].{f}");
-        if m.id.is_empty() || !m.id.chars().all(id_char) {
+    Ok(seen)
+}
+
+/// Mutation `i`, `m`: its id (well-formed, and not taken: `ids` holds the ids seen so far,
+/// `m`'s added), a change, its occurrences, and killers that fit its role and are among the
+/// `listed` tests.
+fn validate_mutation<'s>(
+    path: &Path,
+    i: usize,
+    m: &'s Mutation,
+    listed: &BTreeSet<&str>,
+    ids: &mut BTreeMap<&'s str, usize>,
+) -> Result<(), CatalogError> {
+    let field = |f: &str| format!("mutation[{i}].{f}");
+    if m.id.is_empty() || !m.id.chars().all(id_char) {
+        return Err(invalid(
+            path,
+            &field("id"),
+            format!(
+                "{:?} must be non-empty letters, digits, '-', '_' or '.'",
+                m.id
+            ),
+        ));
+    }
+    if let Some(first) = ids.insert(m.id.as_str(), i) {
+        // A duplicate id is catalog drift (two entries claim one name).
+        return Err(CatalogError::Drift {
+            path: path.to_path_buf(),
+            detail: format!(
+                "duplicate mutation id {:?} (mutation[{first}] and mutation[{i}])",
+                m.id
+            ),
+        });
+    }
+    if m.find.is_empty() {
+        return Err(invalid(path, &field("find"), "must not be empty".into()));
+    }
+    if m.find == m.replace {
+        return Err(invalid(
+            path,
+            &field("replace"),
+            "equals `find`: the mutation changes nothing".into(),
+        ));
+    }
+    if m.occurrences == 0 {
+        return Err(invalid(
+            path,
+            &field("occurrences"),
+            "must be at least 1".into(),
+        ));
+    }
+    match m.role {
+        Role::Gap if !m.killed_by.is_empty() => {
             return Err(invalid(
-                &field("id"),
-                format!(
-                    "{:?} must be non-empty letters, digits, '-', '_' or '.'",
-                    m.id
-                ),
+                path,
+                &field("killed_by"),
+                "a gap is expected to survive: it names no killers".into(),
             ));
         }
-        if let Some(first) = ids.insert(m.id.as_str(), i) {
-            // A duplicate id is catalog drift (two entries claim one name).
-            return Err(CatalogError::Drift {
-                path: path.to_path_buf(),
-                detail: format!(
-                    "duplicate mutation id {:?} (mutation[{first}] and mutation[{i}])",
-                    m.id
-                ),
-            });
-        }
-        if m.find.is_empty() {
-            return Err(invalid(&field("find"), "must not be empty".into()));
-        }
-        if m.find == m.replace {
+        Role::Defect | Role::Vacuity if m.killed_by.is_empty() => {
             return Err(invalid(
-                &field("replace"),
-                "equals `find`: the mutation changes nothing".into(),
+                path,
+                &field("killed_by"),
+                format!("a {} mutation must name the tests that kill it", m.role),
             ));
         }
-        if m.occurrences == 0 {
-            return Err(invalid(&field("occurrences"), "must be at least 1".into()));
-        }
-        match m.role {
-            Role::Gap if !m.killed_by.is_empty() => {
-                return Err(invalid(
-                    &field("killed_by"),
-                    "a gap is expected to survive: it names no killers".into(),
-                ));
-            }
-            Role::Defect | Role::Vacuity if m.killed_by.is_empty() => {
-                return Err(invalid(
-                    &field("killed_by"),
-                    format!("a {} mutation must name the tests that kill it", m.role),
-                ));
-            }
-            _ => {}
-        }
-        if m.role == Role::Gap && m.expect_message.is_some() {
-            return Err(invalid(
-                &field("expect_message"),
-                "a gap names no killers, so no expected message".into(),
-            ));
-        }
-        for k in &m.killed_by {
-            if !seen.contains(k.as_str()) {
-                return Err(invalid(
-                    &field("killed_by"),
-                    format!("{k:?} is not in the battery's `tests` list"),
-                ));
-            }
-        }
+        _ => {}
+    }
+    if m.role == Role::Gap && m.expect_message.is_some() {
+        return Err(invalid(
+            path,
+            &field("expect_message"),
+            "a gap names no killers, so no expected message".into(),
+        ));
+    }
+    if let Some(k) = m.killed_by.iter().find(|k| !listed.contains(k.as_str())) {
+        return Err(invalid(
+            path,
+            &field("killed_by"),
+            format!("{k:?} is not in the battery's `tests` list"),
+        ));
     }
     Ok(())
 }

@@ -7,14 +7,14 @@
 //! the page needs no network. The report itself is embedded as a JSON data block
 //! (`<script type="application/json">`) and handed to the component's `report` property.
 
-use crate::battery::verdict::{Cell, Expectation, KillMatrix};
+use crate::battery::report::verdict::{Cell, Expectation, KillMatrix};
 
-use super::report::{BatteryReport, Status};
+use crate::battery::report::schema::{BatteryReport, Status};
 
 /// The component's released bundle (`dist/mutation-test-elements.js` of npm
 /// `mutation-testing-elements`; version and checksum in the assets folder's README).
 pub const ELEMENTS_BUNDLE: &str =
-    include_str!("../../assets/mutation-testing-elements/mutation-test-elements.js");
+    include_str!("../../../assets/mutation-testing-elements/mutation-test-elements.js");
 
 /// The bundle's npm version, as recorded in the assets folder's README.
 pub const ELEMENTS_VERSION: &str = "3.9.0";
@@ -90,7 +90,7 @@ pub fn expectations_table(r: &BatteryReport) -> String {
             Expectation::Met => ("met", "MET"),
             Expectation::Unmet => ("unmet", "UNMET"),
         };
-        let note = super::report::note(m);
+        let note = crate::battery::report::text::note(m);
         let why = if note.is_empty() {
             String::new()
         } else {
@@ -162,9 +162,9 @@ table#expectations{border-collapse:collapse;font-size:.9rem;margin-bottom:1rem}\
 table#expectations th,table#expectations td{border:1px solid #ccc;padding:.15rem .5rem;text-align:left}\
 td.met{background:#c8f0c8}td.unmet{background:#f4c7c3}";
 
-/// The whole page. `stryker` is the document [`super::report::stryker`] built for `r`
-/// (absent when the battery did not complete: the page then shows the headline and the
-/// matrix of what ran, without the component).
+/// The whole page. `stryker` is the document [`crate::battery::report::stryker::stryker`]
+/// built for `r` (absent when the battery did not complete: the page then shows the
+/// headline and the matrix of what ran, without the component).
 pub fn page(r: &BatteryReport, stryker: Option<&serde_json::Value>) -> String {
     let title = title(r);
     let mut s = String::new();

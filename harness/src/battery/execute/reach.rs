@@ -39,8 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cargo::{CargoCmd, Outcome};
 
-use super::parallel;
-use super::refusal::{Stop, io_fault};
+use crate::battery::execute::parallel;
+use crate::battery::execute::stop::{Stop, io_fault};
 
 /// The environment variable that names a switched build's reach file.
 pub const REACH_ENV: &str = "HARNESS_REACH";
@@ -178,7 +178,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
         if outcome != Outcome::Passed && info.untrusted_because.is_none() {
             info.untrusted_because = Some(format!(
                 "{t} did not pass when run on its own ({}), though it passed in the control runs: the tests may depend on each other",
-                super::outcome_word(Some(&outcome))
+                crate::battery::outcome_word(Some(&outcome))
             ));
         }
         let text = match std::fs::read_to_string(&file) {

@@ -1,0 +1,666 @@
+//! Switch mode's source instrumentation: mutated bodies behind a run-time switch.
+//!
+//! Each function that holds mutations gets its original body and every mutated body side by
+//! side behind a run-time switch, and the errors of a switched build are traced back to the
+//! mutation whose body holds them.
+//!
+//! The switch: a function holding mutations keeps its original body and each mutated body
+//! side by side, and picks one at run time from the environment variable [`SWITCH_ENV`]
+//! (read once per function, cached in a function-local `OnceLock`):
+//!
+//! ```text
+//! fn add(a: i64, b: i64) -> i64 {
+//!     static SW: OnceLock<usize> = ...;   // 0 = original, k = k-th mutation, MAX = forced fail
+//!     match *SW.get_or_init(|| match env::var("HARNESS_MUTANT").as_deref() { ... }) {
+//!         1 => { a - b }
+//!         usize::MAX => panic!("harness forced-fail control ..."),
+//!         _ => { a + b }
+//!     }
+//! }
+//! ```
+//!
+//! An `async fn` is switched like any other: its future then holds the states of every body
+//! (one at a time), so its auto traits (`Send`, `Sync`) are those of all bodies together. A
+//! mutant whose future alone would not be `Send` where the code needs it makes the switched
+//! build fail at that place, which no mutated body holds; every switched mutation is then
+//! compiled on its own ([`crate::battery::execute::switch`]) and that one comes out
+//! UNVIABLE, as in rebuild mode.
+//!
+//! Function bodies are found by parsing the file with `syn` (spans from `proc-macro2`'s
+//! `span-locations`). A mutation is switched when every occurrence of its `find` text lies
+//! inside the body of one `fn` (free, inherent, trait-impl or trait default method) that is
+//! not `const`; otherwise (an item, a signature, a macro body, occurrences in several
+//! functions) it falls back to rebuild mode, in the same scratch copy, and the plan says
+//! why. A function returning `impl Trait` is switched too: the switch's `match` compiles
+//! when every mutated body's value has the original's type (a mutated closure or `async`
+//! block has a type of its own and does not); when the switched build fails, every mutation
+//! of such a function goes back to a rebuild before the errors are read, so that a type the
+//! `match` cannot join is never taken for a mutant that does not compile.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::battery::execute::diagnostics::{self, CompilerError, Relocation};
+use crate::battery::select::catalog::PreparedMutation;
+use crate::battery::select::functions::{FnSpan, Scope, SelfType, functions};
+
+/// The environment variable that selects the mutant in a switched build: a mutation id,
+/// [`FORCED_FAIL`], or unset / anything else for the original code.
+pub const SWITCH_ENV: &str = "HARNESS_MUTANT";
+/// The switch value of the forced-fail control: every switched function panics.
+pub const FORCED_FAIL: &str = "__harness_forced_fail__";
+
+/// A function body found in a source file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FnBody {
+    /// Path-like name: `name`, `Type::name` for methods, `Trait::name` for trait defaults.
+    pub name: String,
+    /// Byte range of the body block, braces included.
+    pub body: Range<usize>,
+    /// Why the body cannot carry a switch (a `const fn`), if so.
+    pub unswitchable: Option<String>,
+    /// Whether the function returns `impl Trait`: its switch compiles only when every
+    /// mutated body's value has the original's type (a closure or an `async` block of its
+    /// own does not), so a failed switched build takes its mutations back to rebuilds.
+    pub opaque_return: bool,
+}
+
+/// Errors finding function bodies.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: cannot parse as Rust: {message} (line {line}, column {column})")]
+pub struct ParseError {
+    /// The file.
+    pub file: PathBuf,
+    /// `syn`'s message.
+    pub message: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 0-based column.
+    pub column: usize,
+}
+
+/// Every function body in `text` (Rust source of `file`), outermost first in source order
+/// (see [`functions`] for what a function is and how `text` is read). A method is named
+/// `Type::name` by its `impl` (`impl::name` when the self type is no path), a trait's default
+/// body `Trait::name`.
+///
+/// Errors: [`ParseError`] with `syn`'s message and position.
+pub fn function_bodies(file: &Path, text: &str) -> Result<Vec<FnBody>, ParseError> {
+    let fns = functions(text).map_err(|e| ParseError {
+        file: file.to_path_buf(),
+        message: e.message,
+        line: e.line,
+        column: e.column,
+    })?;
+    let mut out: Vec<FnBody> = fns
+        .into_iter()
+        .map(|f| FnBody {
+            name: switch_name(&f),
+            unswitchable: f
+                .is_const
+                .then(|| "a const fn cannot read the switch at run time".to_string()),
+            opaque_return: f.opaque_return,
+            body: f.body,
+        })
+        .collect();
+    out.sort_by_key(|f| (f.body.start, std::cmp::Reverse(f.body.end)));
+    Ok(out)
+}
+
+/// The name a switched function goes by: its own, after that of the innermost `impl` or
+/// trait around it.
+fn switch_name(f: &FnSpan) -> String {
+    let owner = f.scope.iter().rev().find_map(|s| match s {
+        Scope::Impl {
+            self_type: SelfType::Named(n),
+            ..
+        }
+        | Scope::Trait(n) => Some(n.as_str()),
+        Scope::Impl { .. } => Some("impl"),
+        Scope::Module(_) | Scope::Function(_) => None,
+    });
+    match owner {
+        Some(o) => format!("{o}::{}", f.name),
+        None => f.name.clone(),
+    }
+}
+
+/// Where a mutation's occurrences lie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// Every occurrence changes only bytes inside the body of `bodies[index]`: the outermost
+    /// switchable body that holds every change (a nested function's mutations are switched
+    /// in the function around it, so that no two switched bodies overlap).
+    InBody {
+        /// Index into the bodies given to [`place`].
+        index: usize,
+    },
+    /// It cannot be switched; the reason names the line.
+    Outside {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The bytes a replacement of `find` by `replace` changes, relative to the start of an
+/// occurrence: `find` less its longest prefix and suffix in common with `replace` (`find`
+/// widened to whole lines to be unique, as cargo-mutants' mutants are, changes only the
+/// expression in its middle).
+pub fn changed_span(find: &str, replace: &str) -> Range<usize> {
+    let (f, r) = (find.as_bytes(), replace.as_bytes());
+    let prefix = f.iter().zip(r).take_while(|(a, b)| a == b).count();
+    let room = f.len().min(r.len()) - prefix;
+    let suffix = f
+        .iter()
+        .rev()
+        .zip(r.iter().rev())
+        .take(room)
+        .take_while(|(a, b)| a == b)
+        .count();
+    prefix..f.len() - suffix
+}
+
+/// Places the occurrences of `find`, replaced by `replace`, in `text` among `bodies` (see
+/// [`Placement`]). What must lie inside a body is the bytes an occurrence changes
+/// ([`changed_span`]), not the whole `find` text.
+pub fn place(text: &str, find: &str, replace: &str, bodies: &[FnBody]) -> Placement {
+    let mut chosen: Option<usize> = None;
+    if find.is_empty() {
+        return Placement::Outside {
+            reason: "empty find text".into(),
+        };
+    }
+    let span = changed_span(find, replace);
+    for (at, _) in text.match_indices(find) {
+        let (start, end) = (at + span.start, at + span.end);
+        let line = text[..start].matches('\n').count() + 1;
+        let holding: Vec<usize> = bodies
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.body.start < start && end < b.body.end)
+            .map(|(i, _)| i)
+            .collect();
+        let switchable = holding
+            .iter()
+            .filter(|&&i| bodies[i].unswitchable.is_none())
+            .max_by_key(|&&i| bodies[i].body.len());
+        let innermost = holding.iter().min_by_key(|&&i| bodies[i].body.len());
+        let i = match (switchable, innermost) {
+            (Some(&i), _) => i,
+            (None, Some(&i)) => {
+                let why = bodies[i].unswitchable.as_deref().unwrap_or_default();
+                return Placement::Outside {
+                    reason: format!("function {}: {why}", bodies[i].name),
+                };
+            }
+            (None, None) => {
+                return Placement::Outside {
+                    reason: format!("the occurrence at line {line} is outside any function body"),
+                };
+            }
+        };
+        match chosen {
+            None => chosen = Some(i),
+            Some(c) if c == i => {}
+            Some(c) => {
+                return Placement::Outside {
+                    reason: format!(
+                        "occurrences lie in more than one function body ({} and {})",
+                        bodies[c].name, bodies[i].name
+                    ),
+                };
+            }
+        }
+    }
+    match chosen {
+        None => Placement::Outside {
+            reason: "the find text does not occur".into(),
+        },
+        Some(i) => Placement::InBody { index: i },
+    }
+}
+
+/// One function to switch: its body range in the original text and its mutants as
+/// (mutation id, mutated body text, braces included).
+#[derive(Debug, Clone)]
+pub struct SwitchedFn {
+    /// Function name (for the forced-fail message).
+    pub name: String,
+    /// Body byte range in the original text.
+    pub body: Range<usize>,
+    /// (mutation id, mutated body).
+    pub mutants: Vec<(String, String)>,
+}
+
+/// A switched source file and where each mutated body sits in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchedFile {
+    /// The switched source.
+    pub text: String,
+    /// Per mutant, in the order of the [`SwitchedFn`]s and their mutants: (mutation id, byte
+    /// range in `text` of its mutated body, byte offset in the original text of the body it
+    /// replaces). The mutated body is byte for byte the body the mutated file holds at that
+    /// offset, so a compiler error inside the range is an error of that mutation alone.
+    pub arms: Vec<(String, Range<usize>, usize)>,
+    /// Per switched function, in source order: (byte offset in the original text of the
+    /// body it replaces, byte range in `text` of the whole switch that replaces it).
+    pub regions: Vec<(usize, Range<usize>)>,
+}
+
+/// The switched source: each function's body replaced by the switch over its original and
+/// mutated bodies (see the module docs). Bodies must not overlap.
+pub fn switched_source(text: &str, fns: &[SwitchedFn]) -> String {
+    switched_file(text, fns).text
+}
+
+/// [`switched_source`], with the place of every mutated body ([`SwitchedFile::arms`]).
+pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
+    let mut order: Vec<&SwitchedFn> = fns.iter().collect();
+    order.sort_by_key(|f| f.body.start);
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut arms = Vec::new();
+    let mut regions = Vec::new();
+    let mut at = 0;
+    for f in order {
+        out.push_str(&text[at..f.body.start]);
+        at = f.body.end;
+        let region_start = out.len();
+        let original = &text[f.body.clone()];
+        out.push_str("{\n");
+        let ids: Vec<&str> = f.mutants.iter().map(|(id, _)| id.as_str()).collect();
+        out.push_str(&crate::battery::execute::reach::recorder(&ids));
+        out.push_str("#[allow(unreachable_code, unused, clippy::all)]\n");
+        out.push_str(
+            "static __HARNESS_SWITCH: ::std::sync::OnceLock<usize> = ::std::sync::OnceLock::new();\n",
+        );
+        out.push_str(&format!(
+            "match *__HARNESS_SWITCH.get_or_init(|| match ::std::env::var({SWITCH_ENV:?}).as_deref() {{\n"
+        ));
+        for (k, (id, _)) in f.mutants.iter().enumerate() {
+            out.push_str(&format!(
+                "::std::result::Result::Ok({id:?}) => {},\n",
+                k + 1
+            ));
+        }
+        out.push_str(&format!(
+            "::std::result::Result::Ok({FORCED_FAIL:?}) => usize::MAX,\n_ => 0,\n}}) {{\n"
+        ));
+        for (k, (id, body)) in f.mutants.iter().enumerate() {
+            out.push_str(&format!("{} => ", k + 1));
+            let start = out.len();
+            out.push_str(body);
+            arms.push((id.clone(), start..out.len(), f.body.start));
+            out.push('\n');
+        }
+        out.push_str(&format!(
+            "usize::MAX => ::std::panic!(\"harness forced-fail control: reached switched function {}\"),\n",
+            f.name.escape_default()
+        ));
+        out.push_str(&format!("_ => {original}\n}}\n}}"));
+        regions.push((f.body.start, region_start..out.len()));
+    }
+    out.push_str(&text[at..]);
+    SwitchedFile {
+        text: out,
+        arms,
+        regions,
+    }
+}
+
+/// Where the mutated bodies sit in one switched file: (mutation index, byte range in the
+/// switched text, byte offset of the body in the original and mutated file, mutated file).
+pub struct Layout {
+    /// The switched text.
+    pub text: String,
+    /// Per mutated body: (mutation index, byte range in `text`, byte offset of the body in
+    /// the original and the mutated file, the mutated file).
+    pub arms: Vec<(usize, Range<usize>, usize, String)>,
+    /// [`SwitchedFile::regions`].
+    pub regions: Vec<(usize, Range<usize>)>,
+}
+
+/// The body `b` of `text` (the original file) as the mutated file of `pm` holds it: every
+/// byte `pm` changes lies inside `b` ([`place`]), so the mutated file agrees with the
+/// original before the body and after it, and the body's end moves by the change in length.
+pub fn mutated_body(text: &str, pm: &PreparedMutation, b: &FnBody) -> String {
+    let mutated = String::from_utf8_lossy(&pm.mutated);
+    let end = (b.body.end + mutated.len()).saturating_sub(text.len());
+    mutated[b.body.start..end].to_string()
+}
+
+/// An error site's file relative to the scratch copy's `root` (rustc names a member's
+/// file relative to the workspace, a path dependency's absolutely); `None` outside it.
+pub fn site_path<'a>(file: &'a str, root: &Path) -> Option<&'a Path> {
+    let path = Path::new(file);
+    if path.is_absolute() {
+        path.strip_prefix(root).ok()
+    } else {
+        Some(path)
+    }
+}
+
+/// Which switched mutation each compiler error lies in. An error belongs to a mutation when
+/// one of its sites (a primary span, or a macro call site it was expanded from) lies inside
+/// that mutation's body in a switched file; its rendered text is moved to the mutation's
+/// place in the mutated file. Returns (mutation index → its errors) and the errors that lie
+/// in no mutated body.
+pub fn blame<'e>(
+    errors: &'e [CompilerError],
+    root: &Path,
+    layouts: &BTreeMap<PathBuf, Layout>,
+) -> (BTreeMap<usize, Vec<String>>, Vec<&'e CompilerError>) {
+    let mut blamed: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    let mut stray = Vec::new();
+    for e in errors {
+        let mut hit = false;
+        for site in &e.sites {
+            let Some(layout) = site_path(&site.file, root).and_then(|r| layouts.get(r)) else {
+                continue;
+            };
+            for (i, range, body_start, mutated) in &layout.arms {
+                if range.start <= site.bytes.start && site.bytes.end <= range.end {
+                    hit = true;
+                    let r = Relocation {
+                        file: &site.file,
+                        compiled: &layout.text,
+                        from: range.clone(),
+                        shown: mutated,
+                        to: *body_start,
+                    };
+                    let text = diagnostics::relocate(&e.rendered, &r);
+                    let list = blamed.entry(*i).or_default();
+                    if !list.contains(&text) {
+                        list.push(text);
+                    }
+                }
+            }
+            if hit {
+                break;
+            }
+        }
+        if !hit {
+            stray.push(e);
+        }
+    }
+    (blamed, stray)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "//! doc\nconst K: i64 = 1 + 2;\n\nfn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\nstruct S;\nimpl S {\n    fn twice(&self, x: i64) -> i64 {\n        let f = |y: i64| y + y;\n        f(x)\n    }\n    const fn one() -> i64 { 1 + 0 }\n}\n\ntrait T {\n    fn dflt(&self) -> i64 { 3 + 4 }\n}\n\nfn it() -> impl Iterator<Item = i64> { (0..3).map(|x| x + 1) }\n";
+
+    fn names(b: &[FnBody]) -> Vec<&str> {
+        b.iter().map(|f| f.name.as_str()).collect()
+    }
+
+    #[test]
+    fn finds_free_method_trait_default_bodies() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        assert_eq!(names(&b), ["add", "S::twice", "S::one", "T::dflt", "it"]);
+        let add = &b[0];
+        assert_eq!(&SRC[add.body.clone()], "{\n    a + b\n}");
+        assert!(b[2].unswitchable.as_deref().unwrap().contains("const fn"));
+        // A function returning `impl Trait` is switched; a failed switched build takes its
+        // mutations back to rebuilds.
+        assert_eq!(b[4].unswitchable, None);
+        assert!(b[4].opaque_return && !b[0].opaque_return);
+    }
+
+    #[test]
+    fn places_occurrences() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        assert_eq!(
+            place(SRC, "a + b", "a - b", &b),
+            Placement::InBody { index: 0 }
+        );
+        assert_eq!(
+            place(SRC, "y + y", "y * y", &b),
+            Placement::InBody { index: 1 }
+        );
+        match place(SRC, "1 + 2", "1 - 2", &b) {
+            Placement::Outside { reason } => assert!(reason.contains("line 2"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+        match place(SRC, " + ", " - ", &b) {
+            Placement::Outside { reason } => assert!(reason.contains("outside"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+        match place(SRC, "1 + 0", "1 - 0", &b) {
+            Placement::Outside { reason } => assert!(reason.contains("const fn"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
+    fn the_changed_span_leaves_out_what_find_and_replace_share() {
+        assert_eq!(
+            changed_span("fn f() {\n    -a\n}", "fn f() {\n    0\n}"),
+            13..15
+        );
+        assert_eq!(changed_span("a == b", "a != b"), 2..3);
+        assert_eq!(changed_span("aXa", "a"), 1..3);
+        assert_eq!(changed_span("x", "x + 1"), 1..1);
+        assert_eq!(changed_span("same", "same"), 4..4);
+    }
+
+    /// cargo-mutants widens a mutant's text to whole lines until it is unique: the two
+    /// `-a` bodies below are told apart only with their signatures, which lie outside the
+    /// bodies. The change itself lies inside, so the mutation is switched.
+    #[test]
+    fn a_find_text_that_takes_in_the_signature_is_placed_by_what_it_changes() {
+        let src = "fn neg_i(a: i32) -> i32 {\n    -a\n}\n\nfn neg_f(a: f32) -> f32 {\n    -a\n}\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        let find = "fn neg_f(a: f32) -> f32 {\n    -a\n}";
+        let replace = "fn neg_f(a: f32) -> f32 {\n    0.0\n}";
+        assert_eq!(
+            place(src, find, replace, &b),
+            Placement::InBody { index: 1 }
+        );
+        // A change to the signature itself is not in a body.
+        match place(src, "a: f32) -> f32", "a: f32) -> f64", &b) {
+            Placement::Outside { reason } => assert!(reason.contains("line 5"), "{reason}"),
+            p => panic!("{p:?}"),
+        }
+    }
+
+    /// A nested function's mutations are switched in the function around it (one switch
+    /// per outermost body, so no two switched bodies overlap), unless that one cannot hold
+    /// a switch.
+    #[test]
+    fn a_nested_function_is_switched_in_the_outermost_switchable_body() {
+        let src = "fn outer() -> u32 {\n    fn inner() -> u32 {\n        12\n    }\n    inner() * inner()\n}\n\nconst fn c() -> u32 {\n    fn d() -> u32 { 7 }\n    3\n}\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        assert_eq!(names(&b), ["outer", "inner", "c", "d"]);
+        assert_eq!(place(src, "12", "0", &b), Placement::InBody { index: 0 });
+        assert_eq!(
+            place(src, "inner() * inner()", "1", &b),
+            Placement::InBody { index: 0 }
+        );
+        assert_eq!(
+            place(src, "{ 7 }", "{ 8 }", &b),
+            Placement::InBody { index: 3 }
+        );
+        match place(src, "    3\n", "    4\n", &b) {
+            Placement::Outside { reason } => {
+                assert!(reason.contains("function c: a const fn"), "{reason}")
+            }
+            p => panic!("{p:?}"),
+        }
+    }
+
+    #[test]
+    fn byte_offsets_survive_crlf_bom_and_multibyte_text() {
+        let src = "\u{feff}//! é doc\r\n/// ünïcode\r\nfn f(x: i64) -> i64 {\r\n    \"ß\";\r\n    x * 2\r\n}\r\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(&src[b[0].body.clone()], "{\r\n    \"ß\";\r\n    x * 2\r\n}");
+    }
+
+    #[test]
+    fn parse_errors_name_the_file_and_line() {
+        let e = function_bodies(Path::new("bad.rs"), "fn f() {\n  let = ;\n}\n").unwrap_err();
+        assert_eq!(e.file, PathBuf::from("bad.rs"));
+        assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn switched_source_keeps_both_bodies() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        let f = SwitchedFn {
+            name: b[0].name.clone(),
+            body: b[0].body.clone(),
+            mutants: vec![("m1".into(), "{\n    a - b\n}".into())],
+        };
+        let out = switched_source(SRC, &[f]);
+        assert!(out.contains("Ok(\"m1\") => 1"), "{out}");
+        assert!(out.contains("1 => {\n    a - b\n}"), "{out}");
+        assert!(out.contains("_ => {\n    a + b\n}"), "{out}");
+        assert!(out.contains(FORCED_FAIL));
+        // Everything outside the body is untouched, and the result still parses.
+        assert!(out.starts_with(&SRC[..b[0].body.start]));
+        assert!(out.ends_with(&SRC[b[0].body.end..]));
+        syn::parse_file(&out).expect("switched source parses");
+    }
+
+    #[test]
+    fn arms_hold_the_mutated_bodies_verbatim() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        let fns = [
+            SwitchedFn {
+                name: b[0].name.clone(),
+                body: b[0].body.clone(),
+                mutants: vec![
+                    ("m1".into(), "{\n    a - b\n}".into()),
+                    ("m2".into(), "{\n    a * b\n}".into()),
+                ],
+            },
+            SwitchedFn {
+                name: b[3].name.clone(),
+                body: b[3].body.clone(),
+                mutants: vec![("m3".into(), "{ 3 - 4 }".into())],
+            },
+        ];
+        let sw = switched_file(SRC, &fns);
+        assert_eq!(sw.text, switched_source(SRC, &fns));
+        let got: Vec<(&str, &str, usize)> = sw
+            .arms
+            .iter()
+            .map(|(id, r, at)| (id.as_str(), &sw.text[r.clone()], *at))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("m1", "{\n    a - b\n}", b[0].body.start),
+                ("m2", "{\n    a * b\n}", b[0].body.start),
+                ("m3", "{ 3 - 4 }", b[3].body.start),
+            ]
+        );
+        syn::parse_file(&sw.text).expect("switched source parses");
+    }
+
+    #[test]
+    fn async_fns_are_switched_and_keep_their_awaits() {
+        let src = "async fn f() -> i64 { g().await + 2 }\n";
+        let b = function_bodies(Path::new("x.rs"), src).unwrap();
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].unswitchable, None);
+        match place(src, "+ 2", "- 2", &b) {
+            Placement::InBody { index: 0 } => {}
+            p => panic!("{p:?}"),
+        }
+        let sw = switched_file(
+            src,
+            &[SwitchedFn {
+                name: "f".into(),
+                body: b[0].body.clone(),
+                mutants: vec![("m".into(), "{ g().await - 2 }".into())],
+            }],
+        );
+        assert!(sw.text.starts_with("async fn f() -> i64 {"), "{}", sw.text);
+        assert!(sw.text.contains("1 => { g().await - 2 }"), "{}", sw.text);
+        assert!(sw.text.contains("_ => { g().await + 2 }"), "{}", sw.text);
+        syn::parse_file(&sw.text).expect("switched source parses");
+    }
+
+    fn error_at(file: &str, bytes: Range<usize>, rendered: &str) -> CompilerError {
+        CompilerError {
+            code: None,
+            message: "mismatched types".into(),
+            rendered: rendered.into(),
+            sites: vec![diagnostics::Site {
+                file: file.into(),
+                bytes,
+                line: 1,
+                column: 1,
+            }],
+        }
+    }
+
+    #[test]
+    fn errors_are_blamed_on_the_mutated_body_that_holds_them() {
+        let b = function_bodies(Path::new("x.rs"), SRC).unwrap();
+        let fns = [SwitchedFn {
+            name: b[0].name.clone(),
+            body: b[0].body.clone(),
+            mutants: vec![
+                ("m1".into(), "{\n    a - b\n}".into()),
+                ("m2".into(), "{\n    a == b\n}".into()),
+            ],
+        }];
+        let sw = switched_file(SRC, &fns);
+        let m2 = SRC.replace("a + b", "a == b");
+        let layout = Layout {
+            arms: vec![
+                (
+                    0,
+                    sw.arms[0].1.clone(),
+                    sw.arms[0].2,
+                    SRC.replace("a + b", "a - b"),
+                ),
+                (1, sw.arms[1].1.clone(), sw.arms[1].2, m2.clone()),
+            ],
+            regions: sw.regions.clone(),
+            text: sw.text.clone(),
+        };
+        let layouts: BTreeMap<PathBuf, Layout> = [(PathBuf::from("src/lib.rs"), layout)].into();
+        let in_m2 = sw.text.find("a == b").unwrap();
+        let (line, col) = diagnostics::line_column(&sw.text, in_m2);
+        let rendered =
+            |file: &str| format!("error[E0308]: mismatched types\n --> {file}:{line}:{col}\n");
+        let in_original = sw.text.rfind("a + b").unwrap();
+        let errors = [
+            error_at("src/lib.rs", in_m2..in_m2 + 6, &rendered("src/lib.rs")),
+            error_at("src/lib.rs", in_m2..in_m2 + 6, &rendered("src/lib.rs")),
+            error_at(
+                "/ws/src/lib.rs",
+                in_m2..in_m2 + 6,
+                &rendered("/ws/src/lib.rs"),
+            ),
+            error_at(
+                "src/lib.rs",
+                in_original..in_original + 5,
+                "error: in the original",
+            ),
+            error_at("src/other.rs", in_m2..in_m2 + 6, "error: elsewhere"),
+        ];
+        let (blamed, stray) = blame(&errors, Path::new("/ws"), &layouts);
+        // Both spellings of the path land on m2 (index 1); the repeated error is kept once;
+        // m1 gets nothing.
+        assert_eq!(blamed.keys().copied().collect::<Vec<_>>(), [1]);
+        // The location is moved to the mutated file: where `a == b` is there.
+        let (l, c) = diagnostics::line_column(&m2, m2.find("a == b").unwrap());
+        assert_eq!(
+            blamed[&1],
+            [
+                format!("error[E0308]: mismatched types\n --> src/lib.rs:{l}:{c}\n"),
+                format!("error[E0308]: mismatched types\n --> /ws/src/lib.rs:{l}:{c}\n"),
+            ]
+        );
+        assert_ne!((l, c), (line, col));
+        let stray: Vec<&str> = stray.iter().map(|e| e.rendered.as_str()).collect();
+        assert_eq!(stray, ["error: in the original", "error: elsewhere"]);
+    }
+}

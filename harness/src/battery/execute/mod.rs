@@ -1,0 +1,21 @@
+//! The execute stage: one battery run, written once for both modes.
+//!
+//! [`run`] holds the phases and the `ModeRun` trait the two modes implement:
+//! [`rebuild`] (each mutation written into the user's tree, journaled and restored by
+//! [`workspace`]) and [`switch`] (every mutation compiled once into a scratch copy,
+//! [`scratch`], behind a run-time switch that [`instrument`] writes; rustc's errors located
+//! by [`diagnostics`]; the tests that reach each switched function found by [`reach`]; up to
+//! N test runs at once by [`parallel`]). [`stop`] is why a run ends early; [`cache`] reuses
+//! verdicts whose evidence is unchanged (`--incremental`).
+
+pub mod cache;
+pub mod diagnostics;
+pub mod instrument;
+pub mod parallel;
+pub mod reach;
+pub mod rebuild;
+pub mod run;
+pub mod scratch;
+pub mod stop;
+pub mod switch;
+pub mod workspace;
