@@ -156,7 +156,7 @@ pub enum Command {
     /// CI gate: run the test command once, audit its log against the catalogs' test lists,
     /// run the batteries, and write one pull-request report to `reports/gate/`.
     #[command(after_help = GATE_EXIT_CODES)]
-    Gate(crate::ci::gate::GateArgs),
+    Gate(GateArgs),
     /// Join the reports of a battery's shards (`battery --shard K/N`) into the report the
     /// unsharded run writes. Each DIR is one shard's `--reports` folder (holding
     /// `<catalog>/battery.json`). Refuses (exit 2) missing, duplicate or foreign shards,
@@ -279,16 +279,26 @@ impl BatteryRunArgs {
         reports: Option<PathBuf>,
         lock: String,
     ) -> Result<battery::Options, battery::shard::TimingsError> {
-        let shard = match (self.shard, &self.timings) {
-            (None, _) => None,
-            (Some(spec), None) => Some(battery::shard::Shard::by_order(spec)),
-            (Some(spec), Some(path)) => Some(battery::shard::Shard::with_timings(spec, path)?),
-        };
-        Ok(battery::Options {
+        let mut opts = self.untimed_options(state, reports, lock);
+        if let (Some(spec), Some(path)) = (self.shard, &self.timings) {
+            opts.shard = Some(battery::shard::Shard::with_timings(spec, path)?);
+        }
+        Ok(opts)
+    }
+
+    /// [`BatteryRunArgs::options`] without reading `--timings`: a shard is dealt in catalog
+    /// order.
+    pub fn untimed_options(
+        &self,
+        state: &Path,
+        reports: Option<PathBuf>,
+        lock: String,
+    ) -> battery::Options {
+        battery::Options {
             state_dir: state.to_path_buf(),
             reports_root: reports,
             only: self.only.clone(),
-            shard,
+            shard: self.shard.map(battery::shard::Shard::by_order),
             lock,
             since: self.since.clone(),
             incremental: self.incremental,
@@ -301,7 +311,7 @@ impl BatteryRunArgs {
             },
             all_tests: self.all_tests,
             generated: false,
-        })
+        }
     }
 }
 
@@ -329,6 +339,45 @@ pub struct BatteryArgs {
     /// The reports.
     #[command(flatten)]
     pub reports: ReportsArgs,
+}
+
+/// `harness gate` arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GateArgs {
+    /// Battery catalogs: their `tests` are the must-run tests of the audit, and they run
+    /// after it. All must name the same workspace.
+    #[arg(required = true)]
+    pub catalogs: Vec<PathBuf>,
+    /// The test command, run once with `sh -c` in the workspace root; it must not stop at
+    /// the first failing target (`--no-fail-fast`), or the audit reports what it cut off.
+    /// Default: `scripts/test` when the workspace has that file, else
+    /// `cargo test --workspace --no-fail-fast`.
+    #[arg(long, value_name = "CMD")]
+    pub test_command: Option<String>,
+    /// How the batteries run (`--only`, `--mode`).
+    #[command(flatten)]
+    pub run: BatteryRunArgs,
+    /// The host lock.
+    #[command(flatten)]
+    pub lock: LockArgs,
+    /// The reports: `gate/` and the batteries' `<name>/` directories.
+    #[command(flatten)]
+    pub reports: ReportsArgs,
+}
+
+impl GateArgs {
+    /// The gate's options, with host state in `state` and the host lock held as `lock` says.
+    pub fn options(&self, state: &Path, lock: String) -> crate::ci::gate::GateOptions {
+        crate::ci::gate::GateOptions {
+            catalogs: self.catalogs.clone(),
+            test_command: self.test_command.clone(),
+            battery: self
+                .run
+                .untimed_options(state, self.reports.reports.clone(), lock),
+            timings: self.run.timings.clone(),
+            mode: self.run.mode,
+        }
+    }
 }
 
 /// Arguments of `harness merge`.
@@ -973,7 +1022,7 @@ fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailur
     Ok((hold, lock_note))
 }
 
-fn run_gate(state: &Path, args: &crate::ci::gate::GateArgs) -> i32 {
+fn run_gate(state: &Path, args: &GateArgs) -> i32 {
     if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
         eprintln!("harness: gate: {e}");
         return EXIT_REFUSED;
@@ -987,7 +1036,7 @@ fn run_gate(state: &Path, args: &crate::ci::gate::GateArgs) -> i32 {
         Err(f) => return f.code,
     };
     let progress = Progress::auto();
-    let res = crate::ci::gate::run(args, state, &lock_note, &progress);
+    let res = crate::ci::gate::run(&args.options(state, lock_note), &progress);
     progress.finish();
     drop(hold);
     match res {
