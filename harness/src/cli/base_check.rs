@@ -1,0 +1,8 @@
+//! `harness base-check`: whether named commits are in the base and merge each CI job tested.
+
+use super::ci_answer;
+
+/// Runs `harness base-check`; returns the exit code.
+pub fn run(args: &crate::ci::cibase::BaseCheckArgs) -> i32 {
+    ci_answer(crate::ci::cibase::run(args))
+}

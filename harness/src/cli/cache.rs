@@ -1,0 +1,37 @@
+//! `harness cache`: the verdict cache of `--incremental`.
+
+use std::path::Path;
+
+use clap::Subcommand;
+
+use crate::battery;
+use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+
+/// `harness cache` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum CacheCommand {
+    /// Remove every cached verdict: the next `--incremental` run runs every mutation.
+    Clear,
+}
+
+/// Runs a `harness cache` subcommand; returns the exit code.
+pub fn run(state: &Path, command: &CacheCommand) -> i32 {
+    match command {
+        CacheCommand::Clear => match battery::cache::clear(state) {
+            Ok(n) => {
+                println!(
+                    "removed {n} verdict cache file(s) from {}",
+                    battery::cache::cache_dir(state).display()
+                );
+                EXIT_ALL_MET
+            }
+            Err(e) => {
+                eprintln!(
+                    "harness: {}: cannot clear the verdict cache: {e}",
+                    battery::cache::cache_dir(state).display()
+                );
+                EXIT_REFUSED
+            }
+        },
+    }
+}
