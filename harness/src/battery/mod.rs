@@ -270,7 +270,7 @@ pub fn run_mode(
     if let Some(list) = unguarded {
         report.require_guarded = opts.diff_scope.require_guarded;
         if report.status == Status::Complete && report.require_guarded && !list.is_empty() {
-            report.exit_code = ExitCode::of(report.exit_code).worst(ExitCode::Weak).code();
+            report.exit_code = report.exit_code.worst(ExitCode::Weak);
         }
         report.unguarded_in_diff = Some(list);
     }
@@ -280,9 +280,7 @@ pub fn run_mode(
     {
         let (generated, files) =
             crate::mutants::in_diff::run(&catalog, d, opts, &reports_root, &dir, progress)?;
-        report.exit_code = ExitCode::of(report.exit_code)
-            .worst(ExitCode::of(generated.exit_code))
-            .code();
+        report.exit_code = report.exit_code.worst(generated.exit_code);
         report.generated_in_diff = Some(generated);
         extra = files;
     }
@@ -539,7 +537,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         kill_matrix,
         unfalsified,
         summary,
-        exit_code: exit_code.code(),
+        exit_code,
     }
 }
 

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::battery::catalog::Role;
 use crate::battery::verdict::{Expectation, KillMatrix, Verdict};
 use crate::cargo::Outcome;
+use crate::system::exit::ExitCode;
 
 /// Identifier of the JSON report format; bumped on any incompatible change.
 pub const SCHEMA: &str = "harness-battery/1";
@@ -75,7 +76,7 @@ pub struct BatteryReport {
     /// Counts.
     pub summary: Summary,
     /// The process exit code this report implies (0, 1, 2 or 130).
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// Battery status.
@@ -440,7 +441,11 @@ fn md_escape(s: &str) -> String {
 /// UNFALSIFIED tests and the kill matrix.
 pub fn markdown(r: &BatteryReport) -> String {
     let mut s = format!("## Mutation battery `{}`\n\n", r.catalog.name);
-    let mark = if r.exit_code == 0 { "PASS" } else { "FAIL" };
+    let mark = if r.exit_code == ExitCode::AllMet {
+        "PASS"
+    } else {
+        "FAIL"
+    };
     s.push_str(&format!(
         "**{mark}** (exit {}): {}\n\n",
         r.exit_code,

@@ -258,7 +258,7 @@ pub struct GateBattery {
     /// Why it was skipped or failed.
     pub note: Option<String>,
     /// The battery's own exit code, when it ran.
-    pub exit_code: Option<i32>,
+    pub exit_code: Option<ExitCode>,
     /// The battery's full report (schema `harness-battery/1`), when it ran.
     pub report: Option<BatteryReport>,
     /// The battery's report files.
@@ -292,7 +292,7 @@ pub struct GateReport {
     /// Why the gate did not pass, one sentence each.
     pub reasons: Vec<String>,
     /// The process exit code: 0, 1, 2 or 130.
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// What [`run`] produced: the report and the files written.
@@ -541,7 +541,7 @@ fn audit_step(
     }
     let a = audit_log(log, &must_run, &test_run.command, workspace.as_ref().ok())?;
     let count = |v: audit::Verdict| a.tests.iter().filter(|t| t.verdict == v).count();
-    match ExitCode::of(a.exit_code) {
+    match a.exit_code {
         ExitCode::AllMet => {}
         ExitCode::Refused => judged.fail(
             ExitCode::Refused,
@@ -614,7 +614,7 @@ fn one_battery(
         Ok(r) => {
             entry.status = BatteryStatus::Ran;
             entry.exit_code = Some(r.report.exit_code);
-            let code = ExitCode::of(r.report.exit_code);
+            let code = r.report.exit_code;
             if code != ExitCode::AllMet {
                 judged.fail(code, battery_reason(&r.report));
             }
@@ -687,7 +687,7 @@ pub fn run(gate: &GateOptions, progress: &Progress) -> Result<GateOutcome, GateE
         );
     } else {
         let a = audit_step(&s, &test_run, &log, &mut judged)?;
-        let audit_ok = a.exit_code == 0;
+        let audit_ok = a.exit_code == ExitCode::AllMet;
         audit_report = Some(a);
         batteries = battery_step(&s, gate.mode, &opts, audit_ok, progress, &mut judged);
     }
@@ -703,7 +703,7 @@ pub fn run(gate: &GateOptions, progress: &Progress) -> Result<GateOutcome, GateE
         batteries,
         verdict: GateVerdict::of(judged.code),
         reasons: judged.reasons,
-        exit_code: judged.code.code(),
+        exit_code: judged.code,
     };
     let mut written = write(&s.dir, &report)?;
     written.push(log);

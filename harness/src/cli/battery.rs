@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use super::lock::{LockArgs, LockFailure, take_lock};
 use super::{ReportsArgs, report_catalog_error};
 use crate::battery::{self, BatteryError, Mode, report};
-use crate::system::exit::{EXIT_REFUSED, ExitCode};
+use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
 /// How a battery runs (shared by `battery` and `gate`).
@@ -151,10 +151,10 @@ pub struct BatteryArgs {
 
 /// Runs `harness battery`: each catalog in turn under the host lock, stopping after a
 /// refusal or an interruption; returns the worst exit code.
-pub fn run(state: &Path, args: &BatteryArgs) -> i32 {
+pub fn run(state: &Path, args: &BatteryArgs) -> ExitCode {
     if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
         eprintln!("harness: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     let opts = match args
         .run
@@ -166,12 +166,12 @@ pub fn run(state: &Path, args: &BatteryArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("harness: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     if let Err(e) = battery::check_state_dir_of(&args.catalogs, state) {
         eprintln!("harness: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
@@ -200,7 +200,7 @@ pub fn run(state: &Path, args: &BatteryArgs) -> i32 {
                 for w in &r.written {
                     println!("report: {}", w.display());
                 }
-                ExitCode::of(r.report.exit_code)
+                r.report.exit_code
             }
             Err(BatteryError::Catalog(e)) => {
                 report_catalog_error(&e);
@@ -217,12 +217,12 @@ pub fn run(state: &Path, args: &BatteryArgs) -> i32 {
         }
     }
     drop(hold);
-    code.code()
+    code
 }
 
 /// Writes the LOCKED report of each catalog (nothing ran); exit 2, or 2 with the error when a
 /// catalog cannot be loaded or its report written.
-fn locked_reports(catalogs: &[PathBuf], opts: &battery::Options, detail: &str) -> i32 {
+fn locked_reports(catalogs: &[PathBuf], opts: &battery::Options, detail: &str) -> ExitCode {
     let opts = battery::Options {
         lock: "not taken (held by someone else)".into(),
         ..opts.clone()
@@ -238,5 +238,5 @@ fn locked_reports(catalogs: &[PathBuf], opts: &battery::Options, detail: &str) -
             Err(e) => eprintln!("harness: {e}"),
         }
     }
-    EXIT_REFUSED
+    ExitCode::Refused
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::Subcommand;
 
 use crate::battery;
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::ExitCode;
 
 /// `harness cache` subcommands.
 #[derive(Debug, Subcommand)]
@@ -15,7 +15,7 @@ pub enum CacheCommand {
 }
 
 /// Runs a `harness cache` subcommand; returns the exit code.
-pub fn run(state: &Path, command: &CacheCommand) -> i32 {
+pub fn run(state: &Path, command: &CacheCommand) -> ExitCode {
     match command {
         CacheCommand::Clear => match battery::cache::clear(state) {
             Ok(n) => {
@@ -23,14 +23,14 @@ pub fn run(state: &Path, command: &CacheCommand) -> i32 {
                     "removed {n} verdict cache file(s) from {}",
                     battery::cache::cache_dir(state).display()
                 );
-                EXIT_ALL_MET
+                ExitCode::AllMet
             }
             Err(e) => {
                 eprintln!(
                     "harness: {}: cannot clear the verdict cache: {e}",
                     battery::cache::cache_dir(state).display()
                 );
-                EXIT_REFUSED
+                ExitCode::Refused
             }
         },
     }

@@ -6,18 +6,18 @@ use super::report_catalog_error;
 use crate::battery;
 use crate::battery::catalog::Catalog;
 use crate::cargo::{CargoCmd, PackageMeta};
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::ExitCode;
 
 /// `harness check`; with `list` (the state directory), also the tests against the targets'
 /// own listing.
-pub fn run(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
-    let mut code = EXIT_ALL_MET;
+pub fn run(catalogs: &[PathBuf], list: Option<&Path>) -> ExitCode {
+    let mut code = ExitCode::AllMet;
     for path in catalogs {
         match Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p))) {
             Ok((c, p)) => match check_targets(&c) {
                 Err(e) => {
                     eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
-                    code = EXIT_REFUSED;
+                    code = ExitCode::Refused;
                 }
                 Ok(packages) => {
                     for w in battery::gates::unreachable_mutations(&c, &p, &packages) {
@@ -33,7 +33,7 @@ pub fn run(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
                         && let Err(e) = check_listed(&c, state)
                     {
                         eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
-                        code = EXIT_REFUSED;
+                        code = ExitCode::Refused;
                         continue;
                     }
                     code = check_place(&c, &p, path, code);
@@ -41,7 +41,7 @@ pub fn run(catalogs: &[PathBuf], list: Option<&Path>) -> i32 {
             },
             Err(e) => {
                 report_catalog_error(&e);
-                code = EXIT_REFUSED;
+                code = ExitCode::Refused;
             }
         }
     }
@@ -53,8 +53,8 @@ fn check_place(
     c: &Catalog,
     p: &[crate::battery::catalog::PreparedMutation],
     path: &Path,
-    code: i32,
-) -> i32 {
+    code: ExitCode,
+) -> ExitCode {
     match c.check_target_dir() {
         Ok(place) => {
             println!(
@@ -68,7 +68,7 @@ fn check_place(
         }
         Err(e) => {
             report_catalog_error(&e);
-            EXIT_REFUSED
+            ExitCode::Refused
         }
     }
 }

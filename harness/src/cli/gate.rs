@@ -6,7 +6,7 @@ use super::battery::BatteryRunArgs;
 use super::lock::{LockArgs, take_lock};
 use super::{ReportsArgs, report_catalog_error};
 use crate::battery;
-use crate::system::exit::EXIT_REFUSED;
+use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
 pub(super) const GATE_EXIT_CODES: &str = "\
@@ -68,14 +68,14 @@ impl GateArgs {
 }
 
 /// Runs `harness gate` under the host lock; returns the gate's exit code.
-pub fn run(state: &Path, args: &GateArgs) -> i32 {
+pub fn run(state: &Path, args: &GateArgs) -> ExitCode {
     if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
         eprintln!("harness: gate: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     if let Err(e) = battery::check_state_dir_of(&args.catalogs, state) {
         eprintln!("harness: gate: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     let (hold, lock_note) = match take_lock(state, &args.lock) {
         Ok(x) => x,
@@ -95,11 +95,11 @@ pub fn run(state: &Path, args: &GateArgs) -> i32 {
         }
         Err(crate::ci::gate::GateError::Catalog(e)) => {
             report_catalog_error(&e);
-            EXIT_REFUSED
+            ExitCode::Refused
         }
         Err(e) => {
             eprintln!("harness: gate: {e}");
-            EXIT_REFUSED
+            ExitCode::Refused
         }
     }
 }

@@ -3,15 +3,20 @@
 use std::path::Path;
 
 use crate::battery;
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::ExitCode;
 
 /// `harness init`: the starter catalog of the package, written to `output`.
-pub fn run(state: &Path, workspace: &Path, package: Option<&str>, output: Option<&Path>) -> i32 {
+pub fn run(
+    state: &Path,
+    workspace: &Path,
+    package: Option<&str>,
+    output: Option<&Path>,
+) -> ExitCode {
     let listing = match battery::starter::list(workspace, package, state) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("harness: init: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     let out = match output {
@@ -22,7 +27,7 @@ pub fn run(state: &Path, workspace: &Path, package: Option<&str>, output: Option
     };
     if let Err(e) = battery::starter::write_catalog(&listing, &out) {
         eprintln!("harness: init: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     println!(
         "wrote {} (package {}, {} tests); next: add a [[mutation]], then `harness check --list {}` and `harness battery {}`",
@@ -32,5 +37,5 @@ pub fn run(state: &Path, workspace: &Path, package: Option<&str>, output: Option
         out.display(),
         out.display()
     );
-    EXIT_ALL_MET
+    ExitCode::AllMet
 }

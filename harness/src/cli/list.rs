@@ -4,16 +4,16 @@ use std::path::Path;
 
 use super::report_catalog_error;
 use crate::battery::catalog::Catalog;
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::ExitCode;
 
 /// Runs `harness list`: one line per mutation of the catalog at `path`; returns the exit
 /// code.
-pub fn run(path: &Path) -> i32 {
+pub fn run(path: &Path) -> ExitCode {
     let c = match Catalog::load(path) {
         Ok(c) => c,
         Err(e) => {
             report_catalog_error(&e);
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     let w = c
@@ -31,5 +31,5 @@ pub fn run(path: &Path) -> i32 {
         };
         println!("{:<w$}  {:<7}  {killers}", m.id, m.role.to_string());
     }
-    EXIT_ALL_MET
+    ExitCode::AllMet
 }

@@ -4,8 +4,7 @@ use std::path::Path;
 
 use clap::Subcommand;
 
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
-use crate::system::interrupt;
+use crate::system::exit::{ExitCode, ProcessExit};
 use crate::system::lock::{self, Hold, LockRecord, Nesting};
 use crate::system::runner::{OnInterrupt, Output, Runner};
 
@@ -50,7 +49,7 @@ fn command_line() -> Vec<String> {
 /// Why the host lock was not taken: the exit code to return and, for LOCKED, the message
 /// (already printed).
 pub(super) struct LockFailure {
-    pub(super) code: i32,
+    pub(super) code: ExitCode,
     pub(super) locked: Option<String>,
 }
 
@@ -68,7 +67,7 @@ pub(super) fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String),
         Ok(h) => h,
         Err(lock::LockError::Interrupted(_)) => {
             return Err(LockFailure {
-                code: interrupt::EXIT_INTERRUPTED,
+                code: ExitCode::Interrupted,
                 locked: None,
             });
         }
@@ -76,7 +75,7 @@ pub(super) fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String),
             eprintln!("harness: {e}");
             let locked = matches!(e, lock::LockError::Held { .. }).then(|| e.to_string());
             return Err(LockFailure {
-                code: EXIT_REFUSED,
+                code: ExitCode::Refused,
                 locked,
             });
         }
@@ -94,7 +93,9 @@ pub(super) fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String),
     Ok((hold, lock_note))
 }
 
-fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> i32 {
+/// `harness lock run`: the command's exit status, passed through, or the harness's own
+/// verdict when the lock was not taken or the command could not be started.
+fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> ProcessExit {
     let owner = args.owner.clone().unwrap_or_else(default_owner);
     let record = LockRecord::for_current(&owner, command.clone(), args.ttl);
     let hold = match lock::acquire(state, record, Nesting::Refuse, args.wait, &mut |h| {
@@ -104,10 +105,10 @@ fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> i32 {
         )
     }) {
         Ok(h) => h,
-        Err(lock::LockError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
+        Err(lock::LockError::Interrupted(_)) => return ExitCode::Interrupted.into(),
         Err(e) => {
             eprintln!("harness: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused.into();
         }
     };
     // The command inherits the lock's descriptor and keeps the lock held for as long as it
@@ -120,22 +121,22 @@ fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> i32 {
         .run();
     drop(hold);
     match res {
-        Ok(done) => done.status.code().unwrap_or_else(|| {
+        Ok(done) => ProcessExit::PassThrough(done.status.code().unwrap_or_else(|| {
             use std::os::unix::process::ExitStatusExt;
             128 + done.status.signal().unwrap_or(0)
-        }),
+        })),
         Err(e) => {
             eprintln!("harness: {e}");
-            EXIT_REFUSED
+            ExitCode::Refused.into()
         }
     }
 }
 
-fn lock_status(state: &Path) -> i32 {
+fn lock_status(state: &Path) -> ExitCode {
     match lock::status(state) {
         Ok(None) => {
             println!("host lock {}: free", state.display());
-            EXIT_ALL_MET
+            ExitCode::AllMet
         }
         Ok(Some(r)) => {
             let now = if r.holder.is_alive() {
@@ -152,19 +153,20 @@ fn lock_status(state: &Path) -> i32 {
                 state.display(),
                 r.describe()
             );
-            EXIT_ALL_MET
+            ExitCode::AllMet
         }
         Err(e) => {
             eprintln!("harness: {e}");
-            EXIT_REFUSED
+            ExitCode::Refused
         }
     }
 }
 
-/// Runs a `harness lock` subcommand; returns the exit code (`lock run`: its command's).
-pub fn run(state: &Path, command: LockCommand) -> i32 {
+/// Runs a `harness lock` subcommand; returns how the process ends (`lock run`: with its
+/// command's exit status).
+pub fn run(state: &Path, command: LockCommand) -> ProcessExit {
     match command {
         LockCommand::Run { lock, command } => lock_run(state, &lock, command),
-        LockCommand::Status => lock_status(state),
+        LockCommand::Status => lock_status(state).into(),
     }
 }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::battery::{self, report};
-use crate::system::exit::{EXIT_REFUSED, ExitCode};
+use crate::system::exit::ExitCode;
 
 /// Arguments of `harness merge`.
 #[derive(Debug, clap::Args)]
@@ -17,7 +17,7 @@ pub struct MergeArgs {
 }
 
 /// Runs `harness merge`; returns the worst exit code of the merged reports.
-pub fn run(args: &MergeArgs) -> i32 {
+pub fn run(args: &MergeArgs) -> ExitCode {
     match battery::merge::merge(&args.dirs, &args.reports) {
         Ok(merged) => {
             let mut code = ExitCode::AllMet;
@@ -26,13 +26,13 @@ pub fn run(args: &MergeArgs) -> i32 {
                 for w in &m.written {
                     println!("report: {}", w.display());
                 }
-                code = code.worst(ExitCode::of(m.report.exit_code));
+                code = code.worst(m.report.exit_code);
             }
-            code.code()
+            code
         }
         Err(e) => {
             eprintln!("harness: merge: {e}");
-            EXIT_REFUSED
+            ExitCode::Refused
         }
     }
 }

@@ -26,7 +26,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::battery::catalog::CatalogError;
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::{ExitCode, ProcessExit};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -197,19 +197,19 @@ fn state_dir(cli: &Cli) -> PathBuf {
     }
 }
 
-/// Runs a parsed command line; returns the process exit code.
-pub fn run(cli: Cli) -> i32 {
+/// Runs a parsed command line; returns how the process ends.
+pub fn run(cli: Cli) -> ProcessExit {
     let state = state_dir(&cli);
     let recovered_ok = restore::recover(&state);
-    match cli.command {
+    let code = match cli.command {
         Command::Restore => {
             if recovered_ok {
-                EXIT_ALL_MET
+                ExitCode::AllMet
             } else {
-                EXIT_REFUSED
+                ExitCode::Refused
             }
         }
-        _ if !recovered_ok => EXIT_REFUSED,
+        _ if !recovered_ok => ExitCode::Refused,
         Command::Check { catalogs, list } => check::run(&catalogs, list.then_some(state.as_path())),
         Command::Init {
             workspace,
@@ -228,17 +228,18 @@ pub fn run(cli: Cli) -> i32 {
         Command::Merge(args) => merge::run(&args),
         Command::Cache { command } => cache::run(&state, &command),
         Command::Gate(args) => gate::run(&state, &args),
-        Command::Lock { command } => lock::run(&state, command),
-    }
+        Command::Lock { command } => return lock::run(&state, command),
+    };
+    code.into()
 }
 
 /// The exit code of a CI question, or 2 with the error on stderr when it could not be answered.
-fn ci_answer(result: anyhow::Result<i32>) -> i32 {
+fn ci_answer(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("harness: error: {e:#}");
-            EXIT_REFUSED
+            ExitCode::Refused
         }
     }
 }

@@ -8,8 +8,7 @@ use super::{ReportsArgs, report_catalog_error};
 use crate::battery::catalog::Catalog;
 use crate::battery::{self, BatteryError, Mode, report};
 use crate::cargo::{CargoCmd, PackageMeta};
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED, ExitCode};
-use crate::system::interrupt;
+use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
 /// Arguments of `harness mutants`.
@@ -63,7 +62,7 @@ pub struct MutantsArgs {
 
 /// Runs `harness mutants` (with `--via-harness`, through the battery runner); returns the
 /// exit code.
-pub fn run(state: &Path, args: &MutantsArgs) -> i32 {
+pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
     use crate::mutants;
     if args.via_harness {
         return run_mutants_via_harness(state, args);
@@ -72,7 +71,7 @@ pub fn run(state: &Path, args: &MutantsArgs) -> i32 {
         Ok(n) => n,
         Err(e) => {
             eprintln!("harness: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     let out_dir = match &args.import {
@@ -101,10 +100,10 @@ pub fn run(state: &Path, args: &MutantsArgs) -> i32 {
             drop(hold);
             match res {
                 Ok(d) => d,
-                Err(mutants::MutantsError::Interrupted(_)) => return interrupt::EXIT_INTERRUPTED,
+                Err(mutants::MutantsError::Interrupted(_)) => return ExitCode::Interrupted,
                 Err(e) => {
                     eprintln!("harness: {e}");
-                    return EXIT_REFUSED;
+                    return ExitCode::Refused;
                 }
             }
         }
@@ -113,7 +112,7 @@ pub fn run(state: &Path, args: &MutantsArgs) -> i32 {
         Ok(r) => r,
         Err(e) => {
             eprintln!("harness: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     print!("{}", mutants::markdown(&report));
@@ -131,27 +130,27 @@ pub fn run(state: &Path, args: &MutantsArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("harness: {}: cannot write reports: {e}", dir.display());
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     }
     if report.unguarded.is_empty() {
-        EXIT_ALL_MET
+        ExitCode::AllMet
     } else {
-        crate::system::exit::EXIT_WEAK
+        ExitCode::Weak
     }
 }
 
-fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
+fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> ExitCode {
     if let Err(e) = battery::check_jobs(args.jobs, args.mode) {
         eprintln!("harness: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     // Only its workspace, package, targets and tests are used: it needs no mutation.
     let base = match Catalog::load_base(&args.catalog[0]) {
         Ok(c) => c,
         Err(e) => {
             report_catalog_error(&e);
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     // cargo-mutants' listing (`cargo metadata`), the listing of another package's tests
@@ -159,7 +158,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
     // lock is this command's, removed at the end, so the tree is left as it was found.
     if let Err(e) = battery::check_state_dir(&base.root, state) {
         eprintln!("harness: {e}");
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     let lock_path = base.root.join("Cargo.lock");
     let lock_absent = std::fs::symlink_metadata(&lock_path).is_err();
@@ -171,14 +170,14 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> i32 {
             ),
             Err(e) => {
                 eprintln!("harness: {}: cannot remove: {e}", lock_path.display());
-                return ExitCode::of(code).worst(ExitCode::Refused).code();
+                return code.worst(ExitCode::Refused);
             }
         }
     }
     code
 }
 
-fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> i32 {
+fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> ExitCode {
     use crate::mutants;
     let out = base
         .root
@@ -200,14 +199,14 @@ fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> i32 {
         Ok(l) => l,
         Err(e) => {
             eprintln!("harness: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     let named = match mutants::named_sites(&args.catalog) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("harness: {e}");
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     let (hold, lock_note) = match take_lock(state, &args.lock) {
@@ -229,7 +228,7 @@ fn package_spec(
     base: &Catalog,
     packages: &[PackageMeta],
     package: &str,
-) -> Result<Option<crate::battery::catalog::CatalogSpec>, i32> {
+) -> Result<Option<crate::battery::catalog::CatalogSpec>, ExitCode> {
     if package == base.spec.package {
         return Ok(Some(base.spec.clone()));
     }
@@ -237,7 +236,7 @@ fn package_spec(
         eprintln!(
             "harness: cargo-mutants listed mutants of package {package}, which cargo metadata does not list"
         );
-        return Err(EXIT_REFUSED);
+        return Err(ExitCode::Refused);
     };
     let mut spec = base.spec.clone();
     spec.package = package.to_string();
@@ -266,10 +265,10 @@ fn package_spec(
             spec.tests = tests;
             Ok(Some(spec))
         }
-        Err(crate::cargo::CargoError::Interrupted(_)) => Err(interrupt::EXIT_INTERRUPTED),
+        Err(crate::cargo::CargoError::Interrupted(_)) => Err(ExitCode::Interrupted),
         Err(e) => {
             eprintln!("harness: cannot list the tests of package {package}: {e}");
-            Err(EXIT_REFUSED)
+            Err(ExitCode::Refused)
         }
     }
 }
@@ -284,7 +283,7 @@ fn via_harness_batteries(
     listed: &[crate::mutants::MutantInfo],
     named: &[crate::mutants::NamedSite],
     lock_note: String,
-) -> i32 {
+) -> ExitCode {
     use crate::mutants;
     let out = base
         .root
@@ -304,7 +303,7 @@ fn via_harness_batteries(
             Ok(p) => p,
             Err(e) => {
                 eprintln!("harness: {e}");
-                return EXIT_REFUSED;
+                return ExitCode::Refused;
             }
         }
     } else {
@@ -342,12 +341,12 @@ fn via_harness_batteries(
             Ok(t) => t,
             Err(e) => {
                 eprintln!("harness: cannot write the generated catalog: {e}");
-                return EXIT_REFUSED;
+                return ExitCode::Refused;
             }
         };
         if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
             eprintln!("harness: {}: {e}", path.display());
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
         eprintln!(
             "harness: {} generated mutants of package {package} as catalog {}",
@@ -380,19 +379,19 @@ fn via_harness_batteries(
             Ok(r) => r,
             Err(BatteryError::Catalog(e)) => {
                 report_catalog_error(&e);
-                return EXIT_REFUSED;
+                return ExitCode::Refused;
             }
             Err(e) => {
                 eprintln!("harness: {e}");
-                return EXIT_REFUSED;
+                return ExitCode::Refused;
             }
         };
-        let battery_code = ExitCode::of(run.report.exit_code);
+        let battery_code = run.report.exit_code;
         if battery_code.stops() {
             if let Some(f) = &run.report.refusal {
                 eprintln!("harness: {}: {}", f.kind, f.detail);
             }
-            return battery_code.code();
+            return battery_code;
         }
         runs.push(run);
     }
@@ -415,11 +414,11 @@ fn via_harness_batteries(
     }
     if let Err(e) = written {
         eprintln!("harness: {}: cannot write reports: {e}", dir.display());
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     }
     if report.missed > 0 {
-        crate::system::exit::EXIT_WEAK
+        ExitCode::Weak
     } else {
-        EXIT_ALL_MET
+        ExitCode::AllMet
     }
 }

@@ -4,22 +4,22 @@ use std::path::Path;
 
 use super::report_catalog_error;
 use crate::battery::catalog::Catalog;
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::ExitCode;
 
 /// Runs `harness show`: mutation `id` of the catalog at `path` as a unified diff; returns
 /// the exit code.
-pub fn run(path: &Path, id: &str) -> i32 {
+pub fn run(path: &Path, id: &str) -> ExitCode {
     let res = Catalog::load(path).and_then(|c| c.prepare().map(|p| (c, p)));
     let (c, prepared) = match res {
         Ok(x) => x,
         Err(e) => {
             report_catalog_error(&e);
-            return EXIT_REFUSED;
+            return ExitCode::Refused;
         }
     };
     let Some(pm) = prepared.iter().find(|p| c.spec.mutations[p.index].id == id) else {
         eprintln!("harness: {}: no mutation with id {id:?}", path.display());
-        return EXIT_REFUSED;
+        return ExitCode::Refused;
     };
     let m = &c.spec.mutations[pm.index];
     println!("# {} ({}): {}", m.id, m.role, m.title);
@@ -42,5 +42,5 @@ pub fn run(path: &Path, id: &str) -> i32 {
             .context_radius(3)
             .header(&format!("a/{name}"), &format!("b/{name}"))
     );
-    EXIT_ALL_MET
+    ExitCode::AllMet
 }

@@ -3,20 +3,20 @@
 use std::path::Path;
 
 use crate::battery;
-use crate::system::exit::{EXIT_ALL_MET, EXIT_REFUSED};
+use crate::system::exit::ExitCode;
 
 /// `harness tests`: every test of the package, one a line.
-pub fn run(state: &Path, workspace: &Path, package: Option<&str>) -> i32 {
+pub fn run(state: &Path, workspace: &Path, package: Option<&str>) -> ExitCode {
     match battery::starter::list(workspace, package, state) {
         Ok(l) => {
             for t in &l.tests {
                 println!("{t}");
             }
-            EXIT_ALL_MET
+            ExitCode::AllMet
         }
         Err(e) => {
             eprintln!("harness: tests: {e}");
-            EXIT_REFUSED
+            ExitCode::Refused
         }
     }
 }

@@ -56,7 +56,7 @@ pub struct GeneratedInDiff {
     pub mutants: Vec<GeneratedMutant>,
     /// 0 (none missed), 1 (some missed), 2 (the generated battery refused), 130
     /// (interrupted).
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// Lists cargo-mutants' mutants of `base`'s package inside `diff` (written to
@@ -96,7 +96,7 @@ pub fn run(
         crashed: 0,
         tests_missing: 0,
         mutants: Vec::new(),
-        exit_code: 0,
+        exit_code: ExitCode::AllMet,
     };
     let tool_dir = base
         .root
@@ -156,9 +156,9 @@ pub fn run(
     out.battery = Some(name.clone());
     out.status = Some(run.report.status);
     out.refusal = run.report.refusal.clone();
-    let code = ExitCode::of(run.report.exit_code);
+    let code = run.report.exit_code;
     if code.stops() {
-        out.exit_code = code.code();
+        out.exit_code = code;
         return Ok((out, written));
     }
     let r = super::from_battery(&[&run.report], &listed, CARGO_MUTANTS_VERSION, &[]);
@@ -177,9 +177,9 @@ pub fn run(
     out.tests_missing = r.tests_missing;
     out.mutants = r.mutants;
     out.exit_code = if out.missed > 0 {
-        ExitCode::Weak.code()
+        ExitCode::Weak
     } else {
-        ExitCode::AllMet.code()
+        ExitCode::AllMet
     };
     Ok((out, written))
 }
