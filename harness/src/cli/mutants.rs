@@ -273,17 +273,14 @@ fn package_spec(
     }
 }
 
-/// The generated catalogs of `listed` (one per package, each with the tests of its
-/// package) run as batteries, one after another, and joined into one report of the
-/// mutants in their own terms. Returns the exit code.
-fn via_harness_batteries(
+/// The generated catalogs of `listed`, one per package with tests (each with the tests of
+/// its package), written beside cargo-mutants' output; returns their paths. `Err` is the exit
+/// code, the error printed.
+fn generated_catalogs(
     state: &Path,
-    args: &MutantsArgs,
     base: &Catalog,
     listed: &[crate::mutants::MutantInfo],
-    named: &[crate::mutants::NamedSite],
-    lock_note: String,
-) -> ExitCode {
+) -> Result<Vec<PathBuf>, ExitCode> {
     use crate::mutants;
     let out = base
         .root
@@ -303,7 +300,7 @@ fn via_harness_batteries(
             Ok(p) => p,
             Err(e) => {
                 eprintln!("harness: {e}");
-                return ExitCode::Refused;
+                return Err(ExitCode::Refused);
             }
         }
     } else {
@@ -320,7 +317,7 @@ fn via_harness_batteries(
                 );
                 continue;
             }
-            Err(code) => return code,
+            Err(code) => return Err(code),
         };
         let mut spec = spec;
         spec.name = Some(if several {
@@ -341,12 +338,12 @@ fn via_harness_batteries(
             Ok(t) => t,
             Err(e) => {
                 eprintln!("harness: cannot write the generated catalog: {e}");
-                return ExitCode::Refused;
+                return Err(ExitCode::Refused);
             }
         };
         if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
             eprintln!("harness: {}: {e}", path.display());
-            return ExitCode::Refused;
+            return Err(ExitCode::Refused);
         }
         eprintln!(
             "harness: {} generated mutants of package {package} as catalog {}",
@@ -355,6 +352,17 @@ fn via_harness_batteries(
         );
         paths.push(path);
     }
+    Ok(paths)
+}
+
+/// Runs the generated catalogs at `paths` as batteries, one after another. `Err` is the exit
+/// code of the first that could not run, refused or was interrupted (the cause printed).
+fn run_generated(
+    state: &Path,
+    args: &MutantsArgs,
+    paths: &[PathBuf],
+    lock_note: String,
+) -> Result<Vec<battery::RunResult>, ExitCode> {
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
         reports_root: args.reports.reports.clone(),
@@ -370,7 +378,7 @@ fn via_harness_batteries(
         generated: true,
     };
     let mut runs = Vec::new();
-    for path in &paths {
+    for path in paths {
         let progress = Progress::auto();
         progress.line(&format!("battery {}", path.display()));
         let res = battery::run_mode(path, &opts, &progress, args.mode);
@@ -379,11 +387,11 @@ fn via_harness_batteries(
             Ok(r) => r,
             Err(BatteryError::Catalog(e)) => {
                 report_catalog_error(&e);
-                return ExitCode::Refused;
+                return Err(ExitCode::Refused);
             }
             Err(e) => {
                 eprintln!("harness: {e}");
-                return ExitCode::Refused;
+                return Err(ExitCode::Refused);
             }
         };
         let battery_code = run.report.exit_code;
@@ -391,10 +399,33 @@ fn via_harness_batteries(
             if let Some(f) = &run.report.refusal {
                 eprintln!("harness: {}: {}", f.kind, f.detail);
             }
-            return battery_code;
+            return Err(battery_code);
         }
         runs.push(run);
     }
+    Ok(runs)
+}
+
+/// The generated catalogs of `listed` (one per package, each with the tests of its
+/// package) run as batteries, one after another, and joined into one report of the
+/// mutants in their own terms. Returns the exit code.
+fn via_harness_batteries(
+    state: &Path,
+    args: &MutantsArgs,
+    base: &Catalog,
+    listed: &[crate::mutants::MutantInfo],
+    named: &[crate::mutants::NamedSite],
+    lock_note: String,
+) -> ExitCode {
+    use crate::mutants;
+    let paths = match generated_catalogs(state, base, listed) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let runs = match run_generated(state, args, &paths, lock_note) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
     let reports: Vec<&report::BatteryReport> = runs.iter().map(|r| &r.report).collect();
     let report = mutants::from_battery(&reports, listed, mutants::CARGO_MUTANTS_VERSION, named);
     print!("{}", mutants::markdown(&report));
