@@ -60,6 +60,14 @@ pub struct MutantsArgs {
     pub jobs: usize,
 }
 
+/// `<reports>/mutants/`, where the mutants' reports go (`<reports>` defaults to
+/// `<root>/reports`).
+fn mutants_dir(args: &MutantsArgs, root: &Path) -> PathBuf {
+    let reports = args.reports.reports.clone();
+    let reports = reports.unwrap_or_else(|| root.join("reports"));
+    reports.join("mutants")
+}
+
 /// Runs `harness mutants` (with `--via-harness`, through the battery runner); returns the
 /// exit code.
 pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
@@ -116,12 +124,7 @@ pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
         }
     };
     print!("{}", mutants::markdown(&report));
-    let dir = args
-        .reports
-        .reports
-        .clone()
-        .unwrap_or_else(|| args.workspace.join("reports"))
-        .join("mutants");
+    let dir = mutants_dir(args, &args.workspace);
     match mutants::write_reports(&dir, &report) {
         Ok(paths) => {
             for p in paths {
@@ -429,12 +432,7 @@ fn via_harness_batteries(
     let reports: Vec<&report::BatteryReport> = runs.iter().map(|r| &r.report).collect();
     let report = mutants::from_battery(&reports, listed, mutants::CARGO_MUTANTS_VERSION, named);
     print!("{}", mutants::markdown(&report));
-    let dir = args
-        .reports
-        .reports
-        .clone()
-        .unwrap_or_else(|| base.root.join("reports"))
-        .join("mutants");
+    let dir = mutants_dir(args, &base.root);
     let written = mutants::write_reports(&dir, &report);
     for p in runs
         .iter()
