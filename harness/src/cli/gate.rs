@@ -9,6 +9,7 @@ use crate::battery;
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
+/// The exit codes and reports of `harness gate --help`.
 pub(super) const GATE_EXIT_CODES: &str = "\
 Exit codes:
   0    the test command passed, every catalog test ran and passed in it, and every

@@ -38,10 +38,12 @@ pub enum LockCommand {
     Status,
 }
 
+/// The lock's owner when `--owner` is not given: `$USER`.
 fn default_owner() -> String {
     std::env::var("USER").unwrap_or_else(|_| "unknown".into())
 }
 
+/// This process's command line, as the lock records it.
 fn command_line() -> Vec<String> {
     std::env::args().collect()
 }
@@ -132,6 +134,7 @@ fn lock_run(state: &Path, args: &LockArgs, command: Vec<String>) -> ProcessExit 
     }
 }
 
+/// `harness lock status`: who holds the host lock, if anyone.
 fn lock_status(state: &Path) -> ExitCode {
     match lock::status(state) {
         Ok(None) => {

@@ -28,6 +28,7 @@ use clap::{Parser, Subcommand};
 use crate::battery::catalog::CatalogError;
 use crate::system::exit::{ExitCode, ProcessExit};
 
+/// The exit codes and refusals of `harness --help` and `harness battery --help`.
 const EXIT_CODES: &str = "\
 Exit codes:
   0    every expectation MET (and, on a full run, no test UNFALSIFIED)
