@@ -6,6 +6,7 @@ use std::process::Command;
 
 use git2::{Oid, Repository, Signature, Time};
 use harness::ci::cibase::{self, Answer, BaseReport, JobStatus, Questions};
+use harness::system::exit::ExitCode;
 
 /// A commit with an empty tree, a fixed author and the given time (seconds): the same
 /// inputs always give the same sha, so snapshots are stable.
@@ -226,7 +227,7 @@ fn stale_base_predates_a_fix_that_landed_before_the_job_ran() {
         "{:?}",
         report.jobs[0].follows
     );
-    assert_eq!(report.exit_code, 0);
+    assert_eq!(report.exit_code, ExitCode::AllMet);
     insta::assert_snapshot!("stale_base_table", report.to_table());
     insta::assert_snapshot!("stale_base_markdown", report.to_markdown());
     insta::assert_json_snapshot!("stale_base_json", report);
@@ -312,7 +313,7 @@ fn gitlab_merged_results_takes_parents_from_the_repository() {
         ]
     );
     assert!(report.jobs[0].follows[0].contains("says nothing about now"));
-    assert_eq!(report.exit_code, 0);
+    assert_eq!(report.exit_code, ExitCode::AllMet);
 }
 
 #[test]
@@ -340,7 +341,7 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
         "{}",
         a.in_base.as_ref().unwrap().reason
     );
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
     // --merge names the commit instead.
     let report = check(
         &h.repo,
@@ -353,7 +354,7 @@ fn gitlab_merge_ref_not_fetched_is_unknown_with_the_ref_to_fetch() {
         answers(&report, 0),
         [("fix".to_string(), Answer::Yes, Answer::Yes)]
     );
-    assert_eq!(report.exit_code, 0);
+    assert_eq!(report.exit_code, ExitCode::AllMet);
 }
 
 #[test]
@@ -370,11 +371,11 @@ fn log_without_checkout_line_exits_2() {
     assert_eq!(report.jobs.len(), 1);
     assert!(report.jobs[0].notes[0].contains("no checkout line"));
     assert_eq!(report.jobs[0].answers[0].in_tested.answer, Answer::Unknown);
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
     // Even with no commit asked about.
     assert_eq!(
         check(&h.repo, &cibase::parse_jobs(log), &[], None, "job.log").exit_code,
-        2
+        ExitCode::Refused
     );
 }
 
@@ -441,7 +442,7 @@ fn abbreviation_shared_by_two_commits_is_unknown() {
         report.jobs[0].answers[1].in_base.as_ref().unwrap().answer,
         Answer::Yes
     );
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -526,7 +527,7 @@ fn shallow_clone_answers_unknown_not_no() {
     // boundary: the walk cannot prove "no".
     assert_eq!(got[2].1, Answer::Unknown, "{got:?}");
     assert!(got[2].2.starts_with("shallow history"), "{got:?}");
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
 
     // Deepened, the same questions have definite answers.
     git(

@@ -11,6 +11,7 @@ use std::process::Command;
 
 use git2::Repository;
 use harness::ci::cibase::{self, Answer, BaseReport, HeadState, Questions, TestedKind};
+use harness::system::exit::ExitCode;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ci/checkout")
@@ -222,7 +223,7 @@ fn base_branch_checked_out_into_a_subfolder_is_not_the_tested_merge() {
         "{:?}",
         report.jobs[0].follows
     );
-    assert_eq!(report.exit_code, 0);
+    assert_eq!(report.exit_code, ExitCode::AllMet);
     insta::assert_snapshot!("merge_then_base_table", report.to_table());
     insta::assert_snapshot!("merge_then_base_markdown", report.to_markdown());
     insta::assert_json_snapshot!("merge_then_base_json", report);
@@ -242,7 +243,7 @@ fn another_repository_checked_out_beside_is_listed_and_left_out_of_the_answers()
         "the other repository's commit leaks into the answers: {all}"
     );
     assert!(report.to_table().contains("acme/bench-tools"));
-    assert_eq!(report.exit_code, 0);
+    assert_eq!(report.exit_code, ExitCode::AllMet);
 }
 
 #[test]
@@ -275,7 +276,7 @@ fn two_checkouts_of_the_merge_ref_at_different_commits_are_unknown() {
         a.in_base.as_ref().unwrap().reason
     );
     assert_eq!(report.jobs[0].tested, None);
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
 }
 
 #[test]
@@ -313,7 +314,7 @@ fn a_step_whose_lines_disagree_is_unknown() {
         "{}",
         a.in_base.as_ref().unwrap().reason
     );
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
 }
 
 #[test]
@@ -344,7 +345,7 @@ fn pr_head_tells_an_older_or_force_pushed_head_from_the_current_one() {
         );
         let h = report.jobs[0].pr_head.as_ref().unwrap();
         assert_eq!(h.state, truth, "{case}: {}", h.reason);
-        assert_eq!(report.exit_code, 0);
+        assert_eq!(report.exit_code, ExitCode::AllMet);
         if want != HeadState::Current {
             let f = &report.jobs[0].follows[0];
             assert!(f.contains("older head") && f.contains("What to do"), "{f}");
@@ -389,7 +390,7 @@ fn shallow_workspace_is_unknown_until_the_advised_fetch_is_run() {
         ("pr", t.sha("head1")),
     ];
     let report = run(w, "stale-base", &commits, None);
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
     let reason = &report.jobs[0].answers[0].in_base.as_ref().unwrap().reason;
     assert_eq!(
         report.jobs[0].answers[0].in_base.as_ref().unwrap().answer,
@@ -407,7 +408,7 @@ fn shallow_workspace_is_unknown_until_the_advised_fetch_is_run() {
     // The merge's history is complete now; the fix (on main, after the merge was made) is
     // still not in the workspace and no line of the log names it: unknown, with its fetch.
     let report = run(w, "stale-base", &commits, None);
-    assert_eq!(report.exit_code, 2, "{}", report.to_table());
+    assert_eq!(report.exit_code, ExitCode::Refused, "{}", report.to_table());
     let reason = &report.jobs[0].answers[0].in_tested.reason;
     assert!(
         reason.starts_with("not found in the repository or the log"),
@@ -421,7 +422,7 @@ fn shallow_workspace_is_unknown_until_the_advised_fetch_is_run() {
     let words: Vec<&str> = cmd.split(' ').skip(1).collect();
     git(w, &words);
     let report = run(w, "stale-base", &commits, None);
-    assert_eq!(report.exit_code, 0, "{}", report.to_table());
+    assert_eq!(report.exit_code, ExitCode::AllMet, "{}", report.to_table());
     assert_answers_are_gits(&server, &report, &merge);
 }
 
@@ -523,7 +524,7 @@ fn ci_made_merges_have_a_base_and_a_head() {
             j.follows
         );
         assert!(j.follows[2].contains("not in the tested base"), "{case}");
-        assert_eq!(report.exit_code, 0, "{case}");
+        assert_eq!(report.exit_code, ExitCode::AllMet, "{case}");
     }
     let (_d, repo) = server_of("gitlab-app.bundle");
     insta::assert_snapshot!(
@@ -581,7 +582,7 @@ fn head_ref_and_branch_jobs_tested_their_commit_itself() {
                 && j.follows[2].starts_with("late is not in the tested commit"),
             "{case}: {follows}"
         );
-        assert_eq!(report.exit_code, 0, "{case}");
+        assert_eq!(report.exit_code, ExitCode::AllMet, "{case}");
     }
     let (_d, repo) = server_of("gitlab-app.bundle");
     let gl = run(&repo, "gl-head-ref", &role_commits(&t), None);
@@ -637,7 +638,7 @@ fn a_sha_found_nowhere_is_unknown_and_one_the_log_names_says_fetch() {
         "{}",
         tools.in_tested.reason
     );
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
     // The same from the command line: exit 2.
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["base-check", "--log"])

@@ -9,6 +9,7 @@ use std::process::Command;
 use harness::ci::audit::{self, Lane, LaneStatus, LanesConfig, MustRun, Verdict};
 use harness::ci::targets::Workspace;
 use harness::ci::testlog::{self, LogError, LogFormat, Outcome, RunLog};
+use harness::system::exit::ExitCode;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new("../fixtures/ci").join(name)
@@ -143,7 +144,7 @@ fn case_1_decorated_tests_that_passed_are_ok_not_islands() {
         assert_eq!(truth.get(&(id, t.path.clone())), Some(&true), "{t}");
     }
     let report = audit_one(mapped("corpus-cargo.log"), &tests);
-    assert_eq!(report.exit_code, 0, "{}", report.to_table());
+    assert_eq!(report.exit_code, ExitCode::AllMet, "{}", report.to_table());
     // Doc tests: `--list` names them without ` - compile fail`/` - compile`; cargo test exited 0.
     let docs = listed()
         .into_iter()
@@ -157,7 +158,7 @@ fn case_1_decorated_tests_that_passed_are_ok_not_islands() {
         .collect();
     assert_eq!(doc_tests.len(), 3, "{docs:?}");
     let report = audit_one(mapped("corpus-cargo.log"), &doc_tests);
-    assert_eq!(report.exit_code, 0, "{}", report.to_table());
+    assert_eq!(report.exit_code, ExitCode::AllMet, "{}", report.to_table());
     // The `ignore` doc test and `#[ignore = "reason"]` are present and ignored, not absent.
     let log = mapped("corpus-cargo.log");
     let hit = audit::lane_status(&log, &must("acme-codec", "tests::ignored_with_reason"));
@@ -184,7 +185,7 @@ fn case_2_library_named_unlike_its_package_maps_through_metadata() {
     let truth = junit("corpus-nextest-ci-junit.xml");
     let tests: Vec<MustRun> = truth.keys().map(|(id, path)| must(id, path)).collect();
     let report = audit_one(log, &tests);
-    assert_eq!(report.exit_code, 0, "{}", report.to_table());
+    assert_eq!(report.exit_code, ExitCode::AllMet, "{}", report.to_table());
     // Named by metadata alone, except the two packages' `round_trip` targets (same name,
     // same source path): cargo's order decides, and the report says so.
     for t in &report.tests {
@@ -215,7 +216,7 @@ fn case_2_without_metadata_a_match_is_inferred_or_cannot_tell() {
         "{}",
         report.to_table()
     );
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
 }
 
 #[test]
@@ -311,7 +312,7 @@ fn libtest_json_from_nextest_gives_the_junit_outcomes() {
     assert_eq!(log.format, LogFormat::LibtestJson);
     let tests: Vec<MustRun> = truth.keys().map(|(id, path)| must(id, path)).collect();
     let report = audit_one(log, &tests);
-    assert_eq!(report.exit_code, 0, "{}", report.to_table());
+    assert_eq!(report.exit_code, ExitCode::AllMet, "{}", report.to_table());
 }
 
 #[test]
@@ -325,7 +326,7 @@ fn case_5_quiet_cargo_test_cannot_show_which_tests_ran() {
     assert!(log.targets.iter().all(|t| t.terse || t.declared == Some(0)));
     let report = audit_one(log, &[must("acme-codec", "tests::adds")]);
     assert_eq!(report.tests[0].verdict, Verdict::Unknown);
-    assert_eq!(report.exit_code, 2);
+    assert_eq!(report.exit_code, ExitCode::Refused);
     assert!(report.islands.is_empty());
 }
 

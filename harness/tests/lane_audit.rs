@@ -5,6 +5,7 @@ use std::process::Command;
 
 use harness::ci::audit::{self, LaneAuditArgs, OutputFormat, Verdict};
 use harness::ci::testlog::{self, Finding, LogFormat, Outcome, RunLog};
+use harness::system::exit::ExitCode;
 
 fn fixture(name: &str) -> PathBuf {
     // Relative to the package directory (the tests' working directory), so reports and
@@ -270,7 +271,7 @@ fn audit_names_islands_failures_and_exit_code() {
             "lanes-sample::alpha adds_large"
         ]
     );
-    assert_eq!(report.exit_code, 1);
+    assert_eq!(report.exit_code, ExitCode::Weak);
     insta::assert_snapshot!("audit_table", report.to_table());
     insta::assert_snapshot!("audit_markdown", report.to_markdown());
     insta::assert_json_snapshot!("audit_json", report);
@@ -302,7 +303,7 @@ fn truncated_required_lane_fails_the_audit_even_when_another_lane_passed() {
     };
     let report = audit::audit_files(&a).unwrap();
     assert_eq!(report.tests[0].verdict, Verdict::Truncated);
-    assert_eq!(report.exit_code, 1);
+    assert_eq!(report.exit_code, ExitCode::Weak);
 }
 
 #[test]
@@ -317,7 +318,7 @@ fn green_required_lane_exits_zero_with_catalog_must_run() {
         ]
     );
     assert!(report.tests.iter().all(|t| t.verdict == Verdict::Ok));
-    assert_eq!(report.exit_code, 0);
+    assert_eq!(report.exit_code, ExitCode::AllMet);
 }
 
 fn harness(args: &[&str]) -> (i32, String, String) {

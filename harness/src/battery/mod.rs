@@ -315,7 +315,7 @@ pub fn run_unwritten(
     if let Some(list) = unguarded {
         report.require_guarded = opts.diff_scope.require_guarded;
         if report.status == Status::Complete && report.require_guarded && !list.is_empty() {
-            report.exit_code = ExitCode::of(report.exit_code).worst(ExitCode::Weak).code();
+            report.exit_code = report.exit_code.worst(ExitCode::Weak);
         }
         report.unguarded_in_diff = Some(list);
     }
@@ -574,7 +574,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         kill_matrix,
         unfalsified,
         summary,
-        exit_code: exit_code.code(),
+        exit_code,
     }
 }
 

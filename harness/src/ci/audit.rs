@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::ci::testlog::{self, Finding, LogError, Outcome, RunLog};
+use crate::system::exit::ExitCode;
 
 /// JSON schema identifier of [`AuditReport`].
 pub const AUDIT_SCHEMA: &str = "harness.lane-audit/1";
@@ -584,7 +585,7 @@ pub struct AuditReport {
     pub islands: Vec<String>,
     /// The exit code of `lane-audit`: 0 every must-run test ok; 1 one is not; 2 the logs
     /// cannot answer (a verdict UNKNOWN, or a required lane without a log).
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// What one log says about one must-run test (see [`lane_status`]).
@@ -879,9 +880,11 @@ pub fn audit(
         .zip(logs)
         .any(|(l, (_, log))| l.required && log.is_none());
     let exit_code = if required_without_log || tests.iter().any(|t| t.verdict == Verdict::Unknown) {
-        2
+        ExitCode::Refused
+    } else if tests.iter().any(|t| t.verdict != Verdict::Ok) {
+        ExitCode::Weak
     } else {
-        i32::from(tests.iter().any(|t| t.verdict != Verdict::Ok))
+        ExitCode::AllMet
     };
     AuditReport {
         schema: AUDIT_SCHEMA,
@@ -1159,7 +1162,7 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
 ///
 /// # Errors
 /// Any [`AuditError`]: the caller exits with code 2.
-pub fn run(args: &LaneAuditArgs) -> anyhow::Result<i32> {
+pub fn run(args: &LaneAuditArgs) -> anyhow::Result<ExitCode> {
     let report = audit_files(args)?;
     match args.format {
         OutputFormat::Table => print!("{}", report.to_table()),

@@ -26,7 +26,6 @@ use crate::battery::select::catalog::Catalog;
 use crate::battery::{self, BatteryError};
 use crate::ci::audit::{self, AuditReport, Lane, LanesConfig, MustRun};
 use crate::ci::testlog::{self, LogError};
-use crate::cli::{BatteryRunArgs, LockArgs, ReportsArgs};
 use crate::system::exit::ExitCode;
 use crate::system::interrupt;
 use crate::system::progress::Progress;
@@ -42,28 +41,25 @@ pub const GATE_LANE: &str = "gate";
 /// `scripts/test`.
 pub const FALLBACK_TEST_COMMAND: &str = "cargo test --workspace --no-fail-fast";
 
-/// `harness gate` arguments.
-#[derive(Debug, Clone, clap::Args)]
-pub struct GateArgs {
+/// What one gate runs: the command line's `harness gate` arguments, in plain terms.
+#[derive(Debug, Clone)]
+pub struct GateOptions {
     /// Battery catalogs: their `tests` are the must-run tests of the audit, and they run
     /// after it. All must name the same workspace.
-    #[arg(required = true)]
     pub catalogs: Vec<PathBuf>,
-    /// The test command, run once with `sh -c` in the workspace root; it must not stop at
-    /// the first failing target (`--no-fail-fast`), or the audit reports what it cut off.
-    /// Default: `scripts/test` when the workspace has that file, else
-    /// `cargo test --workspace --no-fail-fast`.
-    #[arg(long, value_name = "CMD")]
+    /// The test command, run once with `sh -c` in the workspace root; `None`: see
+    /// [`test_command`].
     pub test_command: Option<String>,
-    /// How the batteries run (`--only`, `--mode`).
-    #[command(flatten)]
-    pub run: BatteryRunArgs,
-    /// The host lock.
-    #[command(flatten)]
-    pub lock: LockArgs,
-    /// The reports: `gate/` and the batteries' `<name>/` directories.
-    #[command(flatten)]
-    pub reports: ReportsArgs,
+    /// How the batteries run. Its `state_dir` is the host state directory, its `lock` how
+    /// the caller holds the host lock, its `reports_root` where `gate/` and the batteries'
+    /// `<name>/` report directories go (`None`: `<workspace>/reports`); its `shard` is dealt
+    /// in catalog order unless `timings` balances it.
+    pub battery: battery::Options,
+    /// The earlier `battery.json` whose timings balance `battery.shard` (`--timings`), read
+    /// once the catalogs are loaded.
+    pub timings: Option<PathBuf>,
+    /// The batteries' mode.
+    pub mode: battery::Mode,
 }
 
 /// Errors that stop the gate before it can report (exit code 2).
@@ -263,7 +259,7 @@ pub struct GateBattery {
     /// Why it was skipped or failed.
     pub note: Option<String>,
     /// The battery's own exit code, when it ran.
-    pub exit_code: Option<i32>,
+    pub exit_code: Option<ExitCode>,
     /// The battery's full report (schema `harness-battery/1`), when it ran.
     pub report: Option<BatteryReport>,
     /// The battery's report files.
@@ -297,7 +293,7 @@ pub struct GateReport {
     /// Why the gate did not pass, one sentence each.
     pub reasons: Vec<String>,
     /// The process exit code: 0, 1, 2 or 130.
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// What [`run`] produced: the report and the files written.
@@ -329,7 +325,8 @@ pub fn must_run_of(c: &Catalog) -> Vec<MustRun> {
         .collect()
 }
 
-/// The test command and where it came from (see [`GateArgs::test_command`]).
+/// The test command and where it came from: `given`, else `scripts/test` when the workspace
+/// has that file, else [`FALLBACK_TEST_COMMAND`].
 pub fn test_command(given: Option<&str>, root: &Path) -> (String, TestCommandSource) {
     match given {
         Some(c) => (c.to_string(), TestCommandSource::Given),
@@ -468,9 +465,9 @@ struct Setup {
 impl Setup {
     /// Loads the catalogs (they must name one workspace) and makes the gate's report
     /// directory.
-    fn new(args: &GateArgs) -> Result<Setup, GateError> {
+    fn new(opts: &GateOptions) -> Result<Setup, GateError> {
         let mut catalogs = Vec::new();
-        for p in &args.catalogs {
+        for p in &opts.catalogs {
             catalogs.push(Catalog::load(p)?);
         }
         let root = catalogs[0].root.clone();
@@ -484,9 +481,9 @@ impl Setup {
                 });
             }
         }
-        let reports_root = args
-            .reports
-            .reports
+        let reports_root = opts
+            .battery
+            .reports_root
             .clone()
             .unwrap_or_else(|| root.join("reports"));
         let dir = reports_root.join("gate");
@@ -545,7 +542,7 @@ fn audit_step(
     }
     let a = audit_log(log, &must_run, &test_run.command, workspace.as_ref().ok())?;
     let count = |v: audit::Verdict| a.tests.iter().filter(|t| t.verdict == v).count();
-    match ExitCode::of(a.exit_code) {
+    match a.exit_code {
         ExitCode::AllMet => {}
         ExitCode::Refused => judged.fail(
             ExitCode::Refused,
@@ -568,11 +565,11 @@ fn audit_step(
     Ok(a)
 }
 
-/// Runs every catalog's battery in `args.run.mode` after a passed audit; after a failed
-/// one (or an interruption) lists them as skipped, saying why.
+/// Runs every catalog's battery in `mode` after a passed audit; after a failed one (or an
+/// interruption) lists them as skipped, saying why.
 fn battery_step(
     s: &Setup,
-    args: &GateArgs,
+    mode: battery::Mode,
     opts: &battery::Options,
     audit_ok: bool,
     progress: &Progress,
@@ -599,7 +596,7 @@ fn battery_step(
             judged.code = ExitCode::Interrupted;
         } else {
             progress.line(&format!("gate: battery {}", c.path.display()));
-            let res = crate::mutants::in_diff::run_battery(&c.path, opts, progress, args.run.mode);
+            let res = crate::mutants::in_diff::run_battery(&c.path, opts, progress, mode);
             one_battery(&mut entry, res, &s.root, judged);
         }
         batteries.push(entry);
@@ -618,7 +615,7 @@ fn one_battery(
         Ok(r) => {
             entry.status = BatteryStatus::Ran;
             entry.exit_code = Some(r.report.exit_code);
-            let code = ExitCode::of(r.report.exit_code);
+            let code = r.report.exit_code;
             if code != ExitCode::AllMet {
                 judged.fail(code, battery_reason(&r.report));
             }
@@ -640,29 +637,30 @@ fn one_battery(
     }
 }
 
-/// Runs the gate (the caller holds the host lock; `lock` says how) and writes its reports.
+/// Runs the gate (the caller holds the host lock; `gate.battery.lock` says how) and writes
+/// its reports.
 ///
 /// # Errors
 /// [`GateError`] when it cannot report at all (bad catalog, mixed workspaces, a test
 /// command that cannot be started, an unreadable log, unwritable reports): exit code 2.
-pub fn run(
-    args: &GateArgs,
-    state: &Path,
-    lock: &str,
-    progress: &Progress,
-) -> Result<GateOutcome, GateError> {
+pub fn run(gate: &GateOptions, progress: &Progress) -> Result<GateOutcome, GateError> {
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let s = Setup::new(args)?;
-    let mut opts = args
-        .run
-        .options(state, Some(s.reports_root.clone()), lock.to_string())?;
-    opts.diff_scope.guards = args.catalogs.clone();
+    let s = Setup::new(gate)?;
+    let (state, lock) = (gate.battery.state_dir.as_path(), gate.battery.lock.as_str());
+    let mut opts = gate.battery.clone();
+    opts.reports_root = Some(s.reports_root.clone());
+    if let (Some(shard), Some(path)) = (&opts.shard, &gate.timings) {
+        opts.shard = Some(battery::select::shard::Shard::with_timings(
+            shard.spec, path,
+        )?);
+    }
+    opts.diff_scope.guards = gate.catalogs.clone();
     let log = s.dir.join("test.log");
-    let (command, source) = test_command(args.test_command.as_deref(), &s.root);
+    let (command, source) = test_command(gate.test_command.as_deref(), &s.root);
     // The first battery's build directory (see `run_test_command`).
     let target_dir = s.catalogs[0].target_dir.clone();
     progress.line(&format!(
@@ -692,9 +690,9 @@ pub fn run(
         );
     } else {
         let a = audit_step(&s, &test_run, &log, &mut judged)?;
-        let audit_ok = a.exit_code == 0;
+        let audit_ok = a.exit_code == ExitCode::AllMet;
         audit_report = Some(a);
-        batteries = battery_step(&s, args, &opts, audit_ok, progress, &mut judged);
+        batteries = battery_step(&s, gate.mode, &opts, audit_ok, progress, &mut judged);
     }
     let report = GateReport {
         schema: GATE_SCHEMA,
@@ -708,7 +706,7 @@ pub fn run(
         batteries,
         verdict: GateVerdict::of(judged.code),
         reasons: judged.reasons,
-        exit_code: judged.code.code(),
+        exit_code: judged.code,
     };
     let mut written = write(&s.dir, &report)?;
     written.push(log);

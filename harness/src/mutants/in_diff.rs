@@ -39,9 +39,7 @@ pub fn run_battery(
         && ran.report.status == Status::Complete
     {
         let (generated, files) = run(&ran.catalog, d, opts, &ran.reports_root, &ran.dir, progress)?;
-        ran.report.exit_code = ExitCode::of(ran.report.exit_code)
-            .worst(ExitCode::of(generated.exit_code))
-            .code();
+        ran.report.exit_code = ran.report.exit_code.worst(generated.exit_code);
         ran.report.generated_in_diff = Some(generated);
         extra = files;
     }
@@ -87,7 +85,7 @@ pub fn run(
         crashed: 0,
         tests_missing: 0,
         mutants: Vec::new(),
-        exit_code: 0,
+        exit_code: ExitCode::AllMet,
     };
     let tool_dir = base
         .root
@@ -147,9 +145,9 @@ pub fn run(
     out.battery = Some(name.clone());
     out.status = Some(run.report.status);
     out.refusal = run.report.refusal.clone();
-    let code = ExitCode::of(run.report.exit_code);
+    let code = run.report.exit_code;
     if code.stops() {
-        out.exit_code = code.code();
+        out.exit_code = code;
         return Ok((out, written));
     }
     let r = super::from_battery(&[&run.report], &listed, CARGO_MUTANTS_VERSION, &[]);
@@ -168,9 +166,9 @@ pub fn run(
     out.tests_missing = r.tests_missing;
     out.mutants = r.mutants;
     out.exit_code = if out.missed > 0 {
-        ExitCode::Weak.code()
+        ExitCode::Weak
     } else {
-        ExitCode::AllMet.code()
+        ExitCode::AllMet
     };
     Ok((out, written))
 }

@@ -1,13 +1,8 @@
 //! Exit codes, ordered by severity: what a run of any harness command means to a shell.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
 
-/// Exit code: every expectation met (and, on a full run, no test UNFALSIFIED).
-pub const EXIT_ALL_MET: i32 = ExitCode::AllMet.code();
-/// Exit code: the tests are weak (some expectation UNMET or some test UNFALSIFIED).
-pub const EXIT_WEAK: i32 = ExitCode::Weak.code();
-/// Exit code: the instrument could not be trusted (a refusal, a bad catalog, a fault).
-pub const EXIT_REFUSED: i32 = ExitCode::Refused.code();
+use serde::{Deserialize, Serialize};
 
 /// What a harness command's exit status says, least severe first: the derived order is the
 /// severity order, so [`ExitCode::worst`] (and `max`) pick the one to report when several
@@ -37,18 +32,6 @@ impl ExitCode {
         }
     }
 
-    /// The exit code of status `code`; any status the harness does not give itself (a
-    /// command's own status, a signal) ranks with [`ExitCode::Interrupted`] as the most
-    /// severe, since nothing can be said about it.
-    pub fn of(code: i32) -> ExitCode {
-        match code {
-            0 => ExitCode::AllMet,
-            1 => ExitCode::Weak,
-            2 => ExitCode::Refused,
-            _ => ExitCode::Interrupted,
-        }
-    }
-
     /// The more severe of two (130 > 2 > 1 > 0).
     pub fn worst(self, other: ExitCode) -> ExitCode {
         self.max(other)
@@ -60,12 +43,10 @@ impl ExitCode {
     }
 }
 
-/// The more severe of two exit statuses as integers (130 > 2 > 1 > 0; see [`ExitCode::of`]).
-pub fn worst(a: i32, b: i32) -> i32 {
-    if ExitCode::of(b) > ExitCode::of(a) {
-        b
-    } else {
-        a
+/// Reports and messages print the bare integer (`exit 2`).
+impl fmt::Display for ExitCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.code(), f)
     }
 }
 
@@ -79,9 +60,38 @@ impl TryFrom<i32> for ExitCode {
     type Error = String;
     fn try_from(code: i32) -> Result<ExitCode, String> {
         match code {
-            0 | 1 | 2 | 130 => Ok(ExitCode::of(code)),
+            0 => Ok(ExitCode::AllMet),
+            1 => Ok(ExitCode::Weak),
+            2 => Ok(ExitCode::Refused),
+            130 => Ok(ExitCode::Interrupted),
             c => Err(format!("{c} is not a harness exit code (0, 1, 2 or 130)")),
         }
+    }
+}
+
+/// How a harness process ends: with the harness's own verdict, or (`harness lock run`) with
+/// the exit status of the command it ran, passed through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessExit {
+    /// The harness's own verdict.
+    Verdict(ExitCode),
+    /// `harness lock run`: its command's exit status (128 + N when signal N ended it).
+    PassThrough(i32),
+}
+
+impl ProcessExit {
+    /// The process exit status.
+    pub fn status(self) -> i32 {
+        match self {
+            ProcessExit::Verdict(code) => code.code(),
+            ProcessExit::PassThrough(status) => status,
+        }
+    }
+}
+
+impl From<ExitCode> for ProcessExit {
+    fn from(code: ExitCode) -> ProcessExit {
+        ProcessExit::Verdict(code)
     }
 }
 
@@ -91,10 +101,11 @@ mod tests {
 
     #[test]
     fn worst_orders_interrupted_over_untrusted_over_weak() {
-        assert_eq!(worst(0, 1), 1);
-        assert_eq!(worst(2, 1), 2);
-        assert_eq!(worst(1, 130), 130);
-        assert_eq!(worst(130, 2), 130);
+        use ExitCode::{AllMet, Interrupted, Refused, Weak};
+        assert_eq!(AllMet.worst(Weak), Weak);
+        assert_eq!(Refused.worst(Weak), Refused);
+        assert_eq!(Weak.worst(Interrupted), Interrupted);
+        assert_eq!(Interrupted.worst(Refused), Interrupted);
         assert_eq!(ExitCode::Weak.worst(ExitCode::Refused), ExitCode::Refused);
         assert!(ExitCode::Interrupted.stops() && ExitCode::Refused.stops());
         assert!(!ExitCode::Weak.stops());

@@ -7,9 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
-/// Exit code after an interruption (128 + SIGINT, the shell convention).
-pub const EXIT_INTERRUPTED: i32 = crate::system::exit::ExitCode::Interrupted.code();
-
 /// Installs the handlers (idempotent). After this, the signals no longer terminate the
 /// process: code that waits must poll [`requested`].
 pub fn install() -> std::io::Result<()> {

@@ -319,7 +319,7 @@ fn join(shards: &[ShardReport]) -> (BatteryReport, serde_json::Value) {
         .iter()
         .map(|s| s.report.wall_seconds)
         .fold(0.0, f64::max);
-    r.exit_code = crate::battery::complete_exit_code(&r.summary).code();
+    r.exit_code = crate::battery::complete_exit_code(&r.summary);
 
     // The Stryker document: files in path order, each file's mutants in catalog order.
     let mut mutants: BTreeMap<String, (String, serde_json::Value)> = BTreeMap::new();

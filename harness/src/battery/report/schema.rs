@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::battery::report::verdict::{Expectation, KillMatrix, Verdict};
 use crate::battery::select::catalog::Role;
 use crate::cargo::Outcome;
+use crate::system::exit::ExitCode;
 
 /// Identifier of the JSON report format; bumped on any incompatible change.
 pub const SCHEMA: &str = "harness-battery/1";
@@ -69,7 +70,7 @@ pub struct BatteryReport {
     /// Counts.
     pub summary: Summary,
     /// The process exit code this report implies (0, 1, 2 or 130).
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// The generated mutants inside the diff (`battery.json`'s `generated_in_diff`).
@@ -107,7 +108,7 @@ pub struct GeneratedInDiff {
     pub mutants: Vec<crate::battery::report::generated::GeneratedMutant>,
     /// 0 (none missed), 1 (some missed), 2 (the generated battery refused), 130
     /// (interrupted).
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// Battery status.

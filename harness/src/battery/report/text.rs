@@ -5,6 +5,7 @@
 use crate::battery::report::schema::{BatteryReport, MutationReport, Status};
 use crate::battery::report::verdict::{Expectation, Verdict};
 use crate::battery::select::catalog::Role;
+use crate::system::exit::ExitCode;
 
 fn headline(r: &BatteryReport) -> String {
     match (&r.status, &r.refusal) {
@@ -104,7 +105,11 @@ fn md_escape(s: &str) -> String {
 /// UNFALSIFIED tests, the `--since` sections and the kill matrix.
 pub fn markdown(r: &BatteryReport) -> String {
     let mut s = format!("## Mutation battery `{}`\n\n", r.catalog.name);
-    let mark = if r.exit_code == 0 { "PASS" } else { "FAIL" };
+    let mark = if r.exit_code == ExitCode::AllMet {
+        "PASS"
+    } else {
+        "FAIL"
+    };
     s.push_str(&format!(
         "**{mark}** (exit {}): {}\n\n",
         r.exit_code,

@@ -129,7 +129,7 @@ pub fn check_files(args: &BaseCheckArgs) -> Result<BaseReport, BaseError> {
 ///
 /// # Errors
 /// Any [`BaseError`]: the caller exits with code 2.
-pub fn run(args: &BaseCheckArgs) -> anyhow::Result<i32> {
+pub fn run(args: &BaseCheckArgs) -> anyhow::Result<crate::system::exit::ExitCode> {
     let report = check_files(args)?;
     match args.format {
         OutputFormat::Table => print!("{}", report.to_table()),

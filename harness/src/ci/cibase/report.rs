@@ -3,6 +3,8 @@
 use git2::{Oid, Repository};
 use serde::Serialize;
 
+use crate::system::exit::ExitCode;
+
 use super::history::{Answer, Histories, Reasoned, Shallow, ask, resolve};
 use super::joblog::{CiKind, Job, JobStatus, is_full_sha, is_hex};
 use super::tested::{Tested, TestedKind, tested};
@@ -128,7 +130,7 @@ pub struct BaseReport {
     /// One per job (or one for the whole log when no job marker was found).
     pub jobs: Vec<JobReport>,
     /// Exit code: 0 every answer yes or no, 2 any unknown or a job whose tested commit is unknown.
-    pub exit_code: i32,
+    pub exit_code: ExitCode,
 }
 
 /// What to ask of every job.
@@ -187,9 +189,9 @@ pub fn check(repo: &Repository, jobs: &[Job], questions: &Questions, log_name: &
         .map(|job| check_job(repo, &mut histories, &shallow, &shas, job, questions))
         .collect();
     let exit_code = if reports.iter().all(JobReport::is_definite) {
-        0
+        ExitCode::AllMet
     } else {
-        2
+        ExitCode::Refused
     };
     BaseReport {
         schema: BASE_SCHEMA,

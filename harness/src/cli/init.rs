@@ -1,0 +1,41 @@
+//! `harness init`: write a starter catalog for a package.
+
+use std::path::Path;
+
+use crate::battery;
+use crate::system::exit::ExitCode;
+
+/// `harness init`: the starter catalog of the package, written to `output`.
+pub fn run(
+    state: &Path,
+    workspace: &Path,
+    package: Option<&str>,
+    output: Option<&Path>,
+) -> ExitCode {
+    let listing = match battery::select::starter::list(workspace, package, state) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("harness: init: {e}");
+            return ExitCode::Refused;
+        }
+    };
+    let out = match output {
+        Some(o) => o.to_path_buf(),
+        None => workspace
+            .join("mutations")
+            .join(format!("{}.toml", listing.probe.spec.package)),
+    };
+    if let Err(e) = battery::select::starter::write_catalog(&listing, &out) {
+        eprintln!("harness: init: {e}");
+        return ExitCode::Refused;
+    }
+    println!(
+        "wrote {} (package {}, {} tests); next: add a [[mutation]], then `harness check --list {}` and `harness battery {}`",
+        out.display(),
+        listing.probe.spec.package,
+        listing.tests.len(),
+        out.display(),
+        out.display()
+    );
+    ExitCode::AllMet
+}

@@ -1,0 +1,22 @@
+//! `harness tests`: every test of a package, one a line, as a catalog's `tests` take them.
+
+use std::path::Path;
+
+use crate::battery;
+use crate::system::exit::ExitCode;
+
+/// `harness tests`: every test of the package, one a line.
+pub fn run(state: &Path, workspace: &Path, package: Option<&str>) -> ExitCode {
+    match battery::select::starter::list(workspace, package, state) {
+        Ok(l) => {
+            for t in &l.tests {
+                println!("{t}");
+            }
+            ExitCode::AllMet
+        }
+        Err(e) => {
+            eprintln!("harness: tests: {e}");
+            ExitCode::Refused
+        }
+    }
+}
