@@ -246,6 +246,20 @@ pub struct TestRun {
 }
 
 impl TestRun {
+    /// Adds the outcomes, messages, failures and time of `r`, a later run of other tests.
+    fn absorb(&mut self, r: TestRun) {
+        self.outcomes.extend(r.outcomes);
+        self.messages.extend(r.messages);
+        self.timed_out |= r.timed_out;
+        self.success &= r.success;
+        if !self.stderr_tail.is_empty() && !r.stderr_tail.is_empty() {
+            self.stderr_tail.push('\n');
+        }
+        self.stderr_tail.push_str(&r.stderr_tail);
+        self.died.extend(r.died);
+        self.seconds += r.seconds;
+    }
+
     /// A run of no test: no outcome, nothing failed, no time.
     pub fn empty() -> TestRun {
         TestRun {
@@ -288,6 +302,8 @@ pub struct CargoCmd {
     target_dir: PathBuf,
     state_dir: Option<PathBuf>,
     doc_lines: std::sync::Arc<DocLines>,
+    doc_names: std::sync::Arc<Vec<String>>,
+    kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
 }
 
 /// Per source file as a doc test's name spells it (`src/lib.rs`), the line of each doc
@@ -347,7 +363,14 @@ impl CargoCmd {
             target_dir: target_dir.to_path_buf(),
             state_dir: None,
             doc_lines: std::sync::Arc::new(DocLines::new()),
+            doc_names: std::sync::Arc::new(Vec::new()),
+            kept_docs: std::sync::Arc::new(BTreeMap::new()),
         }
+    }
+
+    /// The workspace root the commands run in.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// Tests the libtest targets: the library's unit tests when `lib` (`--lib`), the unit
@@ -380,6 +403,76 @@ impl CargoCmd {
     pub fn with_doc_lines(mut self, lines: std::sync::Arc<DocLines>) -> CargoCmd {
         self.doc_lines = lines;
         self
+    }
+
+    /// Knows every doc test of the library, `names` as the catalog spells them (with the
+    /// other tests, which are ignored): a doc test run is then given, per doc test, the
+    /// part of its name that selects the fewest others ([`CargoCmd::doc_filter`]).
+    pub fn with_doc_names(mut self, names: std::sync::Arc<Vec<String>>) -> CargoCmd {
+        self.doc_names = names;
+        self
+    }
+
+    /// Runs these doc tests from their kept executables instead of through rustdoc
+    /// ([`crate::doctest_keep`]), keyed by the name the catalog spells.
+    pub fn with_kept_doc_tests(
+        mut self,
+        kept: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
+    ) -> CargoCmd {
+        self.kept_docs = kept;
+        self
+    }
+
+    /// `name` as the built tree spells it: a doc test's `(line N)` mapped forward through
+    /// [`DocLines`] (the inverse of [`CargoCmd::original_name`]); any other name unchanged.
+    pub fn built_name(&self, name: &str) -> String {
+        if self.doc_lines.is_empty() || !crate::libtest::is_doc_test(name) {
+            return name.to_string();
+        }
+        let Some((file, _)) = name.split_once(" - ") else {
+            return name.to_string();
+        };
+        let Some((head, n)) = name
+            .rsplit_once(" (line ")
+            .and_then(|(h, n)| Some((h, n.strip_suffix(')')?.parse::<usize>().ok()?)))
+        else {
+            return name.to_string();
+        };
+        match self
+            .doc_lines
+            .get(file)
+            .and_then(|m| m.iter().find(|(_, orig)| **orig == n))
+        {
+            Some((built, _)) => format!("{head} (line {built})"),
+            None => name.to_string(),
+        }
+    }
+
+    /// The filter that selects doc test `name` (catalog spelling) in `cargo test --doc --
+    /// FILTER`, and whether it selects that test alone. rustdoc splits its test arguments at
+    /// whitespace, so the filter is one whitespace-free word of the name as the built tree
+    /// spells it: of the doc tests [`CargoCmd::with_doc_names`] gave, the word that the
+    /// fewest contain (the longer on a tie: an item's name before its line). Without those
+    /// names it is [`crate::libtest::doc_test_filter`]'s word, never known to be alone.
+    pub fn doc_filter(&self, name: &str) -> (String, bool) {
+        let docs: Vec<String> = self
+            .doc_names
+            .iter()
+            .filter(|n| crate::libtest::is_doc_test(n))
+            .map(|n| self.built_name(n))
+            .collect();
+        let built = self.built_name(name);
+        if docs.is_empty() || !docs.contains(&built) {
+            return (crate::libtest::doc_test_filter(name).to_string(), false);
+        }
+        let best = built
+            .split_whitespace()
+            .map(|w| (docs.iter().filter(|d| d.contains(w)).count(), w))
+            .min_by(|a, b| a.0.cmp(&b.0).then(b.1.len().cmp(&a.1.len())));
+        match best {
+            Some((count, w)) => (w.to_string(), count == 1),
+            None => (crate::libtest::doc_test_filter(name).to_string(), false),
+        }
     }
 
     /// `name` as the catalog spells it: a doc test's `(line N)` mapped back through
@@ -744,16 +837,23 @@ impl CargoCmd {
     /// Runs exactly `tests` (`--no-fail-fast`), killed after `timeout`, under
     /// [`RUN_UMASK`]: the libtest targets' tests in one invocation
     /// (`-- --exact NAMES...`), then the doc tests in another within what is left of
-    /// `timeout`. rustdoc splits its test arguments at whitespace, so a doc test's name
-    /// cannot be given whole: that invocation is given a space-free part of each name
-    /// ([`crate::libtest::doc_test_filter`]), which selects a superset, and only the
-    /// requested tests' results are read. A test no invocation reports is
-    /// [`Outcome::Missing`] (or unfinished when the time ran out first).
+    /// `timeout`, then the kept doc tests ([`CargoCmd::with_kept_doc_tests`]) one by one
+    /// from their executables. rustdoc splits its test arguments at whitespace, so a doc
+    /// test's name cannot be given whole: that invocation is given one word of each name
+    /// ([`CargoCmd::doc_filter`]), which may select a superset, and only the requested
+    /// tests' results are read. A test no run reports is [`Outcome::Missing`] (or
+    /// unfinished when the time ran out first).
     pub fn run(&self, tests: &[String], timeout: Option<Duration>) -> Result<TestRun, CargoError> {
         let (doc, lib): (Vec<String>, Vec<String>) = tests
             .iter()
             .cloned()
             .partition(|t| crate::libtest::is_doc_test(t));
+        let (kept, doc): (Vec<String>, Vec<String>) = if self.doc {
+            doc.into_iter()
+                .partition(|t| self.kept_docs.contains_key(t))
+        } else {
+            (Vec::new(), doc)
+        };
         let groups = self.groups();
         let mut total = TestRun::empty();
         for (g, names) in [(Group::Harness, &lib), (Group::Doc, &doc)] {
@@ -774,27 +874,17 @@ impl CargoCmd {
                     args.extend(names.iter().map(OsString::from));
                 }
                 Group::Doc => {
-                    let mut filters: Vec<&str> = names
-                        .iter()
-                        .map(|n| crate::libtest::doc_test_filter(n))
-                        .collect();
+                    let mut filters: Vec<String> =
+                        names.iter().map(|n| self.doc_filter(n).0).collect();
                     filters.sort_unstable();
                     filters.dedup();
                     args.extend(filters.into_iter().map(OsString::from));
                 }
             }
             let r = self.run_group(&args, names, left)?;
-            total.outcomes.extend(r.outcomes);
-            total.messages.extend(r.messages);
-            total.timed_out |= r.timed_out;
-            total.success &= r.success;
-            if !total.stderr_tail.is_empty() && !r.stderr_tail.is_empty() {
-                total.stderr_tail.push('\n');
-            }
-            total.stderr_tail.push_str(&r.stderr_tail);
-            total.died.extend(r.died);
-            total.seconds += r.seconds;
+            total.absorb(r);
         }
+        self.replay_kept(&kept, timeout, &mut total)?;
         for t in tests {
             if !total.outcomes.contains_key(t) {
                 let o = if total.timed_out {
@@ -806,6 +896,46 @@ impl CargoCmd {
             }
         }
         Ok(total)
+    }
+
+    /// Runs the kept doc tests `names` one after another from their executables
+    /// ([`crate::doctest_keep::KeptDoc::replay`]) with this invocation's environment, within
+    /// what is left of `timeout` after `total`'s runs, and adds their outcomes to `total`.
+    fn replay_kept(
+        &self,
+        names: &[String],
+        timeout: Option<Duration>,
+        total: &mut TestRun,
+    ) -> Result<(), CargoError> {
+        for t in names {
+            let left = timeout.map(|l| l.saturating_sub(Duration::from_secs_f64(total.seconds)));
+            if total.timed_out || left.is_some_and(|l| l.is_zero()) {
+                total.timed_out = true;
+                return Ok(());
+            }
+            let Some(k) = self.kept_docs.get(t) else {
+                continue;
+            };
+            let r = k
+                .replay(&self.env, left, self.state_dir.as_deref(), Some(RUN_UMASK))
+                .map_err(|e| match e {
+                    RunError::Interrupted(i) => CargoError::Interrupted(i),
+                    RunError::Spawn { command, source } => CargoError::Spawn { command, source },
+                })?;
+            total.seconds += r.seconds;
+            let o = if r.passed {
+                Outcome::Passed
+            } else if r.timed_out {
+                total.timed_out = true;
+                Outcome::Unfinished
+            } else {
+                total.success = false;
+                total.messages.insert(t.clone(), r.message);
+                Outcome::Failed
+            };
+            total.outcomes.insert(t.clone(), o);
+        }
+        Ok(())
     }
 
     /// One `cargo test` invocation (`args` complete), read for `tests`.
@@ -965,6 +1095,37 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_doc_filter_is_the_word_of_its_name_the_fewest_doc_tests_share() {
+        let names = [
+            "src/lib.rs - jaro (line 180)",
+            "src/lib.rs - jaro_winkler (line 215)",
+            "src/lib.rs - hamming (line 77)",
+            "src/lib.rs - hamming2 (line 90)",
+            "tests::not_a_doc_test",
+        ];
+        let cmd = CargoCmd::new(Path::new("/w"), "p", Path::new("/w/t"))
+            .with_doc_names(std::sync::Arc::new(names.map(String::from).to_vec()));
+        // `jaro` is in two names: the line selects it alone.
+        assert_eq!(cmd.doc_filter(names[0]), ("180)".to_string(), true));
+        // A tie goes to the longer word: the item.
+        assert_eq!(cmd.doc_filter(names[1]), ("jaro_winkler".to_string(), true));
+        assert_eq!(cmd.doc_filter(names[3]), ("hamming2".to_string(), true));
+        // Lines shifted by the switched build: the filter is the built tree's line, the
+        // answer is still keyed by the catalog's.
+        let mut lines = DocLines::new();
+        lines.insert(
+            "src/lib.rs".into(),
+            [(185, 180), (222, 215), (77, 77), (90, 90)].into(),
+        );
+        let built = cmd.clone().with_doc_lines(std::sync::Arc::new(lines));
+        assert_eq!(built.built_name(names[0]), "src/lib.rs - jaro (line 185)");
+        assert_eq!(built.doc_filter(names[0]), ("185)".to_string(), true));
+        // Without the target's doc tests, the item, never known to be alone.
+        let blind = CargoCmd::new(Path::new("/w"), "p", Path::new("/w/t"));
+        assert_eq!(blind.doc_filter(names[0]), ("jaro".to_string(), false));
+    }
 
     #[test]
     fn build_messages_give_freshness_and_first_error() {

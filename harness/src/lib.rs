@@ -13,7 +13,8 @@
 //! - [`mutants`]: the bridge to cargo-mutants (run it under the host lock, import its
 //!   outcomes, or feed its generated mutants to the battery).
 //! - [`system`]: processes and their groups, interruption, the host lock, progress output;
-//!   [`cargo`] drives cargo itself.
+//!   [`cargo`] drives cargo itself, and [`doctest_keep`] keeps switch mode's doc test
+//!   executables for running them again without rustdoc.
 //!
 //! The crate knows nothing about the workspaces it tests. `docs/design.md` describes the
 //! architecture.
@@ -38,6 +39,7 @@ pub mod battery;
 pub mod cargo;
 pub mod ci;
 pub mod cli;
+pub mod doctest_keep;
 pub mod libtest;
 pub mod mutants;
 pub mod system;

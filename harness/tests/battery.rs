@@ -266,6 +266,75 @@ fn filter_drift_when_an_unlisted_test_matches_the_pattern() {
 }
 
 #[test]
+fn a_skipped_test_is_left_out_with_its_reason_and_a_stale_skip_is_filter_drift() {
+    let sb = Sandbox::new();
+    sb.edit(
+        "tests/contract.rs",
+        "    #[test]\n    fn max_of_empty_is_none()",
+        "    #[test]\n    fn reads_the_model() {\n        panic!(\"no model in this tree\")\n    }\n\n    #[test]\n    fn max_of_empty_is_none()",
+    );
+    let catalog = sb.read("mutations/sample.toml");
+    let (head, mutations) = catalog.split_at(catalog.find("[[mutation]]").unwrap());
+    sb.write(
+        "mutations/sample.toml",
+        &format!(
+            "{head}[[skip]]\ntest = \"contract::reads_the_model\"\nreason = \"reads a model file this tree does not hold\"\n\n{mutations}"
+        ),
+    );
+    // Skipped: not drift, and never run (it would fail the baseline).
+    sb.battery(&["--only", "add-subtracts"])
+        .expect_code(0)
+        .stderr_has("1 skipped by the catalog");
+    let r = sb.report_json();
+    assert_eq!(
+        r["catalog"]["skipped"][0]["test"],
+        "contract::reads_the_model"
+    );
+    let md = std::fs::read_to_string(sb.ws.join("reports/sample/battery.md")).unwrap();
+    assert!(
+        md.contains("### Tests the catalog skips\n\n- `contract::reads_the_model`: reads a model file this tree does not hold"),
+        "{md}"
+    );
+    // The test is renamed: the skip names nothing, which is drift, not a silent no-op.
+    sb.edit(
+        "tests/contract.rs",
+        "fn reads_the_model()",
+        "fn loads_the_model()",
+    );
+    sb.battery(&["--only", "add-subtracts"])
+        .expect_code(2)
+        .stderr_has("FILTER-DRIFT")
+        .stderr_has("skipped but not in the target: contract::reads_the_model")
+        .stderr_has("not listed: contract::loads_the_model");
+    sb.run(&["check", "--list", sb.catalog.to_str().unwrap()])
+        .expect_code(2)
+        .stderr_has("skip[0] \"contract::reads_the_model\" is not a test of the targets");
+    // A skip without a reason, or of a listed test, is a bad catalog.
+    let skipped = sb.read("mutations/sample.toml");
+    sb.write(
+        "mutations/sample.toml",
+        &skipped.replace(
+            "reason = \"reads a model file this tree does not hold\"",
+            "reason = \" \"",
+        ),
+    );
+    sb.run(&["check", sb.catalog.to_str().unwrap()])
+        .expect_code(2)
+        .stderr_has("skip[0]")
+        .stderr_has("gives no reason");
+    sb.write(
+        "mutations/sample.toml",
+        &skipped.replace(
+            "test = \"contract::reads_the_model\"",
+            "test = \"contract::adds_two_numbers\"",
+        ),
+    );
+    sb.run(&["check", sb.catalog.to_str().unwrap()])
+        .expect_code(2)
+        .stderr_has("is both listed in `tests` and skipped");
+}
+
+#[test]
 fn baseline_red_when_a_listed_test_fails_unmutated() {
     let sb = Sandbox::new();
     sb.edit(

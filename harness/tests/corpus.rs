@@ -193,6 +193,89 @@ fn a_mutation_only_a_doc_test_kills_is_killed_in_both_modes() {
     }
 }
 
+/// A `should_panic` doc test passes when its example panics: under a mutant that stops the
+/// panic it fails, in both modes. In switch mode it runs from its kept executable (not
+/// through rustdoc), judged by rustdoc's rule; a `no_run` example never runs, so it reaches
+/// nothing and is not kept.
+#[test]
+fn a_should_panic_doc_test_kills_the_mutant_that_stops_its_panic_in_both_modes() {
+    for mode in MODES {
+        let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+        sb.edit(
+            "src/lib.rs",
+            "    /// Whether this is a `Right` (its test is a unit test).\n",
+            "    /// Whether this is a `Right` (its test is a unit test).\n    ///\n    /// ```should_panic\n    /// assert!(doctests::Either::<u8, u8>::Left(1).is_right());\n    /// ```\n    ///\n    /// ```no_run\n    /// assert!(doctests::Either::<u8, u8>::Right(1).is_right());\n    /// ```\n",
+        );
+        let lib = sb.read("src/lib.rs");
+        let fence = |after: &str| {
+            lib.lines()
+                .position(|l| l.ends_with(after))
+                .map(|i| i + 1)
+                .unwrap()
+        };
+        let panics = format!(
+            "src/lib.rs - Either<L,R>::is_right (line {})",
+            fence("```should_panic")
+        );
+        let never_runs = format!(
+            "src/lib.rs - Either<L,R>::is_right (line {})",
+            fence("```no_run")
+        );
+        let left = format!(
+            "src/lib.rs - Either<L,R>::left (line {})",
+            // Two lines above its first assertion.
+            lib.lines()
+                .position(|l| l.contains("Left(7).left(), Some(7)"))
+                .unwrap()
+                - 1
+        );
+        let catalog = format!(
+            "name = \"panics\"\nworkspace = \"..\"\npackage = \"doctests\"\nlib_tests = true\ndoc_tests = true\ntest_targets = [\"api\"]\nselect = \"\"\ntests = [\"left_and_right_are_told_apart\", \"tests::is_right_sees_the_right_side\", \"src/lib.rs - Either<L,R>::is_left (line 18)\", {left:?}, {panics:?}, {never_runs:?}]\ntimeout_floor_secs = 10.0\n\n[[mutation]]\nid = \"is-right-always\"\ntitle = \"is_right is always true\"\nrole = \"defect\"\nfile = \"src/lib.rs\"\nfind = \"matches!(self, Either::Right(_))\"\nreplace = \"true\"\nkilled_by = [\"left_and_right_are_told_apart\", \"tests::is_right_sees_the_right_side\", {panics:?}]\nrationale = \"The should_panic example needs is_right to say no.\"\n"
+        );
+        sb.write("mutations/panics.toml", &catalog);
+        let cat = sb.ws.join("mutations/panics.toml");
+        // `--only`: the other listed tests kill nothing here (UNFALSIFIED is a full run's).
+        let run = sb.run(&[
+            "battery",
+            cat.to_str().unwrap(),
+            "--mode",
+            mode,
+            "--only",
+            "is-right-always",
+        ]);
+        assert_eq!(run.code, Some(0), "{mode}: {}", run.stderr);
+        let r: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(sb.ws.join("reports/panics/battery.json")).unwrap(),
+        )
+        .unwrap();
+        let m = &r["mutations"][0];
+        assert_eq!(m["verdict"], "KILLED", "{mode}: {m}");
+        assert_eq!(m["expectation"], "MET", "{mode}: {m}");
+        let message = m["failed_tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == panics.as_str())
+            .map(|f| f["message"].as_str().unwrap().to_string())
+            .unwrap_or_default();
+        eprintln!("{mode}: {message}");
+        assert!(message.contains("marked `should_panic`"), "{mode}: {m}");
+        if mode == "switch" {
+            let sw: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(sb.ws.join("reports/panics/switch.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                sw["reach"]["kept_doc_tests"],
+                serde_json::json!([panics]),
+                "{}",
+                sw["reach"]
+            );
+            assert_eq!(m["outcomes"][&never_runs], "not_reached", "{m}");
+        }
+    }
+}
+
 /// Case 2: the unit tests of a `[[bin]]` are listed with `bin_targets` and kill the
 /// mutants of the binary, in both modes (cargo-mutants' testdata tree `factorial`, which
 /// has no Cargo.lock either).

@@ -367,5 +367,20 @@ proptest! {
             }
         }
         prop_assert_eq!(sw["reach"]["selection"].as_bool(), Some(true), "{}", sw["reach"]);
+        // Every doc test that reaches a mutation ran from its kept executable, without
+        // rustdoc (its filter selects it alone), so the verdicts above, equal to the
+        // `--all-tests` run's through rustdoc, are the kept executables'.
+        let reaching_docs: BTreeSet<String> = predicted
+            .iter()
+            .flat_map(|(reach, _)| reach.iter())
+            .filter(|t| t.contains(" - "))
+            .cloned()
+            .collect();
+        let kept: BTreeSet<String> = sw["reach"]["kept_doc_tests"]
+            .as_array()
+            .map(|a| a.iter().map(|t| t.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default();
+        prop_assert_eq!(kept, reaching_docs, "{}", sw["reach"]);
+        prop_assert!(sw["reach"].get("doc_tests_not_kept").is_none(), "{}", sw["reach"]);
     }
 }

@@ -547,6 +547,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
             doc_tests: catalog.spec.doc_tests,
             select: catalog.spec.select.clone(),
             tests: catalog.spec.tests.clone(),
+            skipped: catalog.spec.skipped.clone(),
         },
         status,
         refusal,
@@ -594,28 +595,54 @@ pub fn derive_timeout(run_seconds: &[f64], factor: f64, floor: f64) -> Duration 
     Duration::from_secs_f64((slowest * factor).max(floor))
 }
 
-/// Listed tests vs. the target's tests under the pattern: (missing from the target,
-/// matching the pattern but unlisted).
+/// How the listed and skipped tests differ from the targets' tests under the pattern.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FilterDrift {
+    /// Listed tests the targets do not hold, catalog order.
+    pub missing: Vec<String>,
+    /// Tests of the targets under the pattern, neither listed nor skipped, sorted.
+    pub unlisted: Vec<String>,
+    /// Skipped tests (`[[skip]]`) the targets do not hold, catalog order.
+    pub stale_skips: Vec<String>,
+}
+
+impl FilterDrift {
+    /// Whether the lists agree with the targets.
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.unlisted.is_empty() && self.stale_skips.is_empty()
+    }
+}
+
+/// Listed tests and skipped tests vs. the target's tests under the pattern: a listed or
+/// skipped test the targets lack, and a test of the targets under the pattern that is
+/// neither listed nor skipped, are drift.
 pub fn filter_drift(
     listed: &[String],
+    skipped: &[String],
     in_targets: &[String],
     select: &str,
-) -> (Vec<String>, Vec<String>) {
+) -> FilterDrift {
     let have: BTreeSet<&str> = in_targets.iter().map(String::as_str).collect();
-    let want: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
-    let missing = listed
-        .iter()
-        .filter(|t| !have.contains(t.as_str()))
-        .cloned()
-        .collect();
+    let accounted: BTreeSet<&str> = listed.iter().chain(skipped).map(String::as_str).collect();
+    let absent = |names: &[String]| -> Vec<String> {
+        names
+            .iter()
+            .filter(|t| !have.contains(t.as_str()))
+            .cloned()
+            .collect()
+    };
     let unlisted = in_targets
         .iter()
-        .filter(|t| t.contains(select) && !want.contains(t.as_str()))
+        .filter(|t| t.contains(select) && !accounted.contains(t.as_str()))
         .cloned()
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
-    (missing, unlisted)
+    FilterDrift {
+        missing: absent(listed),
+        unlisted,
+        stale_skips: absent(skipped),
+    }
 }
 
 /// The gist of a libtest failure message: its first few lines that are not the
@@ -677,8 +704,21 @@ mod tests {
             "c::new".to_string(),
             "other".to_string(),
         ];
-        let (missing, unlisted) = filter_drift(&listed, &have, "c::");
-        assert_eq!(missing, vec!["c::b".to_string()]);
-        assert_eq!(unlisted, vec!["c::new".to_string()]);
+        let d = filter_drift(&listed, &[], &have, "c::");
+        assert_eq!(d.missing, vec!["c::b".to_string()]);
+        assert_eq!(d.unlisted, vec!["c::new".to_string()]);
+        assert!(d.stale_skips.is_empty());
+    }
+
+    #[test]
+    fn a_skipped_test_is_accounted_for_and_a_stale_skip_is_drift() {
+        let listed = vec!["c::a".to_string()];
+        let have = vec!["c::a".to_string(), "c::needs_model".to_string()];
+        let skipped = vec!["c::needs_model".to_string()];
+        assert!(filter_drift(&listed, &skipped, &have, "c::").is_empty());
+        let skipped = vec!["c::needs_model".to_string(), "c::gone".to_string()];
+        let d = filter_drift(&listed, &skipped, &have, "c::");
+        assert_eq!(d.stale_skips, vec!["c::gone".to_string()]);
+        assert!(d.missing.is_empty() && d.unlisted.is_empty());
     }
 }

@@ -80,8 +80,14 @@ fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
         c.cargo().with_state_dir(state).list()
     })
     .map_err(|e| format!("cannot list the targets' tests: {e}"))?;
-    let (missing, unlisted) = battery::filter_drift(&c.spec.tests, &real, &c.spec.select);
-    let mut parts: Vec<String> = missing
+    let drift = battery::filter_drift(
+        &c.spec.tests,
+        &c.spec.skipped_names(),
+        &real,
+        &c.spec.select,
+    );
+    let mut parts: Vec<String> = drift
+        .missing
         .iter()
         .map(|t| {
             let i = c.spec.tests.iter().position(|x| x == t).unwrap_or(0);
@@ -91,11 +97,23 @@ fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
             )
         })
         .collect();
-    if !unlisted.is_empty() {
+    for t in &drift.stale_skips {
+        let i = c
+            .spec
+            .skipped
+            .iter()
+            .position(|s| &s.test == t)
+            .unwrap_or(0);
+        parts.push(format!(
+            "skip[{i}] {t:?} is not a test of the targets ({})",
+            battery::select::nearest::describe(t, &real)
+        ));
+    }
+    if !drift.unlisted.is_empty() {
         parts.push(format!(
             "in the targets under the pattern {:?} but not listed: {}",
             c.spec.select,
-            unlisted.join(", ")
+            drift.unlisted.join(", ")
         ));
     }
     if parts.is_empty() {

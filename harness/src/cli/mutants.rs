@@ -253,6 +253,7 @@ fn package_spec(
     spec.no_default_features = false;
     spec.select = String::new();
     spec.tests = Vec::new();
+    spec.skipped = Vec::new();
     spec.mutations = Vec::new();
     let probe = Catalog {
         path: base.path.clone(),

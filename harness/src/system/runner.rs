@@ -44,6 +44,7 @@ pub struct Runner {
     args: Vec<OsString>,
     dir: Option<PathBuf>,
     env: Vec<(OsString, Option<OsString>)>,
+    env_clear: bool,
     timeout: Option<Duration>,
     state_dir: Option<PathBuf>,
     output: Output,
@@ -90,6 +91,7 @@ impl Runner {
             args: Vec::new(),
             dir: None,
             env: Vec::new(),
+            env_clear: false,
             timeout: None,
             state_dir: None,
             output: Output::Capture,
@@ -119,6 +121,12 @@ impl Runner {
     pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Runner {
         self.env
             .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Starts the child with no inherited environment: only what [`Runner::env`] sets.
+    pub fn env_clear(mut self) -> Runner {
+        self.env_clear = true;
         self
     }
 
@@ -187,6 +195,9 @@ impl Runner {
                     Ok(())
                 });
             }
+        }
+        if self.env_clear {
+            c.env_clear();
         }
         for (k, v) in &self.env {
             match v {

@@ -46,7 +46,8 @@ use crate::battery::execute::stop::{Stop, io_fault};
 pub const REACH_ENV: &str = "HARNESS_REACH";
 
 /// The reach recorder of one switched function whose mutations are `ids`: Rust statements
-/// for the start of its switched body (see the module docs).
+/// for the start of its switched body (see the module docs). With the reach file, a doc
+/// test's process keeps its executable ([`crate::doctest_keep::keeper`]).
 pub fn recorder(ids: &[&str]) -> String {
     let mut lines = String::new();
     for id in ids {
@@ -62,8 +63,9 @@ pub fn recorder(ids: &[&str]) -> String {
          if let ::std::option::Option::Some(path) = ::std::env::var_os({REACH_ENV:?}) {{\n\
          if let ::std::result::Result::Ok(mut f) = ::std::fs::OpenOptions::new().create(true).append(true).open(path) {{\n\
          let _ = ::std::io::Write::write_all(&mut f, {lines:?}.as_bytes());\n\
-         }}\n}}\n}}\n\
-         __harness_reached(&__HARNESS_REACHED);\n"
+         }}\n{keep}}}\n}}\n\
+         __harness_reached(&__HARNESS_REACHED);\n",
+        keep = crate::doctest_keep::keeper()
     )
 }
 
@@ -81,6 +83,22 @@ pub struct ReachInfo {
     pub tests_run: usize,
     /// Per switched mutation id, the listed tests that reach it (catalog order).
     pub reached_by: BTreeMap<String, Vec<String>>,
+    /// The doc tests that reach a switched mutation and run from their kept executables
+    /// ([`crate::doctest_keep`]), catalog order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_doc_tests: Vec<String>,
+    /// The doc tests that reach a switched mutation but run through rustdoc per mutant, each
+    /// with why its executable was not kept.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub doc_tests_not_kept: BTreeMap<String, String>,
+}
+
+/// What the reach run found and the doc test executables it kept.
+pub(crate) struct Reach {
+    /// As `switch.json` holds it.
+    pub info: ReachInfo,
+    /// Per doc test (catalog spelling), its kept executable.
+    pub kept: BTreeMap<String, crate::doctest_keep::KeptDoc>,
 }
 
 /// One test's run on its own: its outcome and its reach file.
@@ -104,6 +122,8 @@ pub(crate) struct Request<'a> {
     pub timeout: Duration,
     /// Where the reach files go (created, then removed).
     pub dir: &'a Path,
+    /// Where doc tests keep their executables (emptied first; left for the battery's runs).
+    pub keep_dir: &'a Path,
 }
 
 /// Runs every listed test on its own with the reach recorder on, up to `jobs` at
@@ -112,7 +132,7 @@ pub(crate) struct Request<'a> {
 /// Errors: an I/O fault on the reach directory or a test run's failure to start
 /// ([`Stop`]). A test that does not pass on its own, or a forced-fail kill the recorder did
 /// not see, is no error: the result then says why the reach is not to be trusted.
-pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
+pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
     let Request {
         state,
         cmd,
@@ -122,29 +142,41 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
         jobs,
         timeout,
         dir,
+        keep_dir,
     } = *req;
     let t0 = Instant::now();
     // A reach file is appended to: one left by an earlier run must not count.
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(io_fault(dir, "remove", e));
+    for d in [dir, keep_dir] {
+        match std::fs::remove_dir_all(d) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io_fault(d, "remove", e));
+            }
+            _ => {}
         }
-        _ => {}
+        std::fs::create_dir_all(d).map_err(|e| io_fault(d, "create", e))?;
     }
-    std::fs::create_dir_all(dir).map_err(|e| io_fault(dir, "create", e))?;
     let alone: Vec<(usize, &String)> = tests.iter().enumerate().collect();
     let files: Vec<PathBuf> = alone
         .iter()
         .map(|(i, _)| dir.join(format!("test-{i}")))
         .collect();
+    let keeps: BTreeMap<usize, PathBuf> = alone
+        .iter()
+        .filter(|(_, t)| crate::libtest::is_doc_test(t))
+        .map(|(i, _)| (*i, keep_dir.join(format!("test-{i}"))))
+        .collect();
+    for k in keeps.values() {
+        std::fs::create_dir_all(k).map_err(|e| io_fault(k, "create", e))?;
+    }
     let runs: Vec<(CargoCmd, Vec<String>)> = alone
         .iter()
         .zip(&files)
-        .map(|((_, t), file)| {
-            (
-                cmd.clone().with_env(REACH_ENV, &file.to_string_lossy()),
-                vec![(*t).clone()],
-            )
+        .map(|((i, t), file)| {
+            let mut c = cmd.clone().with_env(REACH_ENV, &file.to_string_lossy());
+            if let Some(k) = keeps.get(i) {
+                c = c.with_env(crate::doctest_keep::KEEP_ENV, &k.to_string_lossy());
+            }
+            (c, vec![(*t).clone()])
         })
         .collect();
     let ran = parallel::run_each(state, jobs, timeout, &runs);
@@ -206,10 +238,13 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
             "{t} failed under the forced-fail control but recorded no switched function when run on its own: the reach recorder is not seen"
         ));
     }
-    info.seconds = t0.elapsed().as_secs_f64();
     if info.untrusted_because.is_some() {
         info.selection = false;
-        return Ok(info);
+        info.seconds = t0.elapsed().as_secs_f64();
+        return Ok(Reach {
+            info,
+            kept: BTreeMap::new(),
+        });
     }
     for id in switched {
         let by = reached.get(id.as_str());
@@ -221,7 +256,85 @@ pub(crate) fn run(req: &Request<'_>) -> Result<ReachInfo, Stop> {
             .collect();
         info.reached_by.insert(id.clone(), names);
     }
-    Ok(info)
+    let mut kept = BTreeMap::new();
+    for (i, k) in &keeps {
+        let t = &tests[*i];
+        if !reached.values().any(|s| s.contains(i)) {
+            continue;
+        }
+        match keep(cmd, t, k, state, timeout)? {
+            Ok(doc) => {
+                info.kept_doc_tests.push(t.clone());
+                kept.insert(t.clone(), doc);
+            }
+            Err(why) => {
+                info.doc_tests_not_kept.insert(t.clone(), why);
+            }
+        }
+    }
+    info.seconds = t0.elapsed().as_secs_f64();
+    Ok(Reach { info, kept })
+}
+
+/// Doc test `t`'s kept executable from its reach run's folder `dir`, run once more with no
+/// mutant selected: `Ok(Err(why))` when it cannot stand in for rustdoc's run (see
+/// [`crate::doctest_keep`]). Errors: the run was interrupted ([`Stop`]).
+fn keep(
+    cmd: &CargoCmd,
+    t: &str,
+    dir: &Path,
+    state: &Path,
+    timeout: Duration,
+) -> Result<Result<crate::doctest_keep::KeptDoc, String>, Stop> {
+    let (filter, alone) = cmd.doc_filter(t);
+    if !alone {
+        return Ok(Err(format!(
+            "its filter `{filter}` selects other doc tests too, so its run was not its alone"
+        )));
+    }
+    let built = cmd.built_name(t);
+    let Some((file, line)) = built.split_once(" - ").and_then(|(f, rest)| {
+        let n = rest
+            .rsplit_once(" (line ")?
+            .1
+            .strip_suffix(')')?
+            .parse()
+            .ok()?;
+        Some((f, n))
+    }) else {
+        return Ok(Err(format!("{built:?} names no file and line")));
+    };
+    let path = cmd.root().join(file);
+    let source = match std::fs::read_to_string(&path) {
+        Ok(s) => s,
+        Err(e) => return Ok(Err(format!("{}: {e}", path.display()))),
+    };
+    let doc = match crate::doctest_keep::collect(
+        dir,
+        (&source, line),
+        &[REACH_ENV, crate::doctest_keep::KEEP_ENV],
+    ) {
+        Ok(d) => d,
+        Err(why) => return Ok(Err(why)),
+    };
+    let again = doc
+        .replay(
+            &BTreeMap::new(),
+            Some(timeout),
+            Some(state),
+            Some(crate::cargo::RUN_UMASK),
+        )
+        .map_err(|e| match e {
+            crate::system::runner::RunError::Interrupted(_) => Stop::Interrupted,
+            e => io_fault(&doc.exe, "run", std::io::Error::other(e.to_string())),
+        })?;
+    if !again.passed {
+        return Ok(Err(format!(
+            "its kept executable did not pass when run again with no mutant selected: {}",
+            again.message.lines().next().unwrap_or_default()
+        )));
+    }
+    Ok(Ok(doc))
 }
 
 #[cfg(test)]

@@ -493,10 +493,16 @@ impl<'a> Run<'a> {
         self.sh.progress.phase("listing tests");
         let in_targets = mode.list_tests()?;
         self.tests_in_targets = in_targets.len();
-        let (missing, unlisted) = filter_drift(&c.spec.tests, &in_targets, &c.spec.select);
+        let drift = filter_drift(
+            &c.spec.tests,
+            &c.spec.skipped_names(),
+            &in_targets,
+            &c.spec.select,
+        );
         let mut parts = Vec::new();
-        if !missing.is_empty() {
-            let named: Vec<String> = missing
+        if !drift.missing.is_empty() {
+            let named: Vec<String> = drift
+                .missing
                 .iter()
                 .map(|t| {
                     format!(
@@ -510,11 +516,17 @@ impl<'a> Run<'a> {
                 named.join(", ")
             ));
         }
-        if !unlisted.is_empty() {
+        if !drift.stale_skips.is_empty() {
+            parts.push(format!(
+                "skipped but not in the target: {}",
+                drift.stale_skips.join(", ")
+            ));
+        }
+        if !drift.unlisted.is_empty() {
             parts.push(format!(
                 "in the target under the pattern {:?} but not listed: {}",
                 c.spec.select,
-                unlisted.join(", ")
+                drift.unlisted.join(", ")
             ));
         }
         if parts.is_empty() {
@@ -552,8 +564,12 @@ impl<'a> Run<'a> {
             c.spec.timeout_floor_secs,
         );
         let build_seconds = self.build.as_ref().map_or(0.0, |b| b.seconds);
+        let skipped = match c.spec.skipped.len() {
+            0 => String::new(),
+            n => format!(", {n} skipped by the catalog"),
+        };
         p.line(&format!(
-            "baseline ran twice ({} tests; build {build_seconds:.1}s, runs {:.1}s and {:.1}s); test timeout {:.1}s",
+            "baseline ran twice ({} tests{skipped}; build {build_seconds:.1}s, runs {:.1}s and {:.1}s); test timeout {:.1}s",
             c.spec.tests.len(),
             run_seconds[0],
             run_seconds[1],

@@ -167,6 +167,11 @@ pub(crate) struct Switch {
     /// ([`crate::cargo::DocLines`]): the switch adds lines, and a doc test's name holds its
     /// line.
     doc_lines: std::sync::Arc<crate::cargo::DocLines>,
+    /// Every test of the targets, as listed (the doc tests' filters are chosen among them).
+    listed: std::sync::OnceLock<std::sync::Arc<Vec<String>>>,
+    /// The doc tests the reach run kept the executables of ([`crate::doctest_keep`]): a
+    /// switched mutant's run runs them without rustdoc.
+    kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
     /// Whether the scratch copy holds the original sources again (no switched code).
     restored: bool,
     /// `--all-tests`: no reach-guided selection.
@@ -257,6 +262,8 @@ impl Switch {
             unviable: BTreeMap::new(),
             originals: BTreeMap::new(),
             doc_lines: std::sync::Arc::new(crate::cargo::DocLines::new()),
+            listed: std::sync::OnceLock::new(),
+            kept_docs: std::sync::Arc::new(BTreeMap::new()),
             restored: true,
             all_tests: opts.all_tests,
             fallback: None,
@@ -281,9 +288,19 @@ impl Switch {
         if let Some(id) = mutant {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
-        c.cargo()
+        let mut cmd = c
+            .cargo()
             .with_state_dir(&self.state)
-            .with_doc_lines(self.doc_lines.clone())
+            .with_doc_lines(self.doc_lines.clone());
+        if let Some(listed) = self.listed.get() {
+            cmd = cmd.with_doc_names(listed.clone());
+        }
+        // A kept doc test holds the switched build: only a switched mutant may run it (a
+        // rebuild fallback's library is another).
+        if mutant.is_some() {
+            cmd = cmd.with_kept_doc_tests(self.kept_docs.clone());
+        }
+        cmd
     }
 
     /// [`Switch::doc_lines`] from the switched files now in the scratch copy: the k-th doc
@@ -852,7 +869,9 @@ impl ModeRun for Switch {
     }
 
     fn list_tests(&self) -> Result<Vec<String>, Stop> {
-        Ok(self.cargo(None).list()?)
+        let listed = self.cargo(None).list()?;
+        let _ = self.listed.set(std::sync::Arc::new(listed.clone()));
+        Ok(listed)
     }
 
     fn snapshot(&self, _: &Shared<'_>) -> Result<TreeScan, Stop> {
@@ -909,7 +928,8 @@ impl ModeRun for Switch {
         );
         let cmd = self.cargo(None);
         let dir = self.scratch.target_dir.join("harness-reach");
-        let mut info =
+        let keep_dir = self.scratch.target_dir.join("harness-kept");
+        let reach =
             crate::battery::execute::reach::run(&crate::battery::execute::reach::Request {
                 state: &self.state,
                 cmd: &cmd,
@@ -919,8 +939,16 @@ impl ModeRun for Switch {
                 jobs: self.info.jobs,
                 timeout,
                 dir: &dir,
+                keep_dir: &keep_dir,
             })?;
+        let mut info = reach.info;
         info.selection &= !self.all_tests;
+        if info.selection {
+            self.kept_docs = std::sync::Arc::new(reach.kept);
+        } else {
+            info.kept_doc_tests.clear();
+            info.doc_tests_not_kept.clear();
+        }
         match &info.untrusted_because {
             Some(why) => sh.progress.line(&format!(
                 "reach run: not used, every mutant runs every listed test: {why}"
@@ -939,6 +967,20 @@ impl ModeRun for Switch {
                         " (--all-tests: each mutant runs every listed test)"
                     }
                 ));
+                let (kept, not) = (info.kept_doc_tests.len(), info.doc_tests_not_kept.len());
+                if kept + not > 0 {
+                    sh.progress.line(&format!(
+                        "doc tests: {kept} of {} that reach a mutation kept from the reach run, run without rustdoc{}",
+                        kept + not,
+                        match info.doc_tests_not_kept.iter().next() {
+                            Some((t, why)) => format!("; not kept: {t} ({why}){}", match not {
+                                1 => String::new(),
+                                n => format!(" and {} more (switch.json)", n - 1),
+                            }),
+                            None => String::new(),
+                        }
+                    ));
+                }
             }
         }
         self.info.reach = Some(info);

@@ -148,6 +148,9 @@ pub struct CatalogInfo {
     pub select: String,
     /// The listed tests.
     pub tests: Vec<String>,
+    /// Tests of the targets the catalog leaves out, each with its reason (`[[skip]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<crate::battery::select::catalog::Skip>,
 }
 
 /// Why the battery refused.

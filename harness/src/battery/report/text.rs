@@ -118,10 +118,23 @@ pub fn markdown(r: &BatteryReport) -> String {
     md_mutations(&mut s, r);
     md_unmet(&mut s, r);
     md_unfalsified(&mut s, r);
+    md_skipped(&mut s, r);
     md_unguarded(&mut s, r);
     md_generated(&mut s, r);
     md_kill_matrix(&mut s, r);
     s
+}
+
+/// The tests of the targets the catalog leaves out, with their reasons (none when none is).
+fn md_skipped(s: &mut String, r: &BatteryReport) {
+    if r.catalog.skipped.is_empty() {
+        return;
+    }
+    s.push_str("### Tests the catalog skips\n\n");
+    for k in &r.catalog.skipped {
+        s.push_str(&format!("- `{}`: {}\n", k.test, md_escape(&k.reason)));
+    }
+    s.push('\n');
 }
 
 /// `names` in backticks, comma-separated; `-` when there is none.

@@ -16,6 +16,10 @@
 //! timeout_factor = 5.0            # test timeout = max(floor, factor x slowest baseline run)
 //! timeout_floor_secs = 4.0
 //!
+//! [[skip]]                        # a test of the targets under `select` the battery leaves out
+//! test = "contract::reads_the_model"
+//! reason = "reads a git-ignored model file the scratch copy does not hold"
+//!
 //! [[mutation]]
 //! id = "add-subtracts"
 //! title = "add subtracts instead"
@@ -89,9 +93,31 @@ pub struct CatalogSpec {
     /// Lower bound of the test timeout, in seconds.
     #[serde(default = "default_timeout_floor")]
     pub timeout_floor_secs: f64,
+    /// Tests of the targets under `select` the battery deliberately does not run, each with
+    /// its reason (`[[skip]]`); the filter-drift check counts them as accounted for, and
+    /// refuses a skipped test the targets no longer hold.
+    #[serde(rename = "skip", default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skip>,
     /// The mutations, in run order.
     #[serde(rename = "mutation", default)]
     pub mutations: Vec<Mutation>,
+}
+
+/// A test of the targets the battery leaves out, and why (`[[skip]]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Skip {
+    /// The full libtest name, as `tests` spells it.
+    pub test: String,
+    /// Why the battery does not run it (shown in the reports).
+    pub reason: String,
+}
+
+impl CatalogSpec {
+    /// The names of the skipped tests, catalog order.
+    pub fn skipped_names(&self) -> Vec<String> {
+        self.skipped.iter().map(|s| s.test.clone()).collect()
+    }
 }
 
 fn is_false(b: &bool) -> bool {
@@ -746,7 +772,42 @@ fn validate_tests<'s>(
             ));
         }
     }
+    validate_skips(spec, path, &seen)?;
     Ok(seen)
+}
+
+/// Each skipped test: named once, not also listed, under the selection pattern, with a
+/// reason.
+fn validate_skips(
+    spec: &CatalogSpec,
+    path: &Path,
+    listed: &BTreeSet<&str>,
+) -> Result<(), CatalogError> {
+    let mut seen = BTreeSet::new();
+    for (i, s) in spec.skipped.iter().enumerate() {
+        let field = format!("skip[{i}]");
+        let t = s.test.as_str();
+        let reason = if t.is_empty() {
+            Some("`test` is empty".to_string())
+        } else if s.reason.trim().is_empty() {
+            Some(format!("{t:?} gives no reason"))
+        } else if !seen.insert(t) {
+            Some(format!("{t:?} is skipped twice"))
+        } else if listed.contains(t) {
+            Some(format!("{t:?} is both listed in `tests` and skipped"))
+        } else if !t.contains(&spec.select) {
+            Some(format!(
+                "{t:?} does not match the selection pattern {:?}, so it is never run anyway",
+                spec.select
+            ))
+        } else {
+            None
+        };
+        if let Some(r) = reason {
+            return Err(invalid(path, &field, r));
+        }
+    }
+    Ok(())
 }
 
 /// Mutation `i`, `m`: its id (well-formed, and not taken: `ids` holds the ids seen so far,

@@ -109,6 +109,7 @@ pub fn spec_of(p: &PackageMeta, workspace: PathBuf) -> CatalogSpec {
         tests: Vec::new(),
         timeout_factor: DEFAULT_TIMEOUT_FACTOR,
         timeout_floor_secs: DEFAULT_TIMEOUT_FLOOR_SECS,
+        skipped: Vec::new(),
         mutations: Vec::new(),
     }
 }
