@@ -426,24 +426,26 @@ impl CargoCmd {
     /// `name` as the built tree spells it: a doc test's `(line N)` mapped forward through
     /// [`DocLines`] (the inverse of [`CargoCmd::original_name`]); any other name unchanged.
     pub fn built_name(&self, name: &str) -> String {
-        if self.doc_lines.is_empty() || !crate::libtest::is_doc_test(name) {
+        self.remap_doc_line(name, |lines, n| {
+            lines.iter().find(|(_, orig)| **orig == n).map(|(b, _)| *b)
+        })
+    }
+
+    /// `name` with its doc test line `N` replaced by `map(lines of its file, N)`; unchanged
+    /// when it is no doc test, no [`DocLines`] are known for its file, or `map` gives none.
+    fn remap_doc_line(
+        &self,
+        name: &str,
+        map: impl Fn(&BTreeMap<usize, usize>, usize) -> Option<usize>,
+    ) -> String {
+        if self.doc_lines.is_empty() {
             return name.to_string();
         }
-        let Some((file, _)) = name.split_once(" - ") else {
+        let Some((file, head, n)) = crate::libtest::doc_test_parts(name) else {
             return name.to_string();
         };
-        let Some((head, n)) = name
-            .rsplit_once(" (line ")
-            .and_then(|(h, n)| Some((h, n.strip_suffix(')')?.parse::<usize>().ok()?)))
-        else {
-            return name.to_string();
-        };
-        match self
-            .doc_lines
-            .get(file)
-            .and_then(|m| m.iter().find(|(_, orig)| **orig == n))
-        {
-            Some((built, _)) => format!("{head} (line {built})"),
+        match self.doc_lines.get(file).and_then(|m| map(m, n)) {
+            Some(line) => format!("{head} (line {line})"),
             None => name.to_string(),
         }
     }
@@ -455,12 +457,20 @@ impl CargoCmd {
     /// fewest contain (the longer on a tie: an item's name before its line). Without those
     /// names it is [`crate::libtest::doc_test_filter`]'s word, never known to be alone.
     pub fn doc_filter(&self, name: &str) -> (String, bool) {
-        let docs: Vec<String> = self
-            .doc_names
+        self.doc_filter_among(name, &self.built_doc_names())
+    }
+
+    /// The doc tests of [`CargoCmd::with_doc_names`], as the built tree spells them.
+    fn built_doc_names(&self) -> Vec<String> {
+        self.doc_names
             .iter()
             .filter(|n| crate::libtest::is_doc_test(n))
             .map(|n| self.built_name(n))
-            .collect();
+            .collect()
+    }
+
+    /// [`CargoCmd::doc_filter`] among `docs`, the target's doc tests in built spelling.
+    fn doc_filter_among(&self, name: &str, docs: &[String]) -> (String, bool) {
         let built = self.built_name(name);
         if docs.is_empty() || !docs.contains(&built) {
             return (crate::libtest::doc_test_filter(name).to_string(), false);
@@ -478,22 +488,7 @@ impl CargoCmd {
     /// `name` as the catalog spells it: a doc test's `(line N)` mapped back through
     /// [`DocLines`]; any other name unchanged.
     fn original_name(&self, name: &str) -> String {
-        if self.doc_lines.is_empty() || !crate::libtest::is_doc_test(name) {
-            return name.to_string();
-        }
-        let Some((file, _)) = name.split_once(" - ") else {
-            return name.to_string();
-        };
-        let Some((head, n)) = name
-            .rsplit_once(" (line ")
-            .and_then(|(h, n)| Some((h, n.strip_suffix(')')?.parse::<usize>().ok()?)))
-        else {
-            return name.to_string();
-        };
-        match self.doc_lines.get(file).and_then(|m| m.get(&n)) {
-            Some(orig) => format!("{head} (line {orig})"),
-            None => name.to_string(),
-        }
+        self.remap_doc_line(name, |lines, n| lines.get(&n).copied())
     }
 
     /// Records every child process group under `state` while it runs, so that a later
@@ -874,8 +869,11 @@ impl CargoCmd {
                     args.extend(names.iter().map(OsString::from));
                 }
                 Group::Doc => {
-                    let mut filters: Vec<String> =
-                        names.iter().map(|n| self.doc_filter(n).0).collect();
+                    let docs = self.built_doc_names();
+                    let mut filters: Vec<String> = names
+                        .iter()
+                        .map(|n| self.doc_filter_among(n, &docs).0)
+                        .collect();
                     filters.sort_unstable();
                     filters.dedup();
                     args.extend(filters.into_iter().map(OsString::from));

@@ -214,6 +214,17 @@ pub fn is_doc_test(name: &str) -> bool {
     name.contains(" - ") && name.ends_with(')') && name.contains(" (line ")
 }
 
+/// A doc test's name `FILE - ITEM (line N)` in parts: (`FILE`, the name up to ` (line`,
+/// `N`); `None` for any other name.
+pub fn doc_test_parts(name: &str) -> Option<(&str, &str, usize)> {
+    if !is_doc_test(name) {
+        return None;
+    }
+    let (file, _) = name.split_once(" - ")?;
+    let (head, n) = name.rsplit_once(" (line ")?;
+    Some((file, head, n.strip_suffix(')')?.parse().ok()?))
+}
+
 /// The filter that selects doc test `name` when given to `cargo test --doc -- FILTER`:
 /// rustdoc splits its test arguments at whitespace (each piece is a substring filter of
 /// its own), so a doc test's whole name would select every doc test (its ` - ` piece

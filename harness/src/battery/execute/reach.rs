@@ -293,15 +293,7 @@ fn keep(
         )));
     }
     let built = cmd.built_name(t);
-    let Some((file, line)) = built.split_once(" - ").and_then(|(f, rest)| {
-        let n = rest
-            .rsplit_once(" (line ")?
-            .1
-            .strip_suffix(')')?
-            .parse()
-            .ok()?;
-        Some((f, n))
-    }) else {
+    let Some((file, _, line)) = crate::libtest::doc_test_parts(&built) else {
         return Ok(Err(format!("{built:?} names no file and line")));
     };
     let path = cmd.root().join(file);
