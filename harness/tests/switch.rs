@@ -1083,3 +1083,86 @@ rationale = "Does not compile: UNVIABLE (its function goes back to a rebuild, wh
         p["seven-plus-a-string"]
     );
 }
+
+/// switch.json of catalog `name`.
+fn switch_info(sb: &Sandbox, name: &str) -> serde_json::Value {
+    let p = sb.ws.join(format!("reports/{name}/switch.json"));
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+#[test]
+fn an_unchanged_switched_build_and_fallback_are_fresh_next_run_and_changed_bytes_are_rebuilt() {
+    let sb = Sandbox::new();
+    let base = sb.read("mutations/sample.toml");
+    let header =
+        base[..base.find("[[mutation]]").unwrap()].replace("name = \"sample\"", "name = \"warm\"");
+    let catalog = |switched: &str, fallback: &str| {
+        format!(
+            r#"{header}
+[[mutation]]
+id = "add-changed"
+title = "add's body changed"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "{switched}"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Inside a body: switched."
+
+[[mutation]]
+id = "add-signature-changed"
+title = "a change that starts in the signature"
+role = "defect"
+file = "src/lib.rs"
+find = "a: i64, b: i64) -> i64 {{\n    a + b"
+replace = "{fallback}"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Not inside one body: a rebuild fallback."
+"#
+        )
+    };
+    let run = |text: &str| {
+        sb.write("mutations/warm.toml", text);
+        sb.run(&[
+            "battery",
+            sb.ws.join("mutations/warm.toml").to_str().unwrap(),
+            "--mode",
+            "switch",
+        ]);
+        let r = sb.report_of("warm");
+        (verdicts(&r), switch_info(&sb, "warm"))
+    };
+    let fresh = |sw: &serde_json::Value| {
+        sw["fresh_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "sample")
+    };
+    let biting = catalog("a - b", "b: i64, a: i64) -> i64 {\\n    a - b");
+    let (v1, sw1) = run(&biting);
+    assert_eq!(v1["add-changed"].0, "KILLED");
+    assert_eq!(v1["add-signature-changed"].0, "KILLED");
+    assert_eq!(sw1["reused_switched_files"], 0, "{sw1}");
+    assert!(!fresh(&sw1), "{sw1}");
+
+    // The same catalog on the same tree: the switched build finds the package fresh, and
+    // so does the fallback in its own target directory; the verdicts are the same.
+    let (v2, sw2) = run(&biting);
+    assert_eq!(v2, v1);
+    assert_eq!(sw2["reused_switched_files"], 1, "{sw2}");
+    assert!(fresh(&sw2), "{sw2}");
+    assert_eq!(
+        sw2["reused_fallbacks"],
+        serde_json::json!(["add-signature-changed"])
+    );
+
+    // Other bytes behind the switch and in the fallback (both mutants now equivalent): both
+    // are compiled again, and nothing of the last run's code is run.
+    let (v3, sw3) = run(&catalog("b + a", "b: i64, a: i64) -> i64 {\\n    a + b"));
+    assert_eq!(v3["add-changed"].0, "SURVIVED", "{sw3}");
+    assert_eq!(v3["add-signature-changed"].0, "SURVIVED", "{sw3}");
+    assert_eq!(sw3["reused_switched_files"], 0, "{sw3}");
+    assert!(!fresh(&sw3), "{sw3}");
+    assert_eq!(sw3["reused_fallbacks"], serde_json::json!([]));
+}

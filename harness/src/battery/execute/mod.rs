@@ -5,9 +5,11 @@
 //! [`workspace`]) and [`switch`] (every mutation compiled once into a scratch copy,
 //! [`scratch`], behind a run-time switch that [`instrument`] writes; rustc's errors located
 //! by [`diagnostics`]; the tests that reach each switched function found by [`reach`]; up to
-//! N test runs at once by [`parallel`]). [`stop`] is why a run ends early; [`cache`] reuses
+//! N test runs at once by [`parallel`]; an unchanged switched build kept fresh from one run to
+//! the next by [`built_sources`]). [`stop`] is why a run ends early; [`cache`] reuses
 //! verdicts whose evidence is unchanged (`--incremental`).
 
+pub mod built_sources;
 pub mod cache;
 pub mod diagnostics;
 pub mod instrument;

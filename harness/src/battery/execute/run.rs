@@ -1272,7 +1272,13 @@ pub(crate) fn rebuilt(
     mu: &Mutant<'_>,
 ) -> Result<Built, Stop> {
     check_rebuilt(&build, packages, root, file, mu)?;
-    Ok(if build.success {
+    Ok(built_of(build))
+}
+
+/// A mutant's build as its verdict reads it: REBUILT when `build` succeeded, UNVIABLE with
+/// its first compiler error when not. No freshness check (see [`rebuilt`]).
+pub(crate) fn built_of(build: Build) -> Built {
+    if build.success {
         Built::Rebuilt {
             seconds: build.seconds,
         }
@@ -1281,7 +1287,7 @@ pub(crate) fn rebuilt(
             error: build.first_error.unwrap_or_default(),
             seconds: build.seconds,
         }
-    })
+    }
 }
 
 /// STALE-BUILD unless a successful `build` compiled `file` (the mutated file, absolute)

@@ -43,9 +43,10 @@ use crate::cargo::{
     Build, CargoCmd, Outcome, PackageMeta, TestRun, owning_package, parse_build_messages,
 };
 
+use crate::battery::execute::built_sources;
 use crate::battery::execute::parallel;
 use crate::battery::execute::run::{
-    Built, ModeRun, Mutant, Shared, not_compiled, rebuilt, stale_detail,
+    Built, ModeRun, Mutant, Shared, built_of, not_compiled, rebuilt, stale_detail,
 };
 use crate::battery::execute::stop::{Stop, io_fault, refuse};
 use crate::battery::report::refusal::RefusalKind;
@@ -134,6 +135,16 @@ pub struct SwitchInfo {
     /// build in it did not finish ([`BUILD_MARK`] was left), so every build started cold.
     #[serde(default)]
     pub cold_after_interrupted_build: bool,
+    /// How many switched files held the bytes the scratch target directory's last build
+    /// compiled (their modification times given back, [`built_sources`]): when every one
+    /// did and nothing else changed, the switched build found its artifacts fresh.
+    #[serde(default)]
+    pub reused_switched_files: usize,
+    /// The rebuild fallbacks whose mutated file held the bytes the fallbacks' target
+    /// directory's last build compiled (the same mutation, built by an earlier run): their
+    /// build found its artifacts fresh unless something else changed.
+    #[serde(default)]
+    pub reused_fallbacks: Vec<String>,
 }
 
 /// The file in the scratch target directory that says a build in it is going on (it holds
@@ -178,6 +189,14 @@ pub(crate) struct Switch {
     all_tests: bool,
     /// The scratch file a fallback mutation is written to, and its original bytes.
     fallback: Option<(PathBuf, Vec<u8>)>,
+    /// The rebuild fallbacks' own target directory, `<target_dir>/switch/fallback-target`:
+    /// built there, a fallback leaves the switched build's artifacts as they were, so the
+    /// next run finds them fresh ([`built_sources`]).
+    fallback_target: PathBuf,
+    /// Whether [`Switch::fallback_target`] has been seeded in this run.
+    fallback_seeded: bool,
+    /// Every scratch file a rebuild fallback of this run has written (relative paths).
+    fallback_files: BTreeSet<PathBuf>,
 }
 
 /// Takes mutation `i` out of the switched set.
@@ -195,6 +214,9 @@ fn remove_switched(switched: &mut SwitchedSet, i: usize) {
 struct SwitchedBuild {
     build: crate::cargo::Build,
     errors: Vec<CompilerError>,
+    /// The switched files whose bytes the last build in the scratch target directory
+    /// compiled ([`built_sources`]).
+    same: built_sources::Restored,
 }
 
 /// The package name in a cargo package id (`registry+https://...#serde@1.0.0` → `serde`,
@@ -233,6 +255,9 @@ impl Switch {
         scratch.root = switch_dir.join("tree");
         scratch.target_dir = switch_dir.join("target");
         Switch {
+            fallback_target: switch_dir.join("fallback-target"),
+            fallback_seeded: false,
+            fallback_files: BTreeSet::new(),
             user_target: catalog.target_dir.clone(),
             state: opts.state_dir.clone(),
             info: SwitchInfo {
@@ -254,6 +279,8 @@ impl Switch {
                 ran_again_alone: Vec::new(),
                 reach: None,
                 cold_after_interrupted_build: false,
+                reused_switched_files: 0,
+                reused_fallbacks: Vec::new(),
             },
             scratch,
             packages: Vec::new(),
@@ -301,6 +328,14 @@ impl Switch {
             cmd = cmd.with_kept_doc_tests(self.kept_docs.clone());
         }
         cmd
+    }
+
+    /// The `cargo` invocation of a rebuild fallback: the scratch copy built in the
+    /// fallbacks' own target directory.
+    fn fallback_cargo(&self) -> CargoCmd {
+        let mut c = self.scratch.clone();
+        c.target_dir = self.fallback_target.clone();
+        c.cargo().with_state_dir(&self.state)
     }
 
     /// [`Switch::doc_lines`] from the switched files now in the scratch copy: the k-th doc
@@ -357,7 +392,8 @@ impl Switch {
     /// `cargo check --profile test` of the catalog's package and targets in the scratch copy:
     /// `Ok(None)` when it compiles, `Ok(Some(first error))` when not.
     fn compile_check(&self) -> Result<Option<String>, Stop> {
-        let (ok, stdout, stderr) = self.marked(|| Ok(self.cargo(None).check()?))?;
+        let target = self.scratch.target_dir.clone();
+        let (ok, stdout, stderr) = self.marked(&target, || Ok(self.cargo(None).check()?))?;
         if ok {
             return Ok(None);
         }
@@ -369,13 +405,19 @@ impl Switch {
     /// the test runs use; for doc tests the library they link against) and locates rustc's
     /// errors.
     fn switched_build(&self) -> Result<SwitchedBuild, Stop> {
-        let (build, stdout) = self.marked(|| Ok(self.cargo(None).build_output()?))?;
+        let target = self.scratch.target_dir.clone();
+        let same = built_sources::restore_times(&target, &self.scratch.root)?;
+        let (build, stdout) = self.marked(&target, || Ok(self.cargo(None).build_output()?))?;
         let errors = if build.success {
             Vec::new()
         } else {
             diagnostics::compiler_errors(&stdout)
         };
-        Ok(SwitchedBuild { build, errors })
+        Ok(SwitchedBuild {
+            build,
+            errors,
+            same,
+        })
     }
 
     /// The plan: which selected mutations go behind the switch, grouped per file and
@@ -429,14 +471,15 @@ impl Switch {
         Sources { by_index, bodies }
     }
 
-    /// Runs `build`, a cargo build or check in the scratch copy, with the mark
-    /// [`BUILD_MARK`] in the scratch target directory while it runs: the mark is removed
-    /// when cargo ended on its own, and stays when the run was interrupted during the build
-    /// (a signal, or the harness killed), so the next run knows that the scratch target
-    /// directory may hold a half-written build.
-    fn marked<T>(&self, build: impl FnOnce() -> Result<T, Stop>) -> Result<T, Stop> {
-        let mark = self.scratch.target_dir.join(BUILD_MARK);
-        std::fs::create_dir_all(&self.scratch.target_dir)
+    /// Runs `build`, a cargo build or check of the scratch copy in `target` (the scratch
+    /// target directory or the fallbacks'), with the mark [`BUILD_MARK`] in `target` while
+    /// it runs: the mark is removed when cargo ended on its own, and stays when the run was
+    /// interrupted during the build (a signal, or the harness killed), so the next run knows
+    /// that `target` may hold a half-written build. The record of what `target`'s last build
+    /// compiled ([`built_sources`]) is removed first: this build replaces it.
+    fn marked<T>(&self, target: &Path, build: impl FnOnce() -> Result<T, Stop>) -> Result<T, Stop> {
+        let mark = target.join(BUILD_MARK);
+        std::fs::create_dir_all(target)
             .and_then(|()| std::fs::write(&mark, format!("{}\n", std::process::id())))
             .map_err(|e| {
                 refuse(
@@ -444,6 +487,7 @@ impl Switch {
                     format!("{}: cannot write: {e}", mark.display()),
                 )
             })?;
+        built_sources::forget(target)?;
         let res = build();
         if !matches!(res, Err(Stop::Interrupted)) {
             std::fs::remove_file(&mark).map_err(|e| {
@@ -461,35 +505,47 @@ impl Switch {
     /// removed first: rustc and the linker may have left its artifacts half-written
     /// (a later build then fails to link, with no fault of the tree), so the build starts cold.
     fn seed(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
-        let mark = self.scratch.target_dir.join(BUILD_MARK);
+        let target = self.scratch.target_dir.clone();
+        self.info.seed = self.seed_target(sh, &target, "the scratch target directory")?;
+        Ok(())
+    }
+
+    /// Seeds `target` (the scratch target directory or the fallbacks') with the user's
+    /// dependency build products, after removing it when its last build did not finish (see
+    /// [`Switch::seed`]). `what` names it in the progress line. Adds the time taken to
+    /// `seed_seconds`.
+    fn seed_target(
+        &mut self,
+        sh: &Shared<'_>,
+        target: &Path,
+        what: &str,
+    ) -> Result<SeedStats, Stop> {
+        let mark = target.join(BUILD_MARK);
         if mark.exists() {
             sh.progress.line(&format!(
                 "the last build of the scratch copy did not finish (the run was stopped during it): removing {} and building cold",
-                self.scratch.target_dir.display()
+                target.display()
             ));
-            std::fs::remove_dir_all(&self.scratch.target_dir).map_err(|e| {
+            std::fs::remove_dir_all(target).map_err(|e| {
                 refuse(
                     RefusalKind::HarnessFault,
-                    format!("{}: cannot remove: {e}", self.scratch.target_dir.display()),
+                    format!("{}: cannot remove: {e}", target.display()),
                 )
             })?;
             self.info.cold_after_interrupted_build = true;
         }
-        sh.progress.phase("seeding the scratch target directory");
+        sh.progress.phase(&format!("seeding {what}"));
         let t = Instant::now();
-        let (from, to) = (
-            self.user_target.join("debug"),
-            self.scratch.target_dir.join("debug"),
-        );
+        let (from, to) = (self.user_target.join("debug"), target.join("debug"));
         let members = scratch::Members::of(&self.packages);
-        self.info.seed = scratch::seed_dependencies(&from, &to, &members).map_err(|e| {
+        let stats = scratch::seed_dependencies(&from, &to, &members).map_err(|e| {
             refuse(
                 RefusalKind::HarnessFault,
                 format!("seeding {} from {}: {e}", to.display(), from.display()),
             )
         })?;
-        self.info.seed_seconds = t.elapsed().as_secs_f64();
-        Ok(())
+        self.info.seed_seconds += t.elapsed().as_secs_f64();
+        Ok(stats)
     }
 
     /// Records mutation `i` as UNVIABLE with compiler error `err`, found `how`, and takes
@@ -540,13 +596,15 @@ impl Switch {
     /// mutated body sends the remaining switched mutations through compile checks on their
     /// own, once. A build with no switched mutation left that still fails is the unmutated
     /// tree's (BASELINE-RED, returned as a failed build); one that fails outside every
-    /// mutated body after the compile checks is a HARNESS-FAULT.
+    /// mutated body after the compile checks is a HARNESS-FAULT. Returns the last build and
+    /// the switched files it found as the scratch target directory's last build compiled
+    /// them ([`built_sources`]).
     fn build_until_green(
         &mut self,
         sh: &Shared<'_>,
         src: &Sources<'_>,
         mut checked_alone: bool,
-    ) -> Result<Build, Stop> {
+    ) -> Result<(Build, built_sources::Restored), Stop> {
         let sroot = self.scratch.root.clone();
         loop {
             let layouts = self.write_switched(&src.bodies, &src.by_index)?;
@@ -560,9 +618,13 @@ impl Switch {
                 .sum();
             sh.progress
                 .phase(&format!("switched build ({n} switched mutations)"));
-            let SwitchedBuild { build, errors } = self.switched_build()?;
+            let SwitchedBuild {
+                build,
+                errors,
+                same,
+            } = self.switched_build()?;
             if build.success || self.switched.is_empty() {
-                return Ok(build);
+                return Ok((build, same));
             }
             self.info.check_seconds += build.seconds;
             if self.retreat_opaque(sh, &src.bodies, &errors, &sroot, &layouts) {
@@ -835,7 +897,7 @@ impl ModeRun for Switch {
             self.info.checked_alone_because = Some(why.clone());
             self.check_alone(sh, &src)?;
         }
-        let build = self.build_until_green(sh, &src, strict.is_some())?;
+        let (build, same) = self.build_until_green(sh, &src, strict.is_some())?;
         self.map_doc_lines();
         self.info.switched_build_seconds = build.seconds;
         self.info.plan = self.plan.values().cloned().collect();
@@ -857,6 +919,11 @@ impl ModeRun for Switch {
             if not_compiled(&build, &self.packages, &sroot, &abs, &self.scratch.spec).is_some() {
                 continue;
             }
+            // Cargo may report a switched file's artifacts fresh only when the last build in
+            // the scratch target directory compiled its very bytes, and passed this check.
+            if same.proves(file) {
+                continue;
+            }
             if let Some(why) = stale_detail(&build, &self.packages, &sroot, &sroot.join(file)) {
                 let ids: Vec<&str> = fns.values().flatten().map(|&i| self.id(i)).collect();
                 return Err(refuse(
@@ -865,6 +932,14 @@ impl ModeRun for Switch {
                 ));
             }
         }
+        if build.success {
+            built_sources::record(
+                &self.scratch.target_dir,
+                &sroot,
+                self.originals.keys().map(PathBuf::as_path),
+            )?;
+        }
+        self.info.reused_switched_files = same.len();
         Ok(build)
     }
 
@@ -1023,18 +1098,39 @@ impl ModeRun for Switch {
             mu.tag,
             reason.unwrap_or_default()
         ));
+        if !self.fallback_seeded {
+            let target = self.fallback_target.clone();
+            self.seed_target(sh, &target, "the rebuild fallbacks' target directory")?;
+            self.fallback_seeded = true;
+        }
         sh.progress
             .phase(&format!("{}: building (rebuild fallback)", mu.tag));
         let dst = self.scratch.root.join(&mu.pm.rel_path);
         self.fallback = Some((dst.clone(), mu.pm.original.clone()));
         write_file(&dst, &mu.pm.mutated)?;
-        rebuilt(
-            self.marked(|| Ok(self.cargo(None).build()?))?,
-            &self.packages,
-            &self.scratch.root,
-            &dst,
-            mu,
-        )
+        self.fallback_files.insert(mu.pm.rel_path.clone());
+        let target = self.fallback_target.clone();
+        let same = built_sources::restore_times(&target, &self.scratch.root)?;
+        let build = self.marked(&target, || Ok(self.fallback_cargo().build()?))?;
+        // The mutated file's artifacts may be fresh only when the last fallback build
+        // compiled these very bytes (the same mutation, in an earlier run) and passed
+        // this check then.
+        let built = if same.proves(&mu.pm.rel_path) {
+            self.info.reused_fallbacks.push(mu.m.id.clone());
+            built_of(build)
+        } else {
+            rebuilt(build, &self.packages, &self.scratch.root, &dst, mu)?
+        };
+        if matches!(built, Built::Rebuilt { .. }) {
+            let files: BTreeSet<&Path> = self
+                .originals
+                .keys()
+                .chain(&self.fallback_files)
+                .map(PathBuf::as_path)
+                .collect();
+            built_sources::record(&target, &self.scratch.root, files)?;
+        }
+        Ok(built)
     }
 
     fn test_mutant(
@@ -1050,6 +1146,14 @@ impl ModeRun for Switch {
             ("rebuild fallback", None)
         };
         sh.progress.phase(&format!("{}: testing ({how})", mu.tag));
+        if !switched {
+            return parallel::run_alone(
+                &self.state,
+                self.fallback_cargo(),
+                &sh.catalog.spec.tests,
+                timeout,
+            );
+        }
         match self.tests_for(mu.pm) {
             Some(tests) => parallel::run_alone(&self.state, self.cargo(mutant), &tests, timeout),
             None => self.run_tests(sh, mutant, timeout),
