@@ -304,6 +304,7 @@ pub struct CargoCmd {
     doc_lines: std::sync::Arc<DocLines>,
     doc_names: std::sync::Arc<Vec<String>>,
     kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
+    direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
 }
 
 /// Per source file as a doc test's name spells it (`src/lib.rs`), the line of each doc
@@ -365,6 +366,7 @@ impl CargoCmd {
             doc_lines: std::sync::Arc::new(DocLines::new()),
             doc_names: std::sync::Arc::new(Vec::new()),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
+            direct: std::sync::Arc::new(BTreeMap::new()),
         }
     }
 
@@ -420,6 +422,16 @@ impl CargoCmd {
         kept: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
     ) -> CargoCmd {
         self.kept_docs = kept;
+        self
+    }
+
+    /// Runs these libtest tests from their executables instead of through `cargo test`
+    /// ([`crate::libtest_direct`]), keyed by test name.
+    pub fn with_direct_tests(
+        mut self,
+        direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
+    ) -> CargoCmd {
+        self.direct = direct;
         self
     }
 
@@ -849,6 +861,8 @@ impl CargoCmd {
         } else {
             (Vec::new(), doc)
         };
+        let (direct, lib): (Vec<String>, Vec<String>) =
+            lib.into_iter().partition(|t| self.direct.contains_key(t));
         let groups = self.groups();
         let mut total = TestRun::empty();
         for (g, names) in [(Group::Harness, &lib), (Group::Doc, &doc)] {
@@ -882,6 +896,7 @@ impl CargoCmd {
             let r = self.run_group(&args, names, left)?;
             total.absorb(r);
         }
+        self.run_direct(&direct, timeout, &mut total)?;
         self.replay_kept(&kept, timeout, &mut total)?;
         for t in tests {
             if !total.outcomes.contains_key(t) {
@@ -936,6 +951,71 @@ impl CargoCmd {
         Ok(())
     }
 
+    /// Runs the libtest tests `names` from their executables ([`CargoCmd::with_direct_tests`]),
+    /// one process per executable (in the order of their first test) with this
+    /// invocation's environment, within what is left of `timeout` after `total`'s runs, and
+    /// adds their outcomes to `total`, read as [`CargoCmd::run_group`] reads cargo's run.
+    fn run_direct(
+        &self,
+        names: &[String],
+        timeout: Option<Duration>,
+        total: &mut TestRun,
+    ) -> Result<(), CargoError> {
+        let mut order: Vec<&crate::libtest_direct::Binary> = Vec::new();
+        let mut per: BTreeMap<&Path, Vec<String>> = BTreeMap::new();
+        for t in names {
+            let b = &self.direct[t];
+            if !per.contains_key(b.program.as_path()) {
+                order.push(b);
+            }
+            per.entry(&b.program).or_default().push(t.clone());
+        }
+        for b in order {
+            let left = timeout.map(|l| l.saturating_sub(Duration::from_secs_f64(total.seconds)));
+            if total.timed_out || left.is_some_and(|l| l.is_zero()) {
+                total.timed_out = true;
+                return Ok(());
+            }
+            let tests = &per[b.program.as_path()];
+            let done = b
+                .run(
+                    tests,
+                    &self.env,
+                    left,
+                    self.state_dir.as_deref(),
+                    Some(RUN_UMASK),
+                )
+                .map_err(|e| match e {
+                    RunError::Interrupted(i) => CargoError::Interrupted(i),
+                    RunError::Spawn { command, source } => CargoError::Spawn { command, source },
+                })?;
+            let stdout = String::from_utf8_lossy(&done.stdout);
+            let parsed = crate::libtest::parse_transcript(&stdout);
+            let whole = parsed.blocks.len() == 1 && parsed.blocks[0];
+            let died = if done.timed_out || whole {
+                Vec::new()
+            } else {
+                vec![format!("{} ({})", b.target_name(), done.status)]
+            };
+            total.absorb(read_run(
+                tests,
+                &parsed,
+                done.timed_out,
+                &died,
+                TestRun {
+                    outcomes: BTreeMap::new(),
+                    messages: BTreeMap::new(),
+                    timed_out: done.timed_out,
+                    success: done.status.success(),
+                    stderr_tail: tail(&String::from_utf8_lossy(&done.stderr), 20),
+                    died: died.clone(),
+                    seconds: done.seconds,
+                },
+            ));
+        }
+        Ok(())
+    }
+
     /// One `cargo test` invocation (`args` complete), read for `tests`.
     fn run_group(
         &self,
@@ -962,33 +1042,50 @@ impl CargoCmd {
         } else {
             dead_binaries(&stderr, &parsed.blocks)
         };
-        let mut outcomes = BTreeMap::new();
-        let mut messages = BTreeMap::new();
-        for t in tests {
-            let o = match parsed.results.get(t) {
-                Some(o) => Outcome::from(*o),
-                None if timed_out => Outcome::Unfinished,
-                None if died.is_empty() => Outcome::Missing,
-                None => Outcome::NoResult,
-            };
-            if o == Outcome::Failed {
-                messages.insert(
-                    t.clone(),
-                    parsed.messages.get(t).cloned().unwrap_or_default(),
-                );
-            }
-            outcomes.insert(t.clone(), o);
-        }
-        Ok(TestRun {
-            outcomes,
-            messages,
+        Ok(read_run(
+            tests,
+            &parsed,
             timed_out,
-            success: out.status.success(),
-            stderr_tail: tail(&stderr, 20),
-            died,
-            seconds,
-        })
+            &died,
+            TestRun {
+                outcomes: BTreeMap::new(),
+                messages: BTreeMap::new(),
+                timed_out,
+                success: out.status.success(),
+                stderr_tail: tail(&stderr, 20),
+                died: died.clone(),
+                seconds,
+            },
+        ))
     }
+}
+
+/// `run` (its status, output and time) with the outcome and failure message of each of
+/// `tests` read from `parsed`: a test with no result line is unfinished when the run timed
+/// out, missing when every binary reported its summary (`died` empty), else without result.
+fn read_run(
+    tests: &[String],
+    parsed: &crate::libtest::Transcript,
+    timed_out: bool,
+    died: &[String],
+    mut run: TestRun,
+) -> TestRun {
+    for t in tests {
+        let o = match parsed.results.get(t) {
+            Some(o) => Outcome::from(*o),
+            None if timed_out => Outcome::Unfinished,
+            None if died.is_empty() => Outcome::Missing,
+            None => Outcome::NoResult,
+        };
+        if o == Outcome::Failed {
+            run.messages.insert(
+                t.clone(),
+                parsed.messages.get(t).cloned().unwrap_or_default(),
+            );
+        }
+        run.outcomes.insert(t.clone(), o);
+    }
+    run
 }
 
 /// The test binaries of a finished `cargo test` run that stopped before their summary line.

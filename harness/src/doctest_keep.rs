@@ -30,24 +30,35 @@ use crate::system::runner::{RunError, Runner};
 /// executable in (set only in switch mode's reach run of a doc test).
 pub const KEEP_ENV: &str = "HARNESS_REACH_KEEP";
 
+/// The environment variable that names the folder a libtest test's process records how it
+/// was run in, without copying its executable (set only in switch mode's reach run of a
+/// libtest test; see [`crate::libtest_direct`]).
+pub const RECORD_ENV: &str = "HARNESS_REACH_RECORD";
+
 /// Rust statements for a switched function's reach recorder (`reach::recorder`), run the
 /// first time the function executes in a process: when [`KEEP_ENV`] is set, the process
 /// copies its executable to `PID.exe` in that folder (once per process: the copy is created
 /// exclusively) and then writes `PID.run`, the record [`parse_record`] reads: NUL-terminated
-/// fields, the argument count, the arguments, the working directory, then name and value of
-/// each environment variable. The record is written under a temporary name and renamed, so
-/// a `PID.run` is always whole.
+/// fields, the argument count, the arguments (the program first), the working directory,
+/// then name and value of each environment variable. When [`RECORD_ENV`] is set instead
+/// (a libtest test's reach run, [`crate::libtest_direct`]), the process copies nothing: it
+/// creates an empty `PID.seen` (once per process) and writes the same record. The record
+/// is written under a temporary name and renamed, so a `PID.run` is always whole.
 pub fn keeper() -> String {
     format!(
         "#[allow(unused, clippy::all)]\n\
          fn __harness_keep() {{\n\
          use ::std::os::unix::ffi::OsStrExt as _;\n\
-         let ::std::option::Option::Some(dir) = ::std::env::var_os({KEEP_ENV:?}) else {{ return; }};\n\
+         let (dir, copy) = match (::std::env::var_os({KEEP_ENV:?}), ::std::env::var_os({RECORD_ENV:?})) {{\n\
+         (::std::option::Option::Some(d), _) => (d, true),\n\
+         (::std::option::Option::None, ::std::option::Option::Some(d)) => (d, false),\n\
+         _ => return,\n\
+         }};\n\
          let dir = ::std::path::PathBuf::from(dir);\n\
          let id = ::std::process::id();\n\
-         let exe = dir.join(::std::format!(\"{{id}}.exe\"));\n\
+         let exe = dir.join(::std::format!(\"{{id}}.{{}}\", if copy {{ \"exe\" }} else {{ \"seen\" }}));\n\
          if ::std::fs::OpenOptions::new().write(true).create_new(true).open(&exe).is_err() {{ return; }}\n\
-         if ::std::env::current_exe().and_then(|p| ::std::fs::copy(p, &exe)).is_err() {{ return; }}\n\
+         if copy && ::std::env::current_exe().and_then(|p| ::std::fs::copy(p, &exe)).is_err() {{ return; }}\n\
          fn put(rec: &mut ::std::vec::Vec<u8>, b: &[u8]) {{ rec.extend_from_slice(b); rec.push(0); }}\n\
          let mut rec = ::std::vec::Vec::new();\n\
          let args: ::std::vec::Vec<::std::ffi::OsString> = ::std::env::args_os().collect();\n\
@@ -96,6 +107,8 @@ pub struct Replayed {
 /// What a doc test's process recorded of itself (see [`keeper`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Record {
+    /// Its program: the first argument, as its parent gave it.
+    pub program: OsString,
     /// Its arguments after the program name.
     pub args: Vec<OsString>,
     /// Its working directory.
@@ -125,7 +138,7 @@ pub fn parse_record(bytes: &[u8]) -> Result<Record, String> {
     if args.is_empty() {
         return Err("the record holds no program name".into());
     }
-    args.remove(0);
+    let program = args.remove(0);
     let cwd = fields
         .next()
         .ok_or("the record holds no working directory")?;
@@ -143,7 +156,12 @@ pub fn parse_record(bytes: &[u8]) -> Result<Record, String> {
             OsString::from_vec(v.to_vec()),
         ));
     }
-    Ok(Record { args, cwd, env })
+    Ok(Record {
+        program,
+        args,
+        cwd,
+        env,
+    })
 }
 
 /// The attributes of the code block whose opening fence is line `line` (1-based) of
@@ -209,7 +227,7 @@ pub fn collect(dir: &Path, fence: (&str, usize), drop_env: &[&str]) -> Result<Ke
         }
     };
     let bytes = std::fs::read(record).map_err(|e| format!("{}: {e}", record.display()))?;
-    let Record { args, cwd, env } =
+    let Record { args, cwd, env, .. } =
         parse_record(&bytes).map_err(|e| format!("{}: {e}", record.display()))?;
     let exe = record.with_extension("exe");
     if !exe.is_file() {
@@ -292,6 +310,7 @@ mod tests {
         let block: syn::Block = syn::parse_str(&format!("{{ {k} }}")).expect("parses");
         assert_eq!(block.stmts.len(), 2);
         assert!(k.contains(&format!("{KEEP_ENV:?}")), "{k}");
+        assert!(k.contains(&format!("{RECORD_ENV:?}")), "{k}");
     }
 
     #[test]
@@ -310,7 +329,13 @@ mod tests {
             rec.extend_from_slice(f);
             rec.push(0);
         }
-        let Record { args, cwd, env } = parse_record(&rec).unwrap();
+        let Record {
+            program,
+            args,
+            cwd,
+            env,
+        } = parse_record(&rec).unwrap();
+        assert_eq!(program, OsString::from("/tmp/rust_out"));
         assert_eq!(args, vec![OsString::from("--arg with space")]);
         assert_eq!(cwd, PathBuf::from("/w d"));
         assert_eq!(

@@ -13,8 +13,9 @@
 //! - [`mutants`]: the bridge to cargo-mutants (run it under the host lock, import its
 //!   outcomes, or feed its generated mutants to the battery).
 //! - [`system`]: processes and their groups, interruption, the host lock, progress output;
-//!   [`cargo`] drives cargo itself, and [`doctest_keep`] keeps switch mode's doc test
-//!   executables for running them again without rustdoc.
+//!   [`cargo`] drives cargo itself, [`doctest_keep`] keeps switch mode's doc test
+//!   executables for running them again without rustdoc, and [`libtest_direct`] runs its
+//!   libtest executables without `cargo test`.
 //!
 //! The crate knows nothing about the workspaces it tests. `docs/design.md` describes the
 //! architecture.
@@ -41,5 +42,6 @@ pub mod ci;
 pub mod cli;
 pub mod doctest_keep;
 pub mod libtest;
+pub mod libtest_direct;
 pub mod mutants;
 pub mod system;

@@ -382,5 +382,21 @@ proptest! {
             .unwrap_or_default();
         prop_assert_eq!(kept, reaching_docs, "{}", sw["reach"]);
         prop_assert!(sw["reach"].get("doc_tests_not_kept").is_none(), "{}", sw["reach"]);
+        // Likewise every libtest test that reaches a mutation ran from its executable,
+        // without `cargo test`: the verdicts above, equal to the `--all-tests` run's through
+        // cargo, are the direct runs'.
+        let reaching_libtest = predicted
+            .iter()
+            .flat_map(|(reach, _)| reach.iter())
+            .filter(|t| !t.contains(" - "))
+            .collect::<BTreeSet<_>>()
+            .len();
+        prop_assert_eq!(
+            sw["reach"]["direct_tests"].as_u64(),
+            Some(reaching_libtest as u64),
+            "{}",
+            sw["reach"]
+        );
+        prop_assert!(sw["reach"].get("tests_not_direct").is_none(), "{}", sw["reach"]);
     }
 }

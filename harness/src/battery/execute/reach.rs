@@ -91,6 +91,14 @@ pub struct ReachInfo {
     /// with why its executable was not kept.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub doc_tests_not_kept: BTreeMap<String, String>,
+    /// How many libtest tests that reach a switched mutation run from their executables
+    /// without `cargo test` ([`crate::libtest_direct`]).
+    #[serde(default)]
+    pub direct_tests: usize,
+    /// The libtest tests that reach a switched mutation but run through `cargo test`, each
+    /// with why.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tests_not_direct: BTreeMap<String, String>,
 }
 
 /// What the reach run found and the doc test executables it kept.
@@ -99,6 +107,8 @@ pub(crate) struct Reach {
     pub info: ReachInfo,
     /// Per doc test (catalog spelling), its kept executable.
     pub kept: BTreeMap<String, crate::doctest_keep::KeptDoc>,
+    /// Per libtest test, the executable that runs it without `cargo test`.
+    pub direct: BTreeMap<String, crate::libtest_direct::Binary>,
 }
 
 /// One test's run on its own: its outcome and its reach file.
@@ -160,9 +170,9 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         .iter()
         .map(|(i, _)| dir.join(format!("test-{i}")))
         .collect();
+    // Every test's process records how it was run: a doc test's keeps its executable too.
     let keeps: BTreeMap<usize, PathBuf> = alone
         .iter()
-        .filter(|(_, t)| crate::libtest::is_doc_test(t))
         .map(|(i, _)| (*i, keep_dir.join(format!("test-{i}"))))
         .collect();
     for k in keeps.values() {
@@ -172,11 +182,16 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         .iter()
         .zip(&files)
         .map(|((i, t), file)| {
-            let mut c = cmd.clone().with_env(REACH_ENV, &file.to_string_lossy());
-            if let Some(k) = keeps.get(i) {
-                c = c.with_env(crate::doctest_keep::KEEP_ENV, &k.to_string_lossy());
-            }
-            (c, vec![(*t).clone()])
+            let c = cmd.clone().with_env(REACH_ENV, &file.to_string_lossy());
+            let var = if crate::libtest::is_doc_test(t) {
+                crate::doctest_keep::KEEP_ENV
+            } else {
+                crate::libtest_direct::RECORD_ENV
+            };
+            (
+                c.with_env(var, &keeps[i].to_string_lossy()),
+                vec![(*t).clone()],
+            )
         })
         .collect();
     let ran = parallel::run_each(state, jobs, timeout, &runs);
@@ -244,6 +259,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         return Ok(Reach {
             info,
             kept: BTreeMap::new(),
+            direct: BTreeMap::new(),
         });
     }
     for id in switched {
@@ -257,9 +273,26 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         info.reached_by.insert(id.clone(), names);
     }
     let mut kept = BTreeMap::new();
+    let mut direct = BTreeMap::new();
+    let drop = [
+        REACH_ENV,
+        crate::doctest_keep::KEEP_ENV,
+        crate::libtest_direct::RECORD_ENV,
+    ];
     for (i, k) in &keeps {
         let t = &tests[*i];
         if !reached.values().any(|s| s.contains(i)) {
+            continue;
+        }
+        if !crate::libtest::is_doc_test(t) {
+            match crate::libtest_direct::collect(k, t, &drop) {
+                Ok(b) => {
+                    direct.insert(t.clone(), b);
+                }
+                Err(why) => {
+                    info.tests_not_direct.insert(t.clone(), why);
+                }
+            }
             continue;
         }
         match keep(cmd, t, k, state, timeout)? {
@@ -272,8 +305,9 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
             }
         }
     }
+    info.direct_tests = direct.len();
     info.seconds = t0.elapsed().as_secs_f64();
-    Ok(Reach { info, kept })
+    Ok(Reach { info, kept, direct })
 }
 
 /// Doc test `t`'s kept executable from its reach run's folder `dir`, run once more with no

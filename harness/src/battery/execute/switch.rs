@@ -183,6 +183,9 @@ pub(crate) struct Switch {
     /// The doc tests the reach run kept the executables of ([`crate::doctest_keep`]): a
     /// switched mutant's run runs them without rustdoc.
     kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
+    /// The libtest tests the reach run saw cargo run, with their executables
+    /// ([`crate::libtest_direct`]): a switched mutant's run runs them without `cargo test`.
+    direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
     /// Whether the scratch copy holds the original sources again (no switched code).
     restored: bool,
     /// `--all-tests`: no reach-guided selection.
@@ -291,6 +294,7 @@ impl Switch {
             doc_lines: std::sync::Arc::new(crate::cargo::DocLines::new()),
             listed: std::sync::OnceLock::new(),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
+            direct: std::sync::Arc::new(BTreeMap::new()),
             restored: true,
             all_tests: opts.all_tests,
             fallback: None,
@@ -325,7 +329,9 @@ impl Switch {
         // A kept doc test holds the switched build: only a switched mutant may run it (a
         // rebuild fallback's library is another).
         if mutant.is_some() {
-            cmd = cmd.with_kept_doc_tests(self.kept_docs.clone());
+            cmd = cmd
+                .with_kept_doc_tests(self.kept_docs.clone())
+                .with_direct_tests(self.direct.clone());
         }
         cmd
     }
@@ -1020,9 +1026,12 @@ impl ModeRun for Switch {
         info.selection &= !self.all_tests;
         if info.selection {
             self.kept_docs = std::sync::Arc::new(reach.kept);
+            self.direct = std::sync::Arc::new(reach.direct);
         } else {
             info.kept_doc_tests.clear();
             info.doc_tests_not_kept.clear();
+            info.direct_tests = 0;
+            info.tests_not_direct.clear();
         }
         match &info.untrusted_because {
             Some(why) => sh.progress.line(&format!(
@@ -1042,6 +1051,20 @@ impl ModeRun for Switch {
                         " (--all-tests: each mutant runs every listed test)"
                     }
                 ));
+                let (direct, not) = (info.direct_tests, info.tests_not_direct.len());
+                if direct + not > 0 {
+                    sh.progress.line(&format!(
+                        "libtest tests: {direct} of {} that reach a mutation run from their executables, without cargo test{}",
+                        direct + not,
+                        match info.tests_not_direct.iter().next() {
+                            Some((t, why)) => format!("; not: {t} ({why}){}", match not {
+                                1 => String::new(),
+                                n => format!(" and {} more (switch.json)", n - 1),
+                            }),
+                            None => String::new(),
+                        }
+                    ));
+                }
                 let (kept, not) = (info.kept_doc_tests.len(), info.doc_tests_not_kept.len());
                 if kept + not > 0 {
                     sh.progress.line(&format!(
