@@ -14,7 +14,11 @@
 //! runs as `cargo test --doc -- FILTER` with the whitespace-free filter of
 //! [`crate::libtest::doc_test_filter`], which may select a few more doc tests: their reach
 //! is then counted as its own, which can only add tests to a mutant's run, never drop one.
-//! A mutation is reached by a test when its id is in that test's file.
+//! A mutation is reached by a test when its id is in that test's file. The same run tells
+//! how each test is started: a doc test's process keeps its executable
+//! ([`crate::doctest_keep`]), a libtest test's process records its program, arguments,
+//! directory and environment ([`crate::libtest_direct`]), so that a switched mutant's run
+//! needs neither rustdoc nor `cargo test` for them.
 //!
 //! Why selection gives the full run's verdict: a test that never executes the mutated
 //! function runs exactly the code it runs without the mutation, so it passes under the

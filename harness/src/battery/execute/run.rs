@@ -134,7 +134,7 @@ pub(crate) struct Shared<'a> {
 
 /// The mode of a run: where the code under test is built, how a mutant is selected, how
 /// the original is put back. Methods return [`Stop`] to end the run.
-pub(crate) trait ModeRun {
+pub(crate) trait ModeRun: Sync {
     /// Makes the tree the builds run in (switch mode: syncs the scratch copy from `start`).
     fn open(&mut self, sh: &Shared<'_>, start: &TreeScan) -> Result<(), Stop>;
     /// The workspace packages of that tree (`cargo metadata`).
@@ -544,13 +544,36 @@ impl<'a> Run<'a> {
         let before = Created::watch(&self.sh, mode)?;
         let mut runs = Vec::new();
         let mut ran = Ok(());
-        for i in 1..=2 {
-            p.phase(&format!("baseline run {i}/2"));
-            match mode.control_run(&self.sh, baseline_timeout) {
-                Ok(r) => runs.push(r),
-                Err(stop) => {
-                    ran = Err(stop);
-                    break;
+        if self.sh.opts.jobs >= 2 {
+            // `-j N` lets N test runs go at once (switch mode only): the two baseline runs
+            // then go together, under the load the mutants' runs will see.
+            let (m, sh): (&dyn ModeRun, &Shared<'_>) = (&*mode, &self.sh);
+            let (first, second) = std::thread::scope(|s| {
+                p.phase("baseline run 1/2");
+                let other = s.spawn(|| m.control_run(sh, baseline_timeout));
+                p.phase("baseline run 2/2");
+                let second = m.control_run(sh, baseline_timeout);
+                (other.join(), second)
+            });
+            let first = first.unwrap_or_else(|_| {
+                Err(refuse(
+                    RefusalKind::HarnessFault,
+                    "the thread of baseline run 1/2 panicked".to_string(),
+                ))
+            });
+            match (first, second) {
+                (Ok(a), Ok(b)) => runs.extend([a, b]),
+                (Err(stop), _) | (_, Err(stop)) => ran = Err(stop),
+            }
+        } else {
+            for i in 1..=2 {
+                p.phase(&format!("baseline run {i}/2"));
+                match mode.control_run(&self.sh, baseline_timeout) {
+                    Ok(r) => runs.push(r),
+                    Err(stop) => {
+                        ran = Err(stop);
+                        break;
+                    }
                 }
             }
         }
