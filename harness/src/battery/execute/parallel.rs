@@ -134,15 +134,19 @@ fn remove_dir(dir: &Path) -> std::io::Result<()> {
 /// name no other run of the process had.
 static NEXT_TEMP: AtomicUsize = AtomicUsize::new(1);
 
-/// The private temporary directories of one block of runs (see [`run_block`]).
+/// The private temporary directories of one block of runs (see [`run_block`]), or of one
+/// run ([`run_alone`]). Several may live at once in one process (the two baseline runs of
+/// `-j 2` go together): each removes only the directories it made.
 struct Temps {
     root: PathBuf,
+    made: Vec<PathBuf>,
 }
 
 impl Temps {
     fn new(state: &Path) -> Temps {
         Temps {
             root: owner_dir(state),
+            made: Vec::new(),
         }
     }
 
@@ -159,6 +163,7 @@ impl Temps {
                 ),
             )
         })?;
+        self.made.push(dir.clone());
         Ok(dir)
     }
 
@@ -177,9 +182,13 @@ impl Temps {
 
 impl Drop for Temps {
     fn drop(&mut self) {
-        let _ = remove_dir(&self.root);
+        for d in &self.made {
+            let _ = remove_dir(d);
+        }
+        // Each only when empty: another block of this process, or another harness process,
+        // may keep its directories there.
+        let _ = std::fs::remove_dir(&self.root);
         if let Some(parent) = self.root.parent() {
-            // Only when empty: other harness processes keep theirs there.
             let _ = std::fs::remove_dir(parent);
         }
     }
@@ -582,4 +591,27 @@ fn new_files(before: &TreeScan, after: &TreeScan) -> Vec<PathBuf> {
         .filter(|p| !before.files.contains_key(*p))
         .cloned()
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_blocks_end_leaves_the_temporary_directories_of_another_going_on() {
+        let state = tempfile::tempdir().unwrap();
+        let (mut a, mut b) = (Temps::new(state.path()), Temps::new(state.path()));
+        let da = a.make().ok().unwrap();
+        let db = b.make().ok().unwrap();
+        std::fs::write(db.join("rust_out"), "a doc test's executable").unwrap();
+        drop(a);
+        assert!(!da.exists());
+        assert!(
+            db.join("rust_out").is_file(),
+            "the other run's directory is gone"
+        );
+        drop(b);
+        assert!(!db.exists());
+        assert!(!owner_dir(state.path()).exists());
+    }
 }
