@@ -105,6 +105,57 @@ pub struct Artifact {
     /// The files cargo produced for it (`filenames`: the rlib and rmeta of a library, the
     /// executable of a test or binary).
     pub filenames: Vec<PathBuf>,
+    /// The target's root source file (`target.src_path`, absolute).
+    pub src_path: PathBuf,
+    /// The executable cargo runs for it (`executable`; a test harness or binary).
+    pub executable: Option<PathBuf>,
+}
+
+impl Artifact {
+    /// How `cargo test` names this artifact's test executable in its `Running` line and its
+    /// failure messages: the root source relative to `package_root`, after `unittests ` for
+    /// the unit tests of a library or binary (`unittests src/lib.rs`), alone for a test
+    /// target (`tests/one.rs`).
+    pub fn test_description(&self, package_root: &Path) -> String {
+        let rel = self
+            .src_path
+            .strip_prefix(package_root)
+            .unwrap_or(&self.src_path);
+        if self.kind.iter().any(|k| k == "test") {
+            rel.display().to_string()
+        } else {
+            format!("unittests {}", rel.display())
+        }
+    }
+}
+
+/// An exit status as cargo words it when a test executable fails (`exit status: 101`;
+/// `signal: 6, SIGABRT: process abort signal`, with POSIX's description of the signals
+/// cargo names), so that a directly run executable that dies is reported as cargo reports
+/// it.
+pub fn cargo_status_words(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let Some(signal) = status.signal() else {
+        return status.to_string();
+    };
+    let name = match signal {
+        6 => ", SIGABRT: process abort signal",
+        14 => ", SIGALRM: alarm clock",
+        8 => ", SIGFPE: erroneous arithmetic operation",
+        1 => ", SIGHUP: hangup",
+        4 => ", SIGILL: illegal instruction",
+        2 => ", SIGINT: terminal interrupt signal",
+        9 => ", SIGKILL: kill",
+        13 => ", SIGPIPE: write on a pipe with no one to read",
+        3 => ", SIGQUIT: terminal quit signal",
+        11 => ", SIGSEGV: invalid memory reference",
+        15 => ", SIGTERM: termination signal",
+        7 => ", SIGBUS: access to undefined memory",
+        31 => ", SIGSYS: bad system call",
+        5 => ", SIGTRAP: trace/breakpoint trap",
+        _ => "",
+    };
+    format!("signal: {signal}{name}")
 }
 
 impl Artifact {
@@ -951,69 +1002,104 @@ impl CargoCmd {
         Ok(())
     }
 
-    /// Runs the libtest tests `names` from their executables ([`CargoCmd::with_direct_tests`]),
-    /// one process per executable (in the order of their first test) with this
-    /// invocation's environment, within what is left of `timeout` after `total`'s runs, and
-    /// adds their outcomes to `total`, read as [`CargoCmd::run_group`] reads cargo's run.
+    /// Runs the libtest tests `names` from their executables ([`CargoCmd::with_direct_tests`])
+    /// with this invocation's environment, within what is left of `timeout` after `total`'s
+    /// runs, and adds their outcomes to `total`, read as [`CargoCmd::run_group`] reads
+    /// cargo's run. The tests are dealt out to as many lanes as libtest would run tests at
+    /// once ([`crate::libtest_direct::lanes`], by their reach run's seconds); the lanes go
+    /// at once, each one process per executable, one test at a time. With one lane (one
+    /// thread, or one test) each executable runs its tests in one process as cargo runs it.
     fn run_direct(
         &self,
         names: &[String],
         timeout: Option<Duration>,
         total: &mut TestRun,
     ) -> Result<(), CargoError> {
-        let mut order: Vec<&crate::libtest_direct::Binary> = Vec::new();
-        let mut per: BTreeMap<&Path, Vec<String>> = BTreeMap::new();
-        for t in names {
-            let b = &self.direct[t];
-            if !per.contains_key(b.program.as_path()) {
-                order.push(b);
-            }
-            per.entry(&b.program).or_default().push(t.clone());
+        let Some(first) = names.first().map(|t| &self.direct[t]) else {
+            return Ok(());
+        };
+        let left = timeout.map(|l| l.saturating_sub(Duration::from_secs_f64(total.seconds)));
+        if total.timed_out || left.is_some_and(|l| l.is_zero()) {
+            total.timed_out = true;
+            return Ok(());
         }
-        for b in order {
-            let left = timeout.map(|l| l.saturating_sub(Duration::from_secs_f64(total.seconds)));
-            if total.timed_out || left.is_some_and(|l| l.is_zero()) {
-                total.timed_out = true;
-                return Ok(());
+        let threads = crate::libtest_direct::test_threads(|k| {
+            self.env.get(k).cloned().or_else(|| {
+                first
+                    .env
+                    .iter()
+                    .find(|(n, _)| n.as_os_str() == k)
+                    .map(|(_, v)| v.to_string_lossy().into_owned())
+            })
+        });
+        let weighted: Vec<(String, f64)> = names
+            .iter()
+            .map(|t| (t.clone(), self.direct[t].reach_seconds))
+            .collect();
+        let lanes = crate::libtest_direct::lanes(&weighted, threads);
+        let one_at_a_time = lanes.len() > 1;
+        let start = std::time::Instant::now();
+        let ran: Vec<Result<Vec<DirectRun<'_>>, RunError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = lanes
+                .iter()
+                .map(|lane| s.spawn(move || self.run_lane(lane, left, start, one_at_a_time)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut block = TestRun::empty();
+        for lane in ran {
+            let lane = lane.map_err(|e| match e {
+                RunError::Interrupted(i) => CargoError::Interrupted(i),
+                RunError::Spawn { command, source } => CargoError::Spawn { command, source },
+            })?;
+            for (tests, b, done) in lane {
+                block.absorb(direct_result(&tests, b, done));
             }
-            let tests = &per[b.program.as_path()];
-            let done = b
-                .run(
-                    tests,
-                    &self.env,
-                    left,
-                    self.state_dir.as_deref(),
-                    Some(RUN_UMASK),
-                )
-                .map_err(|e| match e {
-                    RunError::Interrupted(i) => CargoError::Interrupted(i),
-                    RunError::Spawn { command, source } => CargoError::Spawn { command, source },
-                })?;
-            let stdout = String::from_utf8_lossy(&done.stdout);
-            let parsed = crate::libtest::parse_transcript(&stdout);
-            let whole = parsed.blocks.len() == 1 && parsed.blocks[0];
-            let died = if done.timed_out || whole {
-                Vec::new()
-            } else {
-                vec![format!("{} ({})", b.target_name(), done.status)]
-            };
-            total.absorb(read_run(
-                tests,
-                &parsed,
-                done.timed_out,
-                &died,
-                TestRun {
-                    outcomes: BTreeMap::new(),
-                    messages: BTreeMap::new(),
-                    timed_out: done.timed_out,
-                    success: done.status.success(),
-                    stderr_tail: tail(&String::from_utf8_lossy(&done.stderr), 20),
-                    died: died.clone(),
-                    seconds: done.seconds,
-                },
-            ));
         }
+        block.seconds = start.elapsed().as_secs_f64();
+        total.absorb(block);
         Ok(())
+    }
+
+    /// One lane of [`CargoCmd::run_direct`]: its tests, one process per executable (in the
+    /// order of their first test), each given what is left of `left` since `start`; a
+    /// process the time ran out before is not started (`None`).
+    fn run_lane<'a>(
+        &'a self,
+        lane: &[String],
+        left: Option<Duration>,
+        start: std::time::Instant,
+        one_at_a_time: bool,
+    ) -> Result<Vec<DirectRun<'a>>, RunError> {
+        let mut order: Vec<(&crate::libtest_direct::Binary, Vec<String>)> = Vec::new();
+        for t in lane {
+            let b = &self.direct[t];
+            match order.iter_mut().find(|(o, _)| o.program == b.program) {
+                Some((_, tests)) => tests.push(t.clone()),
+                None => order.push((b, vec![t.clone()])),
+            }
+        }
+        let mut out = Vec::new();
+        for (b, tests) in order {
+            let remaining = left.map(|l| l.saturating_sub(start.elapsed()));
+            if remaining.is_some_and(|r| r.is_zero()) {
+                out.push((tests, b, None));
+                continue;
+            }
+            let done = b.run(
+                &tests,
+                &self.env,
+                remaining,
+                self.state_dir.as_deref(),
+                Some(RUN_UMASK),
+                one_at_a_time,
+            )?;
+            out.push((tests, b, Some(done)));
+        }
+        Ok(out)
     }
 
     /// One `cargo test` invocation (`args` complete), read for `tests`.
@@ -1058,6 +1144,58 @@ impl CargoCmd {
             },
         ))
     }
+}
+
+/// One process of a direct run: its tests, its executable, and how it ended (`None`: not
+/// started, the time had run out).
+type DirectRun<'a> = (
+    Vec<String>,
+    &'a crate::libtest_direct::Binary,
+    Option<crate::system::runner::Finished>,
+);
+
+/// A direct run's process read as a test run: libtest's transcript on its standard output;
+/// it died when it ended, not at the timeout, without its one `test result:` summary.
+fn direct_result(
+    tests: &[String],
+    b: &crate::libtest_direct::Binary,
+    done: Option<crate::system::runner::Finished>,
+) -> TestRun {
+    let Some(done) = done else {
+        let mut run = TestRun::empty();
+        run.timed_out = true;
+        run.outcomes = tests
+            .iter()
+            .map(|t| (t.clone(), Outcome::Unfinished))
+            .collect();
+        return run;
+    };
+    let parsed = crate::libtest::parse_transcript(&String::from_utf8_lossy(&done.stdout));
+    let whole = parsed.blocks.len() == 1 && parsed.blocks[0];
+    let died = if done.timed_out || whole {
+        Vec::new()
+    } else {
+        vec![format!(
+            "{} ({})",
+            b.described,
+            cargo_status_words(done.status)
+        )]
+    };
+    read_run(
+        tests,
+        &parsed,
+        done.timed_out,
+        &died,
+        TestRun {
+            outcomes: BTreeMap::new(),
+            messages: BTreeMap::new(),
+            timed_out: done.timed_out,
+            success: done.status.success(),
+            stderr_tail: tail(&String::from_utf8_lossy(&done.stderr), 20),
+            died: died.clone(),
+            seconds: done.seconds,
+        },
+    )
 }
 
 /// `run` (its status, output and time) with the outcome and failure message of each of
@@ -1171,6 +1309,8 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
                         .into_iter()
                         .map(PathBuf::from)
                         .collect(),
+                    src_path: PathBuf::from(v["target"]["src_path"].as_str().unwrap_or_default()),
+                    executable: v["executable"].as_str().map(PathBuf::from),
                 })
             }
             Some("compiler-message")
@@ -1264,6 +1404,8 @@ mod tests {
                 deps.join("libfaults-bd10.rlib"),
                 deps.join("libfaults-bd10.rmeta"),
             ],
+            src_path: PathBuf::from("/ws/src/lib.rs"),
+            executable: None,
         };
         let root = Path::new("/ws");
         assert_eq!(
@@ -1275,5 +1417,25 @@ mod tests {
             ..a
         };
         assert_eq!(none.sources(root), None);
+        // As cargo names a test executable in its `Running` line.
+        assert_eq!(
+            none.test_description(root),
+            "unittests src/lib.rs".to_string()
+        );
+        let test = Artifact {
+            kind: vec!["test".into()],
+            src_path: PathBuf::from("/ws/tests/one.rs"),
+            ..none
+        };
+        assert_eq!(test.test_description(root), "tests/one.rs");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            cargo_status_words(std::process::ExitStatus::from_raw(6)),
+            "signal: 6, SIGABRT: process abort signal"
+        );
+        assert_eq!(
+            cargo_status_words(std::process::ExitStatus::from_raw(101 << 8)),
+            "exit status: 101"
+        );
     }
 }

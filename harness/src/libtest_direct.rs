@@ -22,6 +22,18 @@
 //! A test that reaches no switched function records nothing and is never run for a mutant
 //! anyway (reach-guided selection); one whose record is missing or unclear stays with
 //! `cargo test`, and the reach report says why.
+//!
+//! How the tests are spread: libtest runs one executable's tests on as many threads as it
+//! is given (`RUST_TEST_THREADS`, else the machine's parallelism), in name order, and cargo
+//! runs the executables one after the other; so a slow test that sorts late starts late.
+//! A direct run keeps the same number of tests going at once, but knows each test's time
+//! from its reach run: it deals the tests out to that many lanes, slowest first, each to the
+//! lane with the least time so far (the longest-processing-time rule, [`lanes`]); each lane
+//! runs its tests one at a time (`--test-threads=1`, one process per executable in the
+//! lane), and the lanes go at once. Tests still run each in a thread of its own named after
+//! it, as libtest does with any number of threads, and tests that shared a process under
+//! cargo may now run in different processes, which the reach run has already shown they
+//! allow (each passed alone).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -33,7 +45,7 @@ pub use crate::doctest_keep::RECORD_ENV;
 use crate::system::runner::{Finished, RunError, Runner};
 
 /// A libtest executable as cargo ran it in the reach run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Binary {
     /// The test executable (absolute, in the build's `deps` folder).
     pub program: PathBuf,
@@ -41,6 +53,12 @@ pub struct Binary {
     pub cwd: PathBuf,
     /// Its whole environment as cargo gave it, less the harness's reach variables.
     pub env: Vec<(OsString, OsString)>,
+    /// The test's wall seconds in its reach run (cargo's start-up included): its weight
+    /// when the tests are dealt out to lanes ([`lanes`]).
+    pub reach_seconds: f64,
+    /// How cargo names the executable when it dies (`tests/one.rs`, `unittests src/lib.rs`:
+    /// [`crate::cargo::Artifact::test_description`]), taken from the build that made it.
+    pub described: String,
 }
 
 impl Binary {
@@ -63,10 +81,10 @@ impl Binary {
     }
 
     /// Runs `tests` (names as libtest lists them) in one process of this executable with
-    /// `--exact`, `env` set over the recorded environment, in its own process group, killed
-    /// after `timeout`, recorded in `state` while it runs, under `umask` when given. Its
-    /// standard output is libtest's transcript. Errors: the executable could not be started,
-    /// or the run was interrupted.
+    /// `--exact` (and `--test-threads=1` when `one_at_a_time`), `env` set over the recorded
+    /// environment, in its own process group, killed after `timeout`, recorded in `state`
+    /// while it runs, under `umask` when given. Its standard output is libtest's transcript.
+    /// Errors: the executable could not be started, or the run was interrupted.
     pub fn run(
         &self,
         tests: &[String],
@@ -74,9 +92,16 @@ impl Binary {
         timeout: Option<Duration>,
         state: Option<&Path>,
         umask: Option<u32>,
+        one_at_a_time: bool,
     ) -> Result<Finished, RunError> {
+        let threads = one_at_a_time.then_some("--test-threads=1");
         let mut r = Runner::new(&self.program)
-            .args(std::iter::once("--exact").chain(tests.iter().map(String::as_str)))
+            .args(
+                threads
+                    .into_iter()
+                    .chain(std::iter::once("--exact"))
+                    .chain(tests.iter().map(String::as_str)),
+            )
             .dir(&self.cwd)
             .env_clear()
             .timeout(timeout)
@@ -150,7 +175,40 @@ pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, Stri
         program,
         cwd: rec.cwd,
         env,
+        reach_seconds: 0.0,
+        described: String::new(),
     })
+}
+
+/// How many tests libtest would run at once with the environment `var` reads:
+/// `RUST_TEST_THREADS` when it holds a positive number, else the machine's parallelism
+/// (libtest's own rule), at least 1.
+pub fn test_threads(var: impl Fn(&str) -> Option<String>) -> usize {
+    var("RUST_TEST_THREADS")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// Deals `tests` (name, seconds) out to at most `n` lanes by the longest-processing-time
+/// rule: slowest first (ties by name), each to the lane with the least seconds so far (the
+/// first such lane). Returns the non-empty lanes, each in the order its tests were dealt.
+pub fn lanes(tests: &[(String, f64)], n: usize) -> Vec<Vec<String>> {
+    let mut order: Vec<&(String, f64)> = tests.iter().collect();
+    order.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let mut out: Vec<(f64, Vec<String>)> = vec![(0.0, Vec::new()); n.max(1)];
+    for (name, secs) in order {
+        let lane = out
+            .iter_mut()
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+            .expect("at least one lane");
+        lane.0 += secs.max(0.0);
+        lane.1.push(name.clone());
+    }
+    out.into_iter()
+        .map(|(_, l)| l)
+        .filter(|l| !l.is_empty())
+        .collect()
 }
 
 #[cfg(test)]
@@ -208,6 +266,58 @@ mod tests {
                 .unwrap_err()
                 .contains("2 processes")
         );
+    }
+
+    #[test]
+    fn the_slowest_test_gets_a_lane_of_its_own() {
+        let t = |n: &str, s: f64| (n.to_string(), s);
+        // libtest's name order would start `z_slow` last.
+        let tests = [t("a", 1.0), t("b", 1.0), t("c", 0.5), t("z_slow", 8.0)];
+        assert_eq!(
+            lanes(&tests, 2),
+            vec![
+                vec!["z_slow".to_string()],
+                vec!["a".into(), "b".into(), "c".into()]
+            ]
+        );
+        assert_eq!(lanes(&tests, 1).len(), 1);
+        assert_eq!(lanes(&tests[..1], 4), vec![vec!["a".to_string()]]);
+        assert_eq!(lanes(&[], 2), Vec::<Vec<String>>::new());
+        assert_eq!(test_threads(|_| Some("3".into())), 3);
+        assert!(test_threads(|_| Some("0".into())) >= 1);
+        assert!(test_threads(|_| None) >= 1);
+    }
+
+    proptest::proptest! {
+        /// Every test is dealt exactly once, no lane is empty, and the busiest lane holds
+        /// no more than the longest-processing-time bound: the mean load plus the slowest
+        /// test.
+        #[test]
+        fn lanes_deal_every_test_once(
+            secs in proptest::collection::vec(0.0f64..10.0, 0..20),
+            n in 1usize..5,
+        ) {
+            let tests: Vec<(String, f64)> = secs
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("t{i}"), *s))
+                .collect();
+            let out = lanes(&tests, n);
+            proptest::prop_assert!(out.len() <= n);
+            proptest::prop_assert!(out.iter().all(|l| !l.is_empty()));
+            let mut dealt: Vec<String> = out.iter().flatten().cloned().collect();
+            dealt.sort();
+            let mut want: Vec<String> = tests.iter().map(|t| t.0.clone()).collect();
+            want.sort();
+            proptest::prop_assert_eq!(dealt, want);
+            let of = |n: &String| tests.iter().find(|t| &t.0 == n).unwrap().1;
+            let total: f64 = secs.iter().sum();
+            let slowest = secs.iter().copied().fold(0.0, f64::max);
+            for l in &out {
+                let load: f64 = l.iter().map(of).sum();
+                proptest::prop_assert!(load <= total / n as f64 + slowest + 1e-9);
+            }
+        }
     }
 
     #[test]

@@ -115,8 +115,8 @@ pub(crate) struct Reach {
     pub direct: BTreeMap<String, crate::libtest_direct::Binary>,
 }
 
-/// One test's run on its own: its outcome and its reach file.
-type Alone = Result<(Outcome, PathBuf), Stop>;
+/// One test's run on its own: its outcome, its reach file and its wall seconds.
+type Alone = Result<(Outcome, PathBuf, f64), Stop>;
 
 /// One reach run's inputs.
 pub(crate) struct Request<'a> {
@@ -211,7 +211,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
                 *i,
                 r.map(|r| {
                     let o = r.outcomes.get(*t).copied().unwrap_or(Outcome::Missing);
-                    (o, file)
+                    (o, file, r.seconds)
                 }),
             )
         })
@@ -223,8 +223,10 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
     };
     let mut reached: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
     let mut reached_nothing = Vec::new();
+    let mut seconds: BTreeMap<usize, f64> = BTreeMap::new();
     for (i, res) in results {
-        let (outcome, file) = res?;
+        let (outcome, file, secs) = res?;
+        seconds.insert(i, secs);
         let t = &tests[i];
         if outcome != Outcome::Passed && info.untrusted_because.is_none() {
             info.untrusted_because = Some(format!(
@@ -290,7 +292,8 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         }
         if !crate::libtest::is_doc_test(t) {
             match crate::libtest_direct::collect(k, t, &drop) {
-                Ok(b) => {
+                Ok(mut b) => {
+                    b.reach_seconds = seconds.get(i).copied().unwrap_or(0.0);
                     direct.insert(t.clone(), b);
                 }
                 Err(why) => {

@@ -186,6 +186,8 @@ pub(crate) struct Switch {
     /// The libtest tests the reach run saw cargo run, with their executables
     /// ([`crate::libtest_direct`]): a switched mutant's run runs them without `cargo test`.
     direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
+    /// The switched build's test executables and the artifacts that made them.
+    test_artifacts: BTreeMap<PathBuf, crate::cargo::Artifact>,
     /// Whether the scratch copy holds the original sources again (no switched code).
     restored: bool,
     /// `--all-tests`: no reach-guided selection.
@@ -295,6 +297,7 @@ impl Switch {
             listed: std::sync::OnceLock::new(),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
             direct: std::sync::Arc::new(BTreeMap::new()),
+            test_artifacts: BTreeMap::new(),
             restored: true,
             all_tests: opts.all_tests,
             fallback: None,
@@ -914,6 +917,11 @@ impl ModeRun for Switch {
             .map(|a| package_name(&a.package_id))
             .collect();
         self.info.fresh_packages = fresh.into_iter().collect();
+        self.test_artifacts = build
+            .artifacts
+            .iter()
+            .filter_map(|a| a.executable.clone().map(|e| (e, a.clone())))
+            .collect();
         // Every switched file must be compiled into a target the tests run, as rebuild mode
         // checks for each mutation (`check_rebuilt`); a file the catalog's features leave
         // out is the run's to judge NOT_COMPILED (`run::not_compiled`), not a stale build.
@@ -1026,7 +1034,25 @@ impl ModeRun for Switch {
         info.selection &= !self.all_tests;
         if info.selection {
             self.kept_docs = std::sync::Arc::new(reach.kept);
-            self.direct = std::sync::Arc::new(reach.direct);
+            let mut direct = reach.direct;
+            direct.retain(|t, b| match self.test_artifacts.get(&b.program) {
+                Some(a) => {
+                    b.described = a.test_description(&b.cwd);
+                    true
+                }
+                None => {
+                    info.tests_not_direct.insert(
+                        t.clone(),
+                        format!(
+                            "its executable {} is not among the switched build's",
+                            b.program.display()
+                        ),
+                    );
+                    false
+                }
+            });
+            info.direct_tests = direct.len();
+            self.direct = std::sync::Arc::new(direct);
         } else {
             info.kept_doc_tests.clear();
             info.doc_tests_not_kept.clear();
