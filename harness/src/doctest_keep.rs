@@ -74,6 +74,50 @@ pub fn keeper() -> String {
     )
 }
 
+/// A test process to start again as its record says it was started: its program, working
+/// directory and recorded environment (the harness's reach variables already left out).
+pub struct Relaunch<'a> {
+    /// The program.
+    pub program: &'a Path,
+    /// The working directory.
+    pub cwd: &'a Path,
+    /// The recorded environment: the process gets exactly this, and nothing it did not have.
+    pub env: &'a [(OsString, OsString)],
+}
+
+impl Relaunch<'_> {
+    /// The child runner for it with `args`, `env` set over the recorded environment, in its
+    /// own process group, killed after `timeout`, recorded in `state` while it runs, under
+    /// `umask` when given.
+    pub fn runner<I, S>(
+        &self,
+        args: I,
+        env: &BTreeMap<String, String>,
+        timeout: Option<Duration>,
+        state: Option<&Path>,
+        umask: Option<u32>,
+    ) -> Runner
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut r = Runner::new(self.program)
+            .args(args)
+            .dir(self.cwd)
+            .env_clear()
+            .timeout(timeout)
+            .state_dir(state)
+            .umask(umask);
+        for (k, v) in self.env {
+            r = r.env(k, v);
+        }
+        for (k, v) in env {
+            r = r.env(k, v);
+        }
+        r
+    }
+}
+
 /// A doc test's executable, kept from the reach run, and how rustdoc ran it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeptDoc {
@@ -258,20 +302,13 @@ impl KeptDoc {
         state: Option<&Path>,
         umask: Option<u32>,
     ) -> Result<Replayed, RunError> {
-        let mut r = Runner::new(&self.exe)
-            .args(&self.args)
-            .dir(&self.cwd)
-            .env_clear()
-            .timeout(timeout)
-            .state_dir(state)
-            .umask(umask);
-        for (k, v) in &self.env {
-            r = r.env(k, v);
+        let done = Relaunch {
+            program: &self.exe,
+            cwd: &self.cwd,
+            env: &self.env,
         }
-        for (k, v) in env {
-            r = r.env(k, v);
-        }
-        let done = r.run()?;
+        .runner(&self.args, env, timeout, state, umask)
+        .run()?;
         let success = done.status.success();
         let passed = !done.timed_out && success != self.should_panic;
         let message = if passed {

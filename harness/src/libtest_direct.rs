@@ -42,7 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::doctest_keep::RECORD_ENV;
-use crate::system::runner::{Finished, RunError, Runner};
+use crate::system::runner::{Finished, RunError};
 
 /// A libtest executable as cargo ran it in the reach run.
 #[derive(Debug, Clone, PartialEq)]
@@ -95,25 +95,17 @@ impl Binary {
         one_at_a_time: bool,
     ) -> Result<Finished, RunError> {
         let threads = one_at_a_time.then_some("--test-threads=1");
-        let mut r = Runner::new(&self.program)
-            .args(
-                threads
-                    .into_iter()
-                    .chain(std::iter::once("--exact"))
-                    .chain(tests.iter().map(String::as_str)),
-            )
-            .dir(&self.cwd)
-            .env_clear()
-            .timeout(timeout)
-            .state_dir(state)
-            .umask(umask);
-        for (k, v) in &self.env {
-            r = r.env(k, v);
+        let args = threads
+            .into_iter()
+            .chain(std::iter::once("--exact"))
+            .chain(tests.iter().map(String::as_str));
+        crate::doctest_keep::Relaunch {
+            program: &self.program,
+            cwd: &self.cwd,
+            env: &self.env,
         }
-        for (k, v) in env {
-            r = r.env(k, v);
-        }
-        r.run()
+        .runner(args, env, timeout, state, umask)
+        .run()
     }
 }
 
