@@ -245,45 +245,68 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// loads it, and (through a declaring file that is itself gated) those further up. Empty
 /// when nothing on its way mentions a feature, or when the sources do not parse.
 pub fn feature_gate(package_dir: &Path, file: &Path) -> Vec<Gate> {
-    let mut files = Vec::new();
-    rust_files(package_dir, &mut files);
-    let mut decls: Vec<(PathBuf, Decl)> = Vec::new();
-    let mut inner: Vec<(PathBuf, Vec<Gate>)> = Vec::new();
-    for f in &files {
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        let Ok(ast) = syn::parse_file(&text) else {
-            continue;
-        };
-        inner.push((f.clone(), gates_of(&ast.attrs, f)));
-        let dir = if is_mod_rs(f) {
-            f.parent().map(Path::to_path_buf).unwrap_or_default()
-        } else {
-            f.with_extension("")
-        };
-        let mut found = Vec::new();
-        collect_decls(&ast.items, f, &dir, &[], &mut found);
-        decls.extend(found.into_iter().map(|d| (f.clone(), d)));
+    ModuleGates::of(package_dir).on_the_way_to(file)
+}
+
+/// Every gate of one package's sources, read once: each file's own `#![cfg(...)]` and each
+/// `mod` declaration with its gates ([`feature_gate`] asks it about one file; a caller
+/// asking about many files of a package reads the package once).
+pub struct ModuleGates {
+    /// Per file, its own inner gates.
+    inner: Vec<(PathBuf, Vec<Gate>)>,
+    /// Per declaring file, each `mod` declaration in it.
+    decls: Vec<(PathBuf, Decl)>,
+}
+
+impl ModuleGates {
+    /// Parses every `.rs` file under `package_dir` (a file that does not parse adds
+    /// nothing).
+    pub fn of(package_dir: &Path) -> ModuleGates {
+        let mut files = Vec::new();
+        rust_files(package_dir, &mut files);
+        let mut decls: Vec<(PathBuf, Decl)> = Vec::new();
+        let mut inner: Vec<(PathBuf, Vec<Gate>)> = Vec::new();
+        for f in &files {
+            let Ok(text) = std::fs::read_to_string(f) else {
+                continue;
+            };
+            let Ok(ast) = syn::parse_file(&text) else {
+                continue;
+            };
+            inner.push((f.clone(), gates_of(&ast.attrs, f)));
+            let dir = if is_mod_rs(f) {
+                f.parent().map(Path::to_path_buf).unwrap_or_default()
+            } else {
+                f.with_extension("")
+            };
+            let mut found = Vec::new();
+            collect_decls(&ast.items, f, &dir, &[], &mut found);
+            decls.extend(found.into_iter().map(|d| (f.clone(), d)));
+        }
+        ModuleGates { inner, decls }
     }
-    let mut out = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut todo = vec![file.to_path_buf()];
-    while let Some(f) = todo.pop() {
-        if !seen.insert(f.clone()) {
-            continue;
-        }
-        if let Some((_, g)) = inner.iter().find(|(p, _)| *p == f) {
-            out.extend(g.iter().cloned());
-        }
-        for (declaring, d) in &decls {
-            if d.candidates.iter().any(|c| lexical_eq(c, &f)) {
-                out.extend(d.gates.iter().cloned());
-                todo.push(declaring.clone());
+
+    /// The feature gates on the way to `file` (absolute), as [`feature_gate`] gives them.
+    pub fn on_the_way_to(&self, file: &Path) -> Vec<Gate> {
+        let mut out = Vec::new();
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![file.to_path_buf()];
+        while let Some(f) = todo.pop() {
+            if !seen.insert(f.clone()) {
+                continue;
+            }
+            if let Some((_, g)) = self.inner.iter().find(|(p, _)| *p == f) {
+                out.extend(g.iter().cloned());
+            }
+            for (declaring, d) in &self.decls {
+                if d.candidates.iter().any(|c| lexical_eq(c, &f)) {
+                    out.extend(d.gates.iter().cloned());
+                    todo.push(declaring.clone());
+                }
             }
         }
+        out
     }
-    out
 }
 
 fn lexical_eq(a: &Path, b: &Path) -> bool {
@@ -346,6 +369,7 @@ pub fn unreachable_mutations(
     packages: &[crate::cargo::PackageMeta],
 ) -> Vec<String> {
     let mut out = Vec::new();
+    let mut read: std::collections::BTreeMap<PathBuf, ModuleGates> = Default::default();
     for pm in prepared {
         let Some(owner) = crate::cargo::owning_package(packages, &pm.abs_path) else {
             continue;
@@ -360,7 +384,11 @@ pub fn unreachable_mutations(
             (&[], false)
         };
         let on = enabled_features(&owner.feature_table, features, no_default);
-        let shut: Vec<String> = feature_gate(&dir, &pm.abs_path)
+        let gates = read
+            .entry(dir.clone())
+            .or_insert_with(|| ModuleGates::of(&dir));
+        let shut: Vec<String> = gates
+            .on_the_way_to(&pm.abs_path)
             .iter()
             .filter(|g| g.enabled(&on) == Some(false))
             .map(|g| g.describe(&c.root))
