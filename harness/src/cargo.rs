@@ -274,6 +274,17 @@ impl From<crate::libtest::Status> for Outcome {
     }
 }
 
+impl From<RunError> for CargoError {
+    /// A child the runner could not start ([`CargoError::Spawn`]) or that an interruption
+    /// stopped ([`CargoError::Interrupted`]).
+    fn from(e: RunError) -> Self {
+        match e {
+            RunError::Interrupted(i) => CargoError::Interrupted(i),
+            RunError::Spawn { command, source } => CargoError::Spawn { command, source },
+        }
+    }
+}
+
 /// Result of one test run.
 #[derive(Debug, Clone)]
 pub struct TestRun {
@@ -701,10 +712,7 @@ impl CargoCmd {
         for (k, v) in &self.env {
             runner = runner.env(k, v);
         }
-        let done = runner.run().map_err(|e| match e {
-            RunError::Interrupted(i) => CargoError::Interrupted(i),
-            RunError::Spawn { command, source } => CargoError::Spawn { command, source },
-        })?;
+        let done = runner.run().map_err(CargoError::from)?;
         let out = Output {
             status: done.status,
             stdout: done.stdout,
@@ -982,10 +990,7 @@ impl CargoCmd {
             };
             let r = k
                 .replay(&self.env, left, self.state_dir.as_deref(), Some(RUN_UMASK))
-                .map_err(|e| match e {
-                    RunError::Interrupted(i) => CargoError::Interrupted(i),
-                    RunError::Spawn { command, source } => CargoError::Spawn { command, source },
-                })?;
+                .map_err(CargoError::from)?;
             total.seconds += r.seconds;
             let o = if r.passed {
                 Outcome::Passed
@@ -1051,10 +1056,7 @@ impl CargoCmd {
         });
         let mut block = TestRun::empty();
         for lane in ran {
-            let lane = lane.map_err(|e| match e {
-                RunError::Interrupted(i) => CargoError::Interrupted(i),
-                RunError::Spawn { command, source } => CargoError::Spawn { command, source },
-            })?;
+            let lane = lane.map_err(CargoError::from)?;
             for (tests, b, done) in lane {
                 block.absorb(direct_result(&tests, b, done));
             }

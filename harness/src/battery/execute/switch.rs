@@ -204,6 +204,19 @@ pub(crate) struct Switch {
     fallback_files: BTreeSet<PathBuf>,
 }
 
+/// The progress line's tail naming the first test of `left_out` (test -> why) and how many
+/// more `switch.json` names: `; WORD: T (why) and N more (switch.json)`, empty when none.
+fn first_left_out(word: &str, left_out: &BTreeMap<String, String>) -> String {
+    let Some((t, why)) = left_out.iter().next() else {
+        return String::new();
+    };
+    let more = match left_out.len() {
+        1 => String::new(),
+        n => format!(" and {} more (switch.json)", n - 1),
+    };
+    format!("; {word}: {t} ({why}){more}")
+}
+
 /// Takes mutation `i` out of the switched set.
 fn remove_switched(switched: &mut SwitchedSet, i: usize) {
     for fns in switched.values_mut() {
@@ -1082,13 +1095,7 @@ impl ModeRun for Switch {
                     sh.progress.line(&format!(
                         "libtest tests: {direct} of {} that reach a mutation run from their executables, without cargo test{}",
                         direct + not,
-                        match info.tests_not_direct.iter().next() {
-                            Some((t, why)) => format!("; not: {t} ({why}){}", match not {
-                                1 => String::new(),
-                                n => format!(" and {} more (switch.json)", n - 1),
-                            }),
-                            None => String::new(),
-                        }
+                        first_left_out("not", &info.tests_not_direct)
                     ));
                 }
                 let (kept, not) = (info.kept_doc_tests.len(), info.doc_tests_not_kept.len());
@@ -1096,13 +1103,7 @@ impl ModeRun for Switch {
                     sh.progress.line(&format!(
                         "doc tests: {kept} of {} that reach a mutation kept from the reach run, run without rustdoc{}",
                         kept + not,
-                        match info.doc_tests_not_kept.iter().next() {
-                            Some((t, why)) => format!("; not kept: {t} ({why}){}", match not {
-                                1 => String::new(),
-                                n => format!(" and {} more (switch.json)", n - 1),
-                            }),
-                            None => String::new(),
-                        }
+                        first_left_out("not kept", &info.doc_tests_not_kept)
                     ));
                 }
             }
