@@ -447,6 +447,9 @@ impl Catalog {
             detail,
         };
         let mut out = Vec::with_capacity(self.spec.mutations.len());
+        // Each Rust file is cut into tokens once for all its mutations.
+        let mut inert: std::collections::HashMap<PathBuf, crate::battery::select::inert::Inert> =
+            std::collections::HashMap::new();
         for (index, m) in self.spec.mutations.iter().enumerate() {
             // `src/../src/lib.rs` is `src/lib.rs`: only a path whose `..` climbs above the
             // root (or an absolute one) is outside, before any symbolic link is followed.
@@ -512,7 +515,10 @@ impl Catalog {
             let start = text.find(m.find.as_str()).unwrap_or(0);
             let mutated = text.replace(m.find.as_str(), &m.replace);
             if rel.extension().is_some_and(|e| e == "rs")
-                && let Some(why) = crate::battery::select::inert::inert_change(text, &mutated)
+                && let Some(why) = inert
+                    .entry(abs.clone())
+                    .or_insert_with(|| crate::battery::select::inert::Inert::new(text))
+                    .why(&mutated)
             {
                 return Err(drift(format!(
                     "mutation {}: `find` text {:?} in {}: {why}; no test can tell this mutant from the original",
