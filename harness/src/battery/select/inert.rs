@@ -175,7 +175,12 @@ fn line_of(text: &str, at: usize) -> usize {
 /// Rust: then no claim is made). The reason names the line of the first changed byte.
 pub fn inert_change(original: &str, mutated: &str) -> Option<String> {
     let (a, b) = (tokens(original)?, tokens(mutated)?);
-    judge(original, mutated, &a, &b)
+    let first_diff = original
+        .bytes()
+        .zip(mutated.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(original.len().min(mutated.len()));
+    judge(original, first_diff, &a, &b)
 }
 
 /// [`inert_change`] for many mutants of one file: the original is cut into tokens once, and
@@ -245,21 +250,17 @@ impl Inert {
             None
         };
         let Some(local) = local else {
-            return judge(original, mutated, a, &tokens(mutated)?);
+            return judge(original, first_diff, a, &tokens(mutated)?);
         };
         // Before and after the stretch both files have the same tokens.
-        judge(original, mutated, &a[begin.tok..end.tok], &local)
+        judge(original, first_diff, &a[begin.tok..end.tok], &local)
     }
 }
 
-/// The verdict on the tokens `a` of `original` and `b` of `mutated`, or on the stretches of
-/// them that can differ (the tokens `a` carry byte ranges in `original`).
-fn judge(original: &str, mutated: &str, a: &[Tok], b: &[Tok]) -> Option<String> {
-    let first_diff = original
-        .bytes()
-        .zip(mutated.bytes())
-        .position(|(a, b)| a != b)
-        .unwrap_or(original.len().min(mutated.len()));
+/// The verdict on the tokens `a` of `original` and `b` of the mutant whose first changed
+/// byte is `first_diff`, or on the stretches of them that can differ (the tokens `a` carry
+/// byte ranges in `original`).
+fn judge(original: &str, first_diff: usize, a: &[Tok], b: &[Tok]) -> Option<String> {
     let line = line_of(original, first_diff);
     if a.len() != b.len() {
         return None;
