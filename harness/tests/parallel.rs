@@ -325,8 +325,28 @@ fn a_timeout_under_jobs_2_is_timeout_and_leaves_no_process() {
         hang["outcomes"]["contract::countdown_counts_steps"],
         "unfinished"
     );
+    // The hang ran the one test that reaches it, under a timeout of its own from that
+    // test's seconds in the timing run: shorter than the battery's.
+    let battery = r["baseline"]["timeout_seconds"].as_f64().unwrap();
+    let timeout = hang["timeout_seconds"]
+        .as_f64()
+        .expect("a reach-selected mutant has a timeout of its own");
+    assert!(
+        timeout < battery,
+        "own timeout {timeout} s, battery's {battery} s"
+    );
+    let switch: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(reports.join("parallel/switch.json")).unwrap(),
+    )
+    .unwrap();
+    let own = switch["reach"]["test_seconds"]["contract::countdown_counts_steps"]
+        .as_f64()
+        .expect("the reaching test was timed");
+    assert!(
+        (timeout - (5.0 * own + 2.0)).abs() < 1e-6,
+        "own timeout {timeout} s from a test of {own} s"
+    );
     // Measured against its own timeout: at least the timeout, not far beyond it.
-    let timeout = r["baseline"]["timeout_seconds"].as_f64().unwrap();
     let took = hang["test_seconds"].as_f64().unwrap();
     assert!(
         took >= timeout && took < timeout + 20.0,

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use crate::system::interrupt;
 use crate::system::process::{group_alive, kill_group, record_child};
 
+/// The longest pause between two polls of a running child ([`Runner::run`]).
+const POLL_MAX: Duration = Duration::from_millis(25);
+
 /// Where a child's standard output and error go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
@@ -293,6 +296,10 @@ impl Runner {
         let pgid = child.id();
         let mut timed_out = false;
         let mut forwarded = false;
+        // Most test processes of a switched battery live a few milliseconds: a fixed
+        // 25 ms poll would add more than their own time to each. The pause starts at a
+        // millisecond and doubles up to 25 ms, so a long run costs no more wake-ups.
+        let mut pause = Duration::from_millis(1);
         loop {
             if let Some(status) = child.try_wait().map_err(&err)? {
                 if self.on_interrupt == OnInterrupt::Kill && interrupt::requested() {
@@ -322,7 +329,8 @@ impl Runner {
                 kill_group(pgid);
                 timed_out = true;
             }
-            std::thread::sleep(Duration::from_millis(25));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(POLL_MAX);
         }
     }
 }

@@ -307,7 +307,9 @@ pub fn killers(m: &serde_json::Value) -> Vec<String> {
 /// A battery report as a run of every listed test would have it: switch mode's
 /// reach-guided selection leaves the tests that do not reach a mutant's function unrun
 /// (`not_reached`), and the claim is that they would have passed; so `not_reached` reads as
-/// `passed` (outcomes, kill matrix) and the reach itself (`reached_by`) is dropped.
+/// `passed` (outcomes, kill matrix) and the reach itself (`reached_by`) is dropped, as is a
+/// mutant's own timeout (`timeout_seconds` of a mutation), set from its selected tests'
+/// seconds.
 #[allow(dead_code)]
 pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
@@ -315,6 +317,9 @@ pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
         match v {
             Value::Object(map) => {
                 map.remove("reached_by");
+                if map.contains_key("verdict") {
+                    map.remove("timeout_seconds");
+                }
                 map.values_mut().for_each(walk);
             }
             Value::Array(a) => a.iter_mut().for_each(walk),

@@ -4,7 +4,8 @@
 //! [`rebuild`] (each mutation written into the user's tree, journaled and restored by
 //! [`workspace`]) and [`switch`] (every mutation compiled once into a scratch copy,
 //! [`scratch`], behind a run-time switch that [`instrument`] writes; rustc's errors located
-//! by [`diagnostics`]; the tests that reach each switched function found by [`reach`]; up to
+//! by [`diagnostics`]; the tests that reach each switched function found by [`reach`], and
+//! each reach-selected mutant's own timeout set by [`mutant_timeout`]; up to
 //! N test runs at once by [`parallel`]; an unchanged switched build kept fresh from one run to
 //! the next by [`built_sources`]). [`stop`] is why a run ends early; [`cache`] reuses
 //! verdicts whose evidence is unchanged (`--incremental`).
@@ -13,6 +14,7 @@ pub mod built_sources;
 pub mod cache;
 pub mod diagnostics;
 pub mod instrument;
+pub mod mutant_timeout;
 pub mod parallel;
 pub mod reach;
 pub mod rebuild;

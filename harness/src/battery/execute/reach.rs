@@ -103,6 +103,21 @@ pub struct ReachInfo {
     /// with why.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tests_not_direct: BTreeMap<String, String>,
+    /// Wall seconds of the timing run ([`crate::battery::execute::mutant_timeout`]): each
+    /// test that reaches a switched mutation on its own, unmutated, as the mutants run it.
+    #[serde(default)]
+    pub timing_seconds: f64,
+    /// Per test that reaches a switched mutation, its wall seconds in the timing run
+    /// (empty when none ran).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub test_seconds: BTreeMap<String, f64>,
+    /// Whether each reach-selected mutant's test run had its own timeout
+    /// ([`crate::battery::execute::mutant_timeout`]).
+    #[serde(default)]
+    pub mutant_timeouts: bool,
+    /// Why the mutants kept the battery's timeout, when the timing run was not to be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_mutant_timeouts_because: Option<String>,
 }
 
 /// What the reach run found and the doc test executables it kept.

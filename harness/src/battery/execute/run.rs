@@ -193,6 +193,12 @@ pub(crate) trait ModeRun: Sync {
     fn tests_for(&self, _pm: &PreparedMutation) -> Option<Vec<String>> {
         None
     }
+    /// The timeout of `pm`'s test run under the battery's `timeout`: switch mode gives a
+    /// reach-selected mutant its own ([`crate::battery::execute::mutant_timeout`]).
+    /// Default: `timeout`.
+    fn mutant_timeout(&self, _pm: &PreparedMutation, timeout: Duration) -> Duration {
+        timeout
+    }
     /// How the concurrent test runs went: `jobs` at most at once, and the mutations that
     /// ran again on their own because a file appeared in the tree while other runs went on.
     fn concurrency(&mut self, _jobs: usize, _ran_again_alone: &[String]) {}
@@ -214,6 +220,9 @@ struct Ran {
     created: Vec<PathBuf>,
     /// [`ModeRun::reached_by`] of the mutation.
     reached_by: Option<Vec<String>>,
+    /// Its test run's timeout when that was not the battery's (a reach-selected mutant's
+    /// own, [`ModeRun::mutant_timeout`], or a cached TIMEOUT's), seconds.
+    own_timeout: Option<f64>,
 }
 
 /// The run's state from phase to phase.
@@ -475,13 +484,14 @@ impl<'a> Run<'a> {
             let Some(ev) = r.evidence.get(&i) else {
                 continue;
             };
+            let timeout_seconds = report.timeout_seconds.unwrap_or(self.timeout.as_secs_f64());
             file.entries.insert(
                 report.id.clone(),
                 cache::Entry {
                     evidence: ev.clone(),
                     report,
                     column,
-                    timeout_seconds: self.timeout.as_secs_f64(),
+                    timeout_seconds,
                 },
             );
         }
@@ -634,6 +644,7 @@ impl<'a> Run<'a> {
                 run: None,
                 created: Vec::new(),
                 reached_by: None,
+                own_timeout: None,
             };
             judged(&self.sh, self.reuse.as_ref(), &mut self.results, &mu, ran)?;
         }
@@ -673,8 +684,13 @@ impl<'a> Run<'a> {
                 pm,
                 tag: format!("[{}/{n}] {}", k + 1, m.id),
             };
-            let timeout = timeout_for(self.reuse.as_ref(), self.timeout, pm.index);
-            let ran = one_mutant(&self.sh, mode, &mu, timeout, &mut self.overheads)?;
+            let timeout = timeout_for(
+                self.reuse.as_ref(),
+                mode.mutant_timeout(pm, self.timeout),
+                pm.index,
+            );
+            let mut ran = one_mutant(&self.sh, mode, &mu, timeout, &mut self.overheads)?;
+            ran.own_timeout = own_timeout(&ran, timeout, self.timeout);
             // A signal during the mutant (its test binary may have died of it) is never a
             // verdict.
             interrupted()?;
@@ -972,7 +988,17 @@ fn one_mutant(
         run,
         created,
         reached_by: mode.reached_by(mu.pm),
+        own_timeout: None,
     })
+}
+
+/// [`Ran::own_timeout`]: `timeout`, the one `ran`'s tests ran under, when they ran and it
+/// was not the battery's `battery`.
+fn own_timeout(ran: &Ran, timeout: Duration, battery: Duration) -> Option<f64> {
+    (ran.run.is_some()
+        && matches!(ran.built, Built::Switched | Built::Rebuilt { .. })
+        && timeout != battery)
+        .then_some(timeout.as_secs_f64())
 }
 
 /// The timeout of one mutation's test run: the run's, or for a TIMEOUT re-checked from the
@@ -1043,6 +1069,7 @@ fn concurrent_block(
     let mut built = Vec::with_capacity(items.len());
     let mut jobs = Vec::with_capacity(items.len());
     let mut reached = Vec::with_capacity(items.len());
+    let mut timeouts = Vec::with_capacity(items.len());
     for &(k, pm) in items {
         let m = &c.spec.mutations[pm.index];
         let mu = Mutant {
@@ -1051,10 +1078,16 @@ fn concurrent_block(
             tag: format!("[{}/{}] {}", k + 1, block.n, m.id),
         };
         let b = mode.build_mutant(sh, &mu)?;
+        let timeout = timeout_for(
+            block.reuse,
+            mode.mutant_timeout(pm, block.timeout),
+            pm.index,
+        );
+        timeouts.push(timeout);
         jobs.push(match (&b, mode.concurrent_tests(pm)) {
             (Built::Switched, Some(cmd)) => Some(parallel::Job {
                 cmd,
-                timeout: timeout_for(block.reuse, block.timeout, pm.index),
+                timeout,
                 tests: mode.tests_for(pm),
             }),
             (Built::Switched, None) => {
@@ -1092,12 +1125,14 @@ fn concurrent_block(
         if !created.is_empty() {
             p.line(&removed_line(&mu.tag, &created));
         }
-        let ran = Ran {
+        let mut ran = Ran {
             built: b,
             run,
             created,
             reached_by,
+            own_timeout: None,
         };
+        ran.own_timeout = own_timeout(&ran, timeouts[i], block.timeout);
         judged(sh, block.reuse, results, mu, ran)
     };
     if let Some((k, _)) = items.first() {
@@ -1174,7 +1209,13 @@ fn observation<'r>(ran: &'r Ran) -> Observation<'r> {
 
 fn log_verdict(p: &Progress, mu: &Mutant<'_>, ran: &Ran, generated: bool) {
     let j = verdict::judge(mu.m, &observation(ran));
-    p.line(&verdict_line(&mu.tag, mu.m, &j, generated));
+    let mut line = verdict_line(&mu.tag, mu.m, &j, generated);
+    if j.verdict == Verdict::Timeout
+        && let Some(t) = ran.own_timeout
+    {
+        line.push_str(&format!(" (its own test timeout, {t:.1} s)"));
+    }
+    p.line(&line);
 }
 
 /// The progress line of one judged mutation. A catalog's mutation: `TAG: VERDICT
@@ -1267,6 +1308,7 @@ fn mutation_report(
         build_seconds,
         test_seconds: r.map_or(0.0, |r| r.seconds),
         reached_by: ran.reached_by.clone(),
+        timeout_seconds: ran.own_timeout,
         reused: false,
     };
     (report, r.map(|r| r.outcomes.clone()))

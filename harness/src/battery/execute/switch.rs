@@ -186,6 +186,9 @@ pub(crate) struct Switch {
     /// The libtest tests the reach run saw cargo run, with their executables
     /// ([`crate::libtest_direct`]): a switched mutant's run runs them without `cargo test`.
     direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
+    /// The reaching tests' own seconds, for each reach-selected mutant's own timeout;
+    /// `None` when not used.
+    timing: Option<crate::battery::execute::mutant_timeout::Timing>,
     /// The switched build's test executables and the artifacts that made them.
     test_artifacts: BTreeMap<PathBuf, crate::cargo::Artifact>,
     /// Whether the scratch copy holds the original sources again (no switched code).
@@ -310,6 +313,7 @@ impl Switch {
             listed: std::sync::OnceLock::new(),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
             direct: std::sync::Arc::new(BTreeMap::new()),
+            timing: None,
             test_artifacts: BTreeMap::new(),
             restored: true,
             all_tests: opts.all_tests,
@@ -328,6 +332,59 @@ impl Switch {
             return None;
         }
         r.reached_by.get(self.id(i))
+    }
+
+    /// The timing run ([`crate::battery::execute::mutant_timeout`]): each test that reaches
+    /// a switched mutation on its own, no mutant selected, run as the mutants run it (its
+    /// executable, its kept doc test, else `cargo test`); fills `info`'s timing fields and
+    /// [`Switch::timing`]. Errors: a run could not start or was interrupted ([`Stop`]).
+    fn time_reaching_tests(
+        &mut self,
+        sh: &Shared<'_>,
+        info: &mut crate::battery::execute::reach::ReachInfo,
+        timeout: Duration,
+    ) -> Result<(), Stop> {
+        let reaching: BTreeSet<&String> = info.reached_by.values().flatten().collect();
+        let tests: Vec<String> = sh
+            .catalog
+            .spec
+            .tests
+            .iter()
+            .filter(|t| reaching.contains(t))
+            .cloned()
+            .collect();
+        if tests.is_empty() {
+            return Ok(());
+        }
+        sh.progress.phase(
+            "timing run: each test that reaches a mutation on its own, unmutated, as the mutants run it",
+        );
+        let cmd = self
+            .cargo(None)
+            .with_kept_doc_tests(self.kept_docs.clone())
+            .with_direct_tests(self.direct.clone());
+        let t0 = std::time::Instant::now();
+        let timed = crate::battery::execute::mutant_timeout::time_tests(
+            &self.state,
+            &cmd,
+            &tests,
+            self.info.jobs,
+            timeout,
+        )?;
+        info.timing_seconds = t0.elapsed().as_secs_f64();
+        match timed {
+            Ok(seconds) => {
+                info.test_seconds = seconds.clone();
+                info.mutant_timeouts = true;
+                self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
+                    seconds,
+                    factor: sh.catalog.spec.timeout_factor,
+                    margin: sh.catalog.spec.timeout_margin_secs,
+                });
+            }
+            Err(why) => info.no_mutant_timeouts_because = Some(why),
+        }
+        Ok(())
     }
 
     fn cargo(&self, mutant: Option<&str>) -> CargoCmd {
@@ -1066,6 +1123,7 @@ impl ModeRun for Switch {
             });
             info.direct_tests = direct.len();
             self.direct = std::sync::Arc::new(direct);
+            self.time_reaching_tests(sh, &mut info, timeout)?;
         } else {
             info.kept_doc_tests.clear();
             info.doc_tests_not_kept.clear();
@@ -1096,6 +1154,22 @@ impl ModeRun for Switch {
                         "libtest tests: {direct} of {} that reach a mutation run from their executables, without cargo test{}",
                         direct + not,
                         first_left_out("not", &info.tests_not_direct)
+                    ));
+                }
+                if info.mutant_timeouts {
+                    let spec = &sh.catalog.spec;
+                    sh.progress.line(&format!(
+                        "timing run: {} tests that reach a mutation, each on its own as the mutants run it, in {:.1} s; each mutant's tests time out at min({:.1} s, {} x their seconds + {} s)",
+                        info.test_seconds.len(),
+                        info.timing_seconds,
+                        timeout.as_secs_f64(),
+                        spec.timeout_factor,
+                        spec.timeout_margin_secs
+                    ));
+                } else if let Some(why) = &info.no_mutant_timeouts_because {
+                    sh.progress.line(&format!(
+                        "timing run: every mutant keeps the test timeout of {:.1} s: {why}",
+                        timeout.as_secs_f64()
                     ));
                 }
                 let (kept, not) = (info.kept_doc_tests.len(), info.doc_tests_not_kept.len());
@@ -1223,6 +1297,16 @@ impl ModeRun for Switch {
 
     fn reached_by(&self, pm: &PreparedMutation) -> Option<Vec<String>> {
         self.reach_of(pm.index).cloned()
+    }
+
+    fn mutant_timeout(&self, pm: &PreparedMutation, timeout: Duration) -> Duration {
+        match (&self.timing, self.mode_of(pm.index)) {
+            (Some(timing), PlanMode::Switched) => match self.tests_for(pm) {
+                Some(tests) => timing.timeout(&tests, timeout),
+                None => timeout,
+            },
+            _ => timeout,
+        }
     }
 
     fn tests_for(&self, pm: &PreparedMutation) -> Option<Vec<String>> {

@@ -258,6 +258,12 @@ pub struct MutationReport {
     pub build_seconds: f64,
     /// Seconds of the test run (0 when UNVIABLE).
     pub test_seconds: f64,
+    /// Its test run's timeout, seconds, when that was not the battery's
+    /// (`baseline.timeout_seconds`): a reach-selected switched mutant's own timeout, from
+    /// the seconds of the tests it ran (see `switch.json`'s `reach.test_seconds`), or a
+    /// TIMEOUT re-checked from the cache under the timeout it was found under.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<f64>,
     /// Whether the verdict was reused from the cache (`--incremental`, evidence unchanged)
     /// rather than found by this run.
     #[serde(default)]

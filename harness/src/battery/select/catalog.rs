@@ -15,6 +15,8 @@
 //! tests = ["contract::adds_two_numbers"]
 //! timeout_factor = 5.0            # test timeout = max(floor, factor x slowest baseline run)
 //! timeout_floor_secs = 4.0
+//! timeout_margin_secs = 2.0       # switch mode, reach-selected tests: a mutant's run times out
+//!                                 # at min(test timeout, factor x its tests' own seconds + margin)
 //!
 //! [[skip]]                        # a test of the targets under `select` the battery leaves out
 //! test = "contract::reads_the_model"
@@ -46,6 +48,10 @@ use crate::cargo::{CargoCmd, PackageMeta};
 pub const DEFAULT_TIMEOUT_FACTOR: f64 = 5.0;
 /// Default `timeout_floor_secs`: the per-mutation test timeout is never shorter than this.
 pub const DEFAULT_TIMEOUT_FLOOR_SECS: f64 = 30.0;
+
+/// Default `timeout_margin_secs`: a switched mutant whose tests were selected by reach times
+/// out at most this many seconds after `timeout_factor` times its tests' own seconds.
+pub const DEFAULT_TIMEOUT_MARGIN_SECS: f64 = 2.0;
 
 /// A catalog file as written (TOML, unknown fields rejected).
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -93,6 +99,12 @@ pub struct CatalogSpec {
     /// Lower bound of the test timeout, in seconds.
     #[serde(default = "default_timeout_floor")]
     pub timeout_floor_secs: f64,
+    /// Switch mode with reach-guided selection: a mutant's test run times out at the least
+    /// of the test timeout and `timeout_factor` times the seconds its selected tests took
+    /// unmutated, each on its own and run as the mutants run it, plus this margin
+    /// (seconds). Cargo-mutants has no such timeout; PIT and Stryker set theirs alike.
+    #[serde(default = "default_timeout_margin")]
+    pub timeout_margin_secs: f64,
     /// Tests of the targets under `select` the battery deliberately does not run, each with
     /// its reason (`[[skip]]`); the filter-drift check counts them as accounted for, and
     /// refuses a skipped test the targets no longer hold.
@@ -130,6 +142,10 @@ fn default_timeout_factor() -> f64 {
 
 fn default_timeout_floor() -> f64 {
     DEFAULT_TIMEOUT_FLOOR_SECS
+}
+
+fn default_timeout_margin() -> f64 {
+    DEFAULT_TIMEOUT_MARGIN_SECS
 }
 
 fn default_occurrences() -> usize {
@@ -731,6 +747,16 @@ fn validate_settings(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError
             format!("{} must be a positive number", spec.timeout_floor_secs),
         ));
     }
+    if !(spec.timeout_margin_secs.is_finite() && spec.timeout_margin_secs >= 0.0) {
+        return Err(invalid(
+            path,
+            "timeout_margin_secs",
+            format!(
+                "{} must be a finite number of seconds >= 0",
+                spec.timeout_margin_secs
+            ),
+        ));
+    }
     for (k, v) in &spec.env {
         // A key cargo's environment cannot hold: `std::process::Command` would take
         // `A=B` as key `A` or refuse it only when the first child is spawned.
@@ -1047,6 +1073,38 @@ mod tests {
         let env = "[env]\nRUST_LOG = \"a=b\"\n";
         let p = write_ws(d.path(), &format!("{HEAD}{env}{}", mutation("m", "2", "")));
         assert_eq!(Catalog::load(&p).unwrap().spec.env["RUST_LOG"], "a=b");
+    }
+
+    #[test]
+    fn timeouts_that_cannot_be_are_a_catalog_error_naming_the_field() {
+        for (line, field) in [
+            ("timeout_factor = 0.5", "timeout_factor"),
+            ("timeout_floor_secs = 0.0", "timeout_floor_secs"),
+            ("timeout_margin_secs = -1.0", "timeout_margin_secs"),
+            ("timeout_margin_secs = inf", "timeout_margin_secs"),
+            ("timeout_margin_secs = nan", "timeout_margin_secs"),
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let p = write_ws(
+                d.path(),
+                &format!("{HEAD}{line}\n{}", mutation("m", "2", "")),
+            );
+            let e = Catalog::load(&p).unwrap_err();
+            assert!(matches!(e, CatalogError::Invalid { .. }), "{line}: {e}");
+            assert!(e.to_string().contains(&format!("`{field}`")), "{line}: {e}");
+        }
+        let d = tempfile::tempdir().unwrap();
+        let p = write_ws(d.path(), &format!("{HEAD}{}", mutation("m", "2", "")));
+        let c = Catalog::load(&p).unwrap();
+        assert_eq!(c.spec.timeout_margin_secs, DEFAULT_TIMEOUT_MARGIN_SECS);
+        let p = write_ws(
+            d.path(),
+            &format!(
+                "{HEAD}timeout_margin_secs = 0.0\n{}",
+                mutation("m", "2", "")
+            ),
+        );
+        assert_eq!(Catalog::load(&p).unwrap().spec.timeout_margin_secs, 0.0);
     }
 
     #[test]

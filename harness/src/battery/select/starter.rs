@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::battery::select::catalog::{
     Catalog, CatalogSpec, DEFAULT_TIMEOUT_FACTOR, DEFAULT_TIMEOUT_FLOOR_SECS,
+    DEFAULT_TIMEOUT_MARGIN_SECS,
 };
 use crate::cargo::{CargoError, PackageMeta};
 
@@ -109,6 +110,7 @@ pub fn spec_of(p: &PackageMeta, workspace: PathBuf) -> CatalogSpec {
         tests: Vec::new(),
         timeout_factor: DEFAULT_TIMEOUT_FACTOR,
         timeout_floor_secs: DEFAULT_TIMEOUT_FLOOR_SECS,
+        timeout_margin_secs: DEFAULT_TIMEOUT_MARGIN_SECS,
         skipped: Vec::new(),
         mutations: Vec::new(),
     }
