@@ -43,7 +43,9 @@ pub const RECORD_ENV: &str = "HARNESS_REACH_RECORD";
 /// then name and value of each environment variable. When [`RECORD_ENV`] is set instead
 /// (a libtest test's reach run, [`crate::libtest_direct`]), the process copies nothing: it
 /// creates an empty `PID.seen` (once per process) and writes the same record. The record
-/// is written under a temporary name and renamed, so a `PID.run` is always whole.
+/// is written under a temporary name and renamed, so a `PID.run` is always whole. Every
+/// path is absolute and every trait method is called through its trait's path: a
+/// `#![no_std]` library that links `std` itself has no `std` prelude.
 pub fn keeper() -> String {
     format!(
         "#[allow(unused, clippy::all)]\n\
@@ -62,7 +64,7 @@ pub fn keeper() -> String {
          fn put(rec: &mut ::std::vec::Vec<u8>, b: &[u8]) {{ rec.extend_from_slice(b); rec.push(0); }}\n\
          let mut rec = ::std::vec::Vec::new();\n\
          let args: ::std::vec::Vec<::std::ffi::OsString> = ::std::env::args_os().collect();\n\
-         put(&mut rec, args.len().to_string().as_bytes());\n\
+         put(&mut rec, ::std::string::ToString::to_string(&args.len()).as_bytes());\n\
          for a in &args {{ put(&mut rec, a.as_bytes()); }}\n\
          let cwd = ::std::env::current_dir().map(|d| d.into_os_string()).unwrap_or_default();\n\
          put(&mut rec, cwd.as_bytes());\n\

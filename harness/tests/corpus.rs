@@ -276,6 +276,61 @@ fn a_should_panic_doc_test_kills_the_mutant_that_stops_its_panic_in_both_modes()
     }
 }
 
+/// A `#![no_std]` library that links `std` itself (`extern crate std;`, as `either` does)
+/// has no `std` prelude: the code switch mode adds to its functions (the switch, the reach
+/// recorder, the keeper of doc test executables) names every trait it uses by its path, so
+/// the switched build compiles, the doc tests are kept and the libtest tests run directly,
+/// with rebuild mode's verdicts.
+#[test]
+fn a_no_std_library_that_links_std_is_switched_with_rebuild_modes_verdicts() {
+    let mut reports = Vec::new();
+    for mode in MODES {
+        let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+        // Same line count, so the doc tests keep their names.
+        sb.edit(
+            "src/lib.rs",
+            "//! Either of two values, tested mostly by its examples.\n\n#[cfg(feature = \"extra\")]\npub mod extra;\n\n",
+            "//! Either of two values, tested mostly by its examples.\n#![no_std]\n#[cfg(feature = \"extra\")]\npub mod extra;\nextern crate std;\n",
+        );
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(0);
+        let r = sb.report_of("doctests");
+        assert_eq!(
+            verdicts(&r),
+            owned(&[
+                ("is-left-sees-right", "KILLED"),
+                ("is-right-sees-left", "KILLED"),
+                ("left-drops-value", "KILLED"),
+            ]),
+            "{mode}"
+        );
+        if mode == "switch" {
+            let sw: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
+            )
+            .unwrap();
+            assert!(
+                sw["plan"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|e| e["mode"] == "switched"),
+                "{}",
+                sw["plan"]
+            );
+            assert_eq!(
+                sw["reach"]["kept_doc_tests"].as_array().map(Vec::len),
+                Some(2),
+                "{}",
+                sw["reach"]
+            );
+            assert_eq!(sw["reach"]["direct_tests"], 2, "{}", sw["reach"]);
+        }
+        reports.push(common::as_full_run(&r)["kill_matrix"].clone());
+    }
+    assert_eq!(reports[0], reports[1]);
+}
+
 /// Case 2: the unit tests of a `[[bin]]` are listed with `bin_targets` and kill the
 /// mutants of the binary, in both modes (cargo-mutants' testdata tree `factorial`, which
 /// has no Cargo.lock either).
