@@ -68,6 +68,8 @@ pub struct PackageMeta {
     pub has_lib: bool,
     /// Whether its library's doc tests run (`doctest`, true unless the manifest turns it off).
     pub lib_doctest: bool,
+    /// The root source file (`src_path`) of its library and of each binary target.
+    pub crate_roots: Vec<PathBuf>,
     /// The features it declares (`[features]`, and the implicit feature of each optional
     /// dependency), as `cargo metadata` lists them.
     pub features: Vec<String>,
@@ -766,6 +768,8 @@ impl CargoCmd {
             kind: Vec<String>,
             #[serde(default)]
             doctest: bool,
+            #[serde(default)]
+            src_path: Option<PathBuf>,
         }
         let meta: Meta = serde_json::from_slice(&out.stdout).map_err(|e| CargoError::Output {
             command,
@@ -795,6 +799,12 @@ impl CargoCmd {
                     .targets
                     .iter()
                     .any(|t| t.kind.iter().any(|k| k.contains("lib"))),
+                crate_roots: p
+                    .targets
+                    .iter()
+                    .filter(|t| t.kind.iter().any(|k| k.contains("lib") || k == "bin"))
+                    .filter_map(|t| t.src_path.clone())
+                    .collect(),
                 features: p.features.keys().cloned().collect(),
                 feature_table: p
                     .features
@@ -878,11 +888,25 @@ impl CargoCmd {
     /// Every test the targets hold (`-- --list`), in listing order: the libtest targets'
     /// first, then the doc tests.
     pub fn list(&self) -> Result<Vec<String>, CargoError> {
+        self.list_with(false)
+    }
+
+    /// The tests of [`CargoCmd::list`] that the tests themselves mark ignored (`#[ignore]`,
+    /// an `ignore` doc test: `-- --list --ignored`), in listing order. A run of one reports
+    /// it ignored, never passed.
+    pub fn list_ignored(&self) -> Result<Vec<String>, CargoError> {
+        self.list_with(true)
+    }
+
+    fn list_with(&self, ignored: bool) -> Result<Vec<String>, CargoError> {
         let mut all = Vec::new();
         for g in self.groups() {
             let mut args = self.test_args(g);
             args.push("--".into());
             args.push("--list".into());
+            if ignored {
+                args.push("--ignored".into());
+            }
             let (out, _, _) = self.exec(&args, None, false)?;
             if !out.status.success() {
                 return Err(CargoError::Failed {

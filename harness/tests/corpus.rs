@@ -276,13 +276,22 @@ fn a_should_panic_doc_test_kills_the_mutant_that_stops_its_panic_in_both_modes()
     }
 }
 
-/// A `#![no_std]` library that links `std` itself (`extern crate std;`, as `either` does)
-/// has no `std` prelude: the code switch mode adds to its functions (the switch, the reach
-/// recorder, the keeper of doc test executables) names every trait it uses by its path, so
-/// the switched build compiles, the doc tests are kept and the libtest tests run directly,
-/// with rebuild mode's verdicts.
+/// A `#![no_std]` library has no `std` prelude, and links `std` only if it says so. One
+/// that links it itself (`extern crate std;`, as `either` 1.13.0 does): the code switch mode
+/// adds to its functions (the switch, the reach recorder, the keeper of doc test
+/// executables) names every trait it uses by its path. One that does not (`extern crate
+/// alloc;` only, as `heck` 0.5.0): switch mode appends `extern crate std;` to its crate root
+/// while the root is switched, and restores it. Either way the switched build compiles, the
+/// doc tests are kept and the libtest tests run directly, with rebuild mode's verdicts, and
+/// the user's tree is left as it was.
 #[test]
-fn a_no_std_library_that_links_std_is_switched_with_rebuild_modes_verdicts() {
+fn a_no_std_library_is_switched_with_rebuild_modes_verdicts() {
+    for links in ["extern crate std;", "extern crate alloc;"] {
+        no_std_library_in_both_modes(links);
+    }
+}
+
+fn no_std_library_in_both_modes(links: &str) {
     let mut reports = Vec::new();
     for mode in MODES {
         let sb = Sandbox::of("doctests", "mutations/doctests.toml");
@@ -290,10 +299,12 @@ fn a_no_std_library_that_links_std_is_switched_with_rebuild_modes_verdicts() {
         sb.edit(
             "src/lib.rs",
             "//! Either of two values, tested mostly by its examples.\n\n#[cfg(feature = \"extra\")]\npub mod extra;\n\n",
-            "//! Either of two values, tested mostly by its examples.\n#![no_std]\n#[cfg(feature = \"extra\")]\npub mod extra;\nextern crate std;\n",
+            &format!("//! Either of two values, tested mostly by its examples.\n#![no_std]\n#[cfg(feature = \"extra\")]\npub mod extra;\n{links}\n"),
         );
+        let before = sb.tree();
         let run = sb.battery(&["--mode", mode]);
         run.expect_code(0);
+        assert_eq!(sb.tree(), before, "{links} {mode}");
         let r = sb.report_of("doctests");
         assert_eq!(
             verdicts(&r),
@@ -302,7 +313,7 @@ fn a_no_std_library_that_links_std_is_switched_with_rebuild_modes_verdicts() {
                 ("is-right-sees-left", "KILLED"),
                 ("left-drops-value", "KILLED"),
             ]),
-            "{mode}"
+            "{links} {mode}"
         );
         if mode == "switch" {
             let sw: serde_json::Value = serde_json::from_str(
@@ -328,7 +339,7 @@ fn a_no_std_library_that_links_std_is_switched_with_rebuild_modes_verdicts() {
         }
         reports.push(common::as_full_run(&r)["kill_matrix"].clone());
     }
-    assert_eq!(reports[0], reports[1]);
+    assert_eq!(reports[0], reports[1], "{links}");
 }
 
 /// Case 2: the unit tests of a `[[bin]]` are listed with `bin_targets` and kill the

@@ -94,6 +94,90 @@ fn init_writes_a_catalog_that_check_accepts_and_battery_runs() {
     assert_eq!(r["unfalsified"].as_array().unwrap().len(), 5, "{r}");
 }
 
+/// A crate whose own tests mark some ignored (an `#[ignore]` test, an `ignore` doc test, as
+/// `bytesize` 1.3.0 has): `init` skips exactly those cargo lists with `--ignored`, each with
+/// why, so that the battery's baseline, which refuses a test that reports ignored, is green;
+/// `tests` leaves them out and names them on standard error.
+#[test]
+fn init_skips_the_tests_that_mark_themselves_ignored_and_the_baseline_is_green() {
+    let sb = newcomer();
+    sb.edit(
+        "src/lib.rs",
+        "pub fn seconds(",
+        "///\n/// ```ignore\n/// not even Rust\n/// ```\npub fn seconds(",
+    );
+    sb.edit(
+        "tests/parse.rs",
+        "#[test]\nfn refuses_a_missing_count() {",
+        "#[test]\n#[ignore = \"slow\"]\nfn waits_a_long_time() {}\n\n#[test]\nfn refuses_a_missing_count() {",
+    );
+    let ws = sb.ws.to_str().unwrap();
+    // What cargo itself lists as ignored, run independently of the harness.
+    let target = sb.dir.path().join("own-target");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut ignored = Vec::new();
+    for sel in [&["--lib", "--bins", "--tests"][..], &["--doc"][..]] {
+        let out = Command::new(&cargo)
+            .args(["test", "--offline", "-q", "--manifest-path"])
+            .arg(sb.ws.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target)
+            .args(sel)
+            .args(["--", "--list", "--ignored"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ignored.extend(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .filter_map(|l| l.strip_suffix(": test"))
+                .map(str::to_string),
+        );
+    }
+    assert_eq!(ignored.len(), 2, "{ignored:?}");
+    let _ = std::fs::remove_file(sb.ws.join("Cargo.lock"));
+    let run = sb.run(&["tests", "--workspace", ws]);
+    run.expect_code(0);
+    for t in &ignored {
+        assert!(
+            !run.stdout.lines().any(|l| l == t),
+            "{t} listed:\n{}",
+            run.stdout
+        );
+        assert!(
+            run.stderr.contains(t.as_str()),
+            "{t} not named:\n{}",
+            run.stderr
+        );
+    }
+    sb.run(&["init", "--workspace", ws])
+        .expect_code(0)
+        .stdout_has("(package spans, 5 tests, 2 skipped as marked ignored)");
+    let catalog = sb.ws.join("mutations/spans.toml");
+    let spec: toml::Value = toml::from_str(&std::fs::read_to_string(&catalog).unwrap()).unwrap();
+    let skipped: Vec<&str> = spec["skip"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["test"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        skipped,
+        ignored.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    let cat = catalog.to_str().unwrap();
+    sb.run(&["check", cat]).expect_code(0);
+    let run = sb.run(&["battery", cat]);
+    run.expect_code(1);
+    let r = sb.report_of("spans");
+    assert_eq!(r["status"], "complete", "{r}");
+    assert_eq!(r["unfalsified"].as_array().unwrap().len(), 5, "{r}");
+}
+
 #[test]
 fn init_needs_a_package_when_the_workspace_has_several_and_refuses_an_unknown_one() {
     let sb = newcomer();

@@ -29,8 +29,12 @@ pub fn run(
         eprintln!("harness: init: {e}");
         return ExitCode::Refused;
     }
+    let skipped = match listing.ignored.len() {
+        0 => String::new(),
+        n => format!(", {n} skipped as marked ignored"),
+    };
     println!(
-        "wrote {} (package {}, {} tests); next: add a [[mutation]], then `harness check --list {}` and `harness battery {}`",
+        "wrote {} (package {}, {} tests{skipped}); next: add a [[mutation]], then `harness check --list {}` and `harness battery {}`",
         out.display(),
         listing.probe.spec.package,
         listing.tests.len(),

@@ -298,6 +298,7 @@ mod tests {
             bins: Vec::new(),
             has_lib: true,
             lib_doctest: true,
+            crate_roots: Vec::new(),
             features: Vec::new(),
             feature_table: BTreeMap::new(),
             path_deps: deps.iter().map(|d| PathBuf::from("/ws").join(d)).collect(),

@@ -386,9 +386,65 @@ pub fn blame<'e>(
     (blamed, stray)
 }
 
+/// What switch mode appends to a crate root that declares `#![no_std]` (or
+/// `#![cfg_attr(..., no_std)]`) and names no `extern crate std;` of its own: the switch, the
+/// reach recorder and the doc test keeper call `::std`, which such a crate does not link.
+/// Appended at the end, it moves no line (doc tests are named by their lines). The tests run
+/// on the host, where `std` exists.
+pub const STD_FOR_NO_STD: &str = "\n// Added by the harness's switch mode: its code calls `::std`.\n#[allow(unused_extern_crates)]\nextern crate std;\n";
+
+/// Whether switch mode must append [`STD_FOR_NO_STD`] to the crate root `text`: it declares
+/// `no_std` among its inner attributes (plainly or under `cfg_attr`) and has no top-level
+/// `extern crate std;` (one under a `cfg` counts: a second would clash with it). A root
+/// that does not parse gets nothing (its build reports the error as it is).
+pub fn needs_std_linked(text: &str) -> bool {
+    let Ok(file) = syn::parse_file(text) else {
+        return false;
+    };
+    let no_std = file.attrs.iter().any(|a| {
+        matches!(a.style, syn::AttrStyle::Inner(_))
+            && (a.path().is_ident("no_std")
+                || (a.path().is_ident("cfg_attr")
+                    && a.meta.require_list().is_ok_and(|l| {
+                        l.tokens
+                            .clone()
+                            .into_iter()
+                            .any(|t| matches!(t, proc_macro2::TokenTree::Ident(i) if i == "no_std"))
+                    })))
+    });
+    let links_std = file.items.iter().any(
+        |item| matches!(item, syn::Item::ExternCrate(c) if c.ident == "std" && c.rename.is_none()),
+    );
+    no_std && !links_std
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_no_std_root_without_std_gets_std_linked_and_no_other_does() {
+        assert!(needs_std_linked(
+            "//! Docs.\n#![no_std]\nextern crate alloc;\npub fn f() {}\n"
+        ));
+        assert!(needs_std_linked(
+            "#![cfg_attr(not(feature = \"std\"), no_std)]\npub fn f() {}\n"
+        ));
+        // It links std itself (as `either` does, under a cfg).
+        assert!(!needs_std_linked(
+            "#![no_std]\n#[cfg(feature = \"use_std\")]\nextern crate std;\n"
+        ));
+        // A renamed std does not give `::std`.
+        assert!(needs_std_linked("#![no_std]\nextern crate std as s;\n"));
+        assert!(!needs_std_linked("pub fn f() {}\n"));
+        assert!(!needs_std_linked(
+            "#![forbid(unsafe_code)]\nmod no_std {}\n"
+        ));
+        assert!(!needs_std_linked("#![no_std\n"));
+        // What is appended parses as items after any file's last item.
+        let linked = format!("#![no_std]\npub fn f() {{}} // tail{STD_FOR_NO_STD}");
+        assert!(!needs_std_linked(&linked));
+    }
 
     const SRC: &str = "//! doc\nconst K: i64 = 1 + 2;\n\nfn add(a: i64, b: i64) -> i64 {\n    a + b\n}\n\nstruct S;\nimpl S {\n    fn twice(&self, x: i64) -> i64 {\n        let f = |y: i64| y + y;\n        f(x)\n    }\n    const fn one() -> i64 { 1 + 0 }\n}\n\ntrait T {\n    fn dflt(&self) -> i64 { 3 + 4 }\n}\n\nfn it() -> impl Iterator<Item = i64> { (0..3).map(|x| x + 1) }\n";
 

@@ -174,6 +174,10 @@ pub(crate) struct Switch {
     unviable: BTreeMap<usize, String>,
     /// Original bytes of every scratch file that has held switched code.
     originals: BTreeMap<PathBuf, Vec<u8>>,
+    /// The crate roots (relative, among [`Switch::originals`]) that get `extern crate std;`
+    /// appended while they hold switched code: `#![no_std]` roots of packages with
+    /// switched files ([`crate::battery::execute::instrument::needs_std_linked`]).
+    std_linked: BTreeSet<PathBuf>,
     /// The doc tests' lines in the switched files mapped back to the user's
     /// ([`crate::cargo::DocLines`]): the switch adds lines, and a doc test's name holds its
     /// line.
@@ -309,6 +313,7 @@ impl Switch {
             switched: BTreeMap::new(),
             unviable: BTreeMap::new(),
             originals: BTreeMap::new(),
+            std_linked: BTreeSet::new(),
             doc_lines: std::sync::Arc::new(crate::cargo::DocLines::new()),
             listed: std::sync::OnceLock::new(),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
@@ -547,7 +552,46 @@ impl Switch {
             self.originals
                 .insert(file.clone(), by_index[i].original.clone());
         }
+        self.link_std_where_missing();
         Sources { by_index, bodies }
+    }
+
+    /// Finds the `#![no_std]` crate roots of the packages that hold switched files and
+    /// adds them to [`Switch::originals`] (so that they are restored) and
+    /// [`Switch::std_linked`].
+    fn link_std_where_missing(&mut self) {
+        let sroot = self.scratch.root.clone();
+        let base = sroot.canonicalize().unwrap_or_else(|_| sroot.clone());
+        let owners: BTreeSet<&PathBuf> = self
+            .switched
+            .keys()
+            .filter_map(|f| owning_package(&self.packages, &sroot.join(f)).map(|p| &p.dir))
+            .collect();
+        let roots: Vec<PathBuf> = self
+            .packages
+            .iter()
+            .filter(|p| owners.contains(&p.dir))
+            .flat_map(|p| p.crate_roots.iter())
+            .filter_map(|r| {
+                let abs = r.canonicalize().ok()?;
+                abs.strip_prefix(&base).ok().map(Path::to_path_buf)
+            })
+            .collect();
+        for rel in roots {
+            let bytes = match self.originals.get(&rel) {
+                Some(b) => b.clone(),
+                None => match std::fs::read(sroot.join(&rel)) {
+                    Ok(b) => b,
+                    Err(_) => continue,
+                },
+            };
+            if crate::battery::execute::instrument::needs_std_linked(&String::from_utf8_lossy(
+                &bytes,
+            )) {
+                self.originals.entry(rel.clone()).or_insert(bytes);
+                self.std_linked.insert(rel);
+            }
+        }
     }
 
     /// Runs `build`, a cargo build or check of the scratch copy in `target` (the scratch
@@ -856,8 +900,15 @@ impl Switch {
         let mut layouts = BTreeMap::new();
         for (file, original) in &self.originals {
             let dst = self.scratch.root.join(file);
+            let tail = if self.std_linked.contains(file) {
+                crate::battery::execute::instrument::STD_FOR_NO_STD
+            } else {
+                ""
+            };
             let Some(fns) = self.switched.get(file) else {
-                write_file(&dst, original)?;
+                let mut text = original.clone();
+                text.extend_from_slice(tail.as_bytes());
+                write_file(&dst, &text)?;
                 continue;
             };
             let text = String::from_utf8_lossy(original).into_owned();
@@ -879,7 +930,7 @@ impl Switch {
                 })
                 .collect();
             let sw = switched_file(&text, &list);
-            write_file(&dst, sw.text.as_bytes())?;
+            write_file(&dst, format!("{}{tail}", sw.text).as_bytes())?;
             let index_of: BTreeMap<&str, usize> =
                 fns.values().flatten().map(|&i| (self.id(i), i)).collect();
             let arms = sw

@@ -56,8 +56,12 @@ pub struct Listing {
     /// mutations); its private target directory is the default of a catalog named after the
     /// package, so a battery of the starter catalog finds the build fresh.
     pub probe: Catalog,
-    /// Every test, libtest targets first, then the doc tests.
+    /// Every test, libtest targets first, then the doc tests, less the ignored ones.
     pub tests: Vec<String>,
+    /// The tests the tests themselves mark ignored (`#[ignore]`, an `ignore` doc test): a
+    /// run reports them ignored, which the baseline refuses, so the starter catalog skips
+    /// them (`[[skip]]`, with why).
+    pub ignored: Vec<String>,
 }
 
 /// The package of `packages` to list: `wanted`, or the only one.
@@ -165,6 +169,7 @@ fn list_in(root: &Path, package: Option<&str>, state: &Path) -> Result<Listing, 
                 bins: Vec::new(),
                 has_lib: false,
                 lib_doctest: false,
+                crate_roots: Vec::new(),
                 features: Vec::new(),
                 feature_table: Default::default(),
                 path_deps: Vec::new(),
@@ -177,13 +182,20 @@ fn list_in(root: &Path, package: Option<&str>, state: &Path) -> Result<Listing, 
     probe.name = p.name.clone();
     probe.target_dir = root.join("target").join("harness").join(&p.name);
     probe.spec = spec_of(p, root.to_path_buf());
-    let tests = probe.cargo().with_state_dir(state).list()?;
+    let cargo = probe.cargo().with_state_dir(state);
+    let all = cargo.list()?;
+    let ignored = cargo.list_ignored()?;
+    let tests: Vec<String> = all.into_iter().filter(|t| !ignored.contains(t)).collect();
     if tests.is_empty() {
         return Err(StarterError::NoTests {
             package: p.name.clone(),
         });
     }
-    Ok(Listing { probe, tests })
+    Ok(Listing {
+        probe,
+        tests,
+        ignored,
+    })
 }
 
 /// A TOML string literal of `s`.
@@ -241,6 +253,12 @@ pub fn catalog_text(listing: &Listing, catalog: &Path) -> String {
         "timeout_factor = {:?}\ntimeout_floor_secs = {:?}\n",
         s.timeout_factor, s.timeout_floor_secs
     ));
+    for test in &listing.ignored {
+        t.push_str(&format!(
+            "\n[[skip]]\ntest = {}\nreason = \"the test marks itself ignored (#[ignore], or an `ignore` doc test): a run reports it ignored, never passed\"\n",
+            quoted(test)
+        ));
+    }
     let killer = listing.tests.first().map(|k| quoted(k)).unwrap_or_default();
     t.push_str(&format!(
         "\n# An example mutation: `find` must occur exactly `occurrences` times (default 1) in\n\
