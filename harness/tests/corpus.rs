@@ -79,6 +79,15 @@ fn verdicts(r: &serde_json::Value) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The verdicts of `fixtures/workspaces/doctests`' own catalog: every mutation KILLED.
+fn doctests_all_killed() -> BTreeMap<String, String> {
+    owned(&[
+        ("is-left-sees-right", "KILLED"),
+        ("is-right-sees-left", "KILLED"),
+        ("left-drops-value", "KILLED"),
+    ])
+}
+
 fn owned(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -143,15 +152,7 @@ fn a_mutation_only_a_doc_test_kills_is_killed_in_both_modes() {
         let run = sb.battery(&["--mode", mode]);
         run.expect_code(0);
         let r = sb.report_of("doctests");
-        assert_eq!(
-            verdicts(&r),
-            owned(&[
-                ("is-left-sees-right", "KILLED"),
-                ("is-right-sees-left", "KILLED"),
-                ("left-drops-value", "KILLED"),
-            ]),
-            "{mode}"
-        );
+        assert_eq!(verdicts(&r), doctests_all_killed(), "{mode}");
         let left = r["mutations"]
             .as_array()
             .unwrap()
@@ -306,15 +307,7 @@ fn no_std_library_in_both_modes(links: &str) {
         run.expect_code(0);
         assert_eq!(sb.tree(), before, "{links} {mode}");
         let r = sb.report_of("doctests");
-        assert_eq!(
-            verdicts(&r),
-            owned(&[
-                ("is-left-sees-right", "KILLED"),
-                ("is-right-sees-left", "KILLED"),
-                ("left-drops-value", "KILLED"),
-            ]),
-            "{links} {mode}"
-        );
+        assert_eq!(verdicts(&r), doctests_all_killed(), "{links} {mode}");
         if mode == "switch" {
             let sw: serde_json::Value = serde_json::from_str(
                 &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),

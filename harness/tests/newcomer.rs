@@ -14,9 +14,9 @@ fn newcomer() -> Sandbox {
     Sandbox::of("newcomer", "mutations/expectations.toml")
 }
 
-/// The names `cargo test -- --list` prints for every target of the package, doc tests
-/// last, run here independently of the harness.
-fn cargo_list(ws: &Path, target_dir: &Path) -> Vec<String> {
+/// The names `cargo test -- --list EXTRA...` prints for every target of the package, doc
+/// tests last, run here independently of the harness.
+fn cargo_list(ws: &Path, target_dir: &Path, extra: &[&str]) -> Vec<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut names = Vec::new();
     for sel in [&["--lib", "--bins", "--tests"][..], &["--doc"][..]] {
@@ -27,6 +27,7 @@ fn cargo_list(ws: &Path, target_dir: &Path) -> Vec<String> {
             .arg(target_dir)
             .args(sel)
             .args(["--", "--list"])
+            .args(extra)
             .output()
             .unwrap();
         assert!(
@@ -54,7 +55,7 @@ fn tests_prints_every_test_as_cargo_lists_it_doc_tests_included() {
     assert_eq!(sb.tree(), before);
     insta::assert_snapshot!("newcomer_tests", run.stdout);
     let listed: Vec<String> = run.stdout.lines().map(str::to_string).collect();
-    let mut real = cargo_list(&sb.ws, &sb.dir.path().join("own-target"));
+    let mut real = cargo_list(&sb.ws, &sb.dir.path().join("own-target"), &[]);
     let mut sorted = listed.clone();
     sorted.sort();
     real.sort();
@@ -113,31 +114,7 @@ fn init_skips_the_tests_that_mark_themselves_ignored_and_the_baseline_is_green()
     );
     let ws = sb.ws.to_str().unwrap();
     // What cargo itself lists as ignored, run independently of the harness.
-    let target = sb.dir.path().join("own-target");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut ignored = Vec::new();
-    for sel in [&["--lib", "--bins", "--tests"][..], &["--doc"][..]] {
-        let out = Command::new(&cargo)
-            .args(["test", "--offline", "-q", "--manifest-path"])
-            .arg(sb.ws.join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(&target)
-            .args(sel)
-            .args(["--", "--list", "--ignored"])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        ignored.extend(
-            String::from_utf8_lossy(&out.stdout)
-                .lines()
-                .filter_map(|l| l.strip_suffix(": test"))
-                .map(str::to_string),
-        );
-    }
+    let ignored = cargo_list(&sb.ws, &sb.dir.path().join("own-target"), &["--ignored"]);
     assert_eq!(ignored.len(), 2, "{ignored:?}");
     let _ = std::fs::remove_file(sb.ws.join("Cargo.lock"));
     let run = sb.run(&["tests", "--workspace", ws]);
