@@ -13,6 +13,9 @@
 //! mutation runs once more, alone, with no mutant selected, as a mutant's run starts it
 //! (from its executable when it runs directly, from its kept executable when it is a kept
 //! doc test, else through `cargo test`), up to `-j N` at once as the mutants run. A test
+//! whose reach run took a second or more is not run again: its reach run's seconds, which
+//! hold `cargo test`'s start-up (and a doc test's build) besides its own time, bound it
+//! closely enough, and a second run would cost as much again. A test
 //! that does not pass there makes the per-mutant timeouts unused for the whole battery (every
 //! mutant keeps the battery's timeout), and `switch.json` says why. A mutant's selected
 //! tests run in one go and partly side by side, so the sum of their own seconds is at least

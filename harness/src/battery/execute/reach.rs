@@ -107,10 +107,14 @@ pub struct ReachInfo {
     /// test that reaches a switched mutation on its own, unmutated, as the mutants run it.
     #[serde(default)]
     pub timing_seconds: f64,
-    /// Per test that reaches a switched mutation, its wall seconds in the timing run
-    /// (empty when none ran).
+    /// Per test that reaches a switched mutation, its wall seconds in the timing run, or in
+    /// the reach run for a test that took a second or more there (empty when none ran).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub test_seconds: BTreeMap<String, f64>,
+    /// How many of them the timing run ran again; the others took a second or more in the
+    /// reach run and keep its seconds.
+    #[serde(default)]
+    pub tests_timed: usize,
     /// Whether each reach-selected mutant's test run had its own timeout
     /// ([`crate::battery::execute::mutant_timeout`]).
     #[serde(default)]
@@ -128,6 +132,9 @@ pub(crate) struct Reach {
     pub kept: BTreeMap<String, crate::doctest_keep::KeptDoc>,
     /// Per libtest test, the executable that runs it without `cargo test`.
     pub direct: BTreeMap<String, crate::libtest_direct::Binary>,
+    /// Per listed test, its wall seconds in the reach run (`cargo test`'s start-up, and for
+    /// a doc test rustdoc's build of it, included).
+    pub seconds: BTreeMap<String, f64>,
 }
 
 /// One test's run on its own: its outcome, its reach file and its wall seconds.
@@ -281,6 +288,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
             info,
             kept: BTreeMap::new(),
             direct: BTreeMap::new(),
+            seconds: BTreeMap::new(),
         });
     }
     for id in switched {
@@ -329,7 +337,16 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
     }
     info.direct_tests = direct.len();
     info.seconds = t0.elapsed().as_secs_f64();
-    Ok(Reach { info, kept, direct })
+    let seconds = seconds
+        .into_iter()
+        .map(|(i, s)| (tests[i].clone(), s))
+        .collect();
+    Ok(Reach {
+        info,
+        kept,
+        direct,
+        seconds,
+    })
 }
 
 /// Doc test `t`'s kept executable from its reach run's folder `dir`, run once more with no

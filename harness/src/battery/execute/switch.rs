@@ -211,6 +211,12 @@ pub(crate) struct Switch {
     fallback_files: BTreeSet<PathBuf>,
 }
 
+/// A reaching test whose reach run took at least this many seconds is not timed again: its
+/// reach run's seconds (cargo's start-up, a tenth to a quarter of a second, and for a doc
+/// test rustdoc's build of it, included) bound its time as the mutants run it closely
+/// enough, and timing it again would cost as much once more.
+const RETIME_BELOW_SECS: f64 = 1.0;
+
 /// The progress line's tail naming the first test of `left_out` (test -> why) and how many
 /// more `switch.json` names: `; WORD: T (why) and N more (switch.json)`, empty when none.
 fn first_left_out(word: &str, left_out: &BTreeMap<String, String>) -> String {
@@ -340,25 +346,40 @@ impl Switch {
     }
 
     /// The timing run ([`crate::battery::execute::mutant_timeout`]): each test that reaches
-    /// a switched mutation on its own, no mutant selected, run as the mutants run it (its
-    /// executable, its kept doc test, else `cargo test`); fills `info`'s timing fields and
-    /// [`Switch::timing`]. Errors: a run could not start or was interrupted ([`Stop`]).
+    /// a switched mutation and took under [`RETIME_BELOW_SECS`] in the reach run
+    /// (`reach_seconds`) on its own, no mutant selected, run as the mutants run it (its
+    /// executable, its kept doc test, else `cargo test`); a slower test keeps its reach
+    /// run's seconds, which hold cargo's start-up (and rustdoc's build) besides its own
+    /// time. Fills `info`'s timing fields and [`Switch::timing`]. Errors: a run could not
+    /// start or was interrupted ([`Stop`]).
     fn time_reaching_tests(
         &mut self,
         sh: &Shared<'_>,
         info: &mut crate::battery::execute::reach::ReachInfo,
+        reach_seconds: &BTreeMap<String, f64>,
         timeout: Duration,
     ) -> Result<(), Stop> {
         let reaching: BTreeSet<&String> = info.reached_by.values().flatten().collect();
-        let tests: Vec<String> = sh
+        let (slow, tests): (Vec<String>, Vec<String>) = sh
             .catalog
             .spec
             .tests
             .iter()
             .filter(|t| reaching.contains(t))
             .cloned()
+            .partition(|t| {
+                reach_seconds
+                    .get(t)
+                    .is_some_and(|s| *s >= RETIME_BELOW_SECS)
+            });
+        let slow: BTreeMap<String, f64> = slow
+            .into_iter()
+            .map(|t| {
+                let s = reach_seconds[&t];
+                (t, s)
+            })
             .collect();
-        if tests.is_empty() {
+        if tests.is_empty() && slow.is_empty() {
             return Ok(());
         }
         sh.progress.phase(
@@ -377,8 +398,10 @@ impl Switch {
             timeout,
         )?;
         info.timing_seconds = t0.elapsed().as_secs_f64();
+        info.tests_timed = tests.len();
         match timed {
-            Ok(seconds) => {
+            Ok(mut seconds) => {
+                seconds.extend(slow);
                 info.test_seconds = seconds.clone();
                 info.mutant_timeouts = true;
                 self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
@@ -1174,7 +1197,7 @@ impl ModeRun for Switch {
             });
             info.direct_tests = direct.len();
             self.direct = std::sync::Arc::new(direct);
-            self.time_reaching_tests(sh, &mut info, timeout)?;
+            self.time_reaching_tests(sh, &mut info, &reach.seconds, timeout)?;
         } else {
             info.kept_doc_tests.clear();
             info.doc_tests_not_kept.clear();
@@ -1210,7 +1233,8 @@ impl ModeRun for Switch {
                 if info.mutant_timeouts {
                     let spec = &sh.catalog.spec;
                     sh.progress.line(&format!(
-                        "timing run: {} tests that reach a mutation, each on its own as the mutants run it, in {:.1} s; each mutant's tests time out at min({:.1} s, {} x their seconds + {} s)",
+                        "timing run: {} of {} tests that reach a mutation, each on its own as the mutants run it, in {:.1} s (the others keep their reach run's seconds, a second or more); each mutant's tests time out at min({:.1} s, {} x their seconds + {} s)",
+                        info.tests_timed,
                         info.test_seconds.len(),
                         info.timing_seconds,
                         timeout.as_secs_f64(),
