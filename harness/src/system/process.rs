@@ -160,10 +160,7 @@ pub fn reap_orphans(state: &std::path::Path) -> Vec<u32> {
 pub fn group_alive(pgid: u32) -> bool {
     // A group with no member at all (the common case once the leader is reaped) needs no
     // scan of `/proc`, which costs milliseconds on a busy host.
-    // SAFETY: signal 0 only checks existence and permission.
-    if unsafe { libc::kill(-(pgid as libc::pid_t), 0) } != 0
-        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
-    {
+    if !group_exists(pgid) && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
         return false;
     }
     let Ok(procs) = std::fs::read_dir("/proc") else {

@@ -684,11 +684,7 @@ impl<'a> Run<'a> {
                 pm,
                 tag: format!("[{}/{n}] {}", k + 1, m.id),
             };
-            let timeout = timeout_for(
-                self.reuse.as_ref(),
-                mode.mutant_timeout(pm, self.timeout),
-                pm.index,
-            );
+            let timeout = timeout_for(self.reuse.as_ref(), mode, pm, self.timeout);
             let mut ran = one_mutant(&self.sh, mode, &mu, timeout, &mut self.overheads)?;
             ran.own_timeout = own_timeout(&ran, timeout, self.timeout);
             // A signal during the mutant (its test binary may have died of it) is never a
@@ -1001,14 +997,20 @@ fn own_timeout(ran: &Ran, timeout: Duration, battery: Duration) -> Option<f64> {
         .then_some(timeout.as_secs_f64())
 }
 
-/// The timeout of one mutation's test run: the run's, or for a TIMEOUT re-checked from the
-/// cache, the timeout it was found under.
-fn timeout_for(reuse: Option<&Reuse>, timeout: Duration, index: usize) -> Duration {
-    match reuse.and_then(|r| r.rechecked.get(&index)) {
+/// The timeout of one mutation's test run under the battery's `battery`: the mode's for it
+/// ([`ModeRun::mutant_timeout`]), or for a TIMEOUT re-checked from the cache, the timeout it
+/// was found under.
+fn timeout_for(
+    reuse: Option<&Reuse>,
+    mode: &dyn ModeRun,
+    pm: &PreparedMutation,
+    battery: Duration,
+) -> Duration {
+    match reuse.and_then(|r| r.rechecked.get(&pm.index)) {
         Some(e) if e.report.verdict == verdict::Verdict::Timeout => {
             Duration::from_secs_f64(e.timeout_seconds)
         }
-        _ => timeout,
+        _ => mode.mutant_timeout(pm, battery),
     }
 }
 
@@ -1078,11 +1080,7 @@ fn concurrent_block(
             tag: format!("[{}/{}] {}", k + 1, block.n, m.id),
         };
         let b = mode.build_mutant(sh, &mu)?;
-        let timeout = timeout_for(
-            block.reuse,
-            mode.mutant_timeout(pm, block.timeout),
-            pm.index,
-        );
+        let timeout = timeout_for(block.reuse, mode, pm, block.timeout);
         timeouts.push(timeout);
         jobs.push(match (&b, mode.concurrent_tests(pm)) {
             (Built::Switched, Some(cmd)) => Some(parallel::Job {

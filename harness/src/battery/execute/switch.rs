@@ -360,25 +360,23 @@ impl Switch {
         timeout: Duration,
     ) -> Result<(), Stop> {
         let reaching: BTreeSet<&String> = info.reached_by.values().flatten().collect();
-        let (slow, tests): (Vec<String>, Vec<String>) = sh
+        // A slow test keeps its reach run's seconds; the others are timed again.
+        let mut slow: BTreeMap<String, f64> = BTreeMap::new();
+        let mut tests = Vec::new();
+        for t in sh
             .catalog
             .spec
             .tests
             .iter()
             .filter(|t| reaching.contains(t))
-            .cloned()
-            .partition(|t| {
-                reach_seconds
-                    .get(t)
-                    .is_some_and(|s| *s >= RETIME_BELOW_SECS)
-            });
-        let slow: BTreeMap<String, f64> = slow
-            .into_iter()
-            .map(|t| {
-                let s = reach_seconds[&t];
-                (t, s)
-            })
-            .collect();
+        {
+            match reach_seconds.get(t) {
+                Some(&s) if s >= RETIME_BELOW_SECS => {
+                    slow.insert(t.clone(), s);
+                }
+                _ => tests.push(t.clone()),
+            }
+        }
         if tests.is_empty() && slow.is_empty() {
             return Ok(());
         }
