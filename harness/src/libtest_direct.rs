@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use crate::doctest_keep::RECORD_ENV;
+use crate::doctest_keep::Record;
 use crate::system::runner::{Finished, RunError};
 
 /// A libtest executable as cargo ran it in the reach run.
@@ -80,6 +81,29 @@ impl Binary {
         }
     }
 
+    /// The names of the tests this executable holds (`--list`, run as [`Binary::run`] runs
+    /// it, within `timeout`). Errors say why no list was read.
+    pub fn list(&self, timeout: Duration, state: Option<&Path>) -> Result<Vec<String>, String> {
+        let done = crate::doctest_keep::Relaunch {
+            program: &self.program,
+            cwd: &self.cwd,
+            env: &self.env,
+        }
+        .runner(["--list"], &BTreeMap::new(), Some(timeout), state, None)
+        .run()
+        .map_err(|e| format!("{} --list: {e}", self.program.display()))?;
+        if !done.status.success() {
+            return Err(format!(
+                "{} --list exited with {}",
+                self.program.display(),
+                done.status
+            ));
+        }
+        Ok(crate::libtest::parse_list(&String::from_utf8_lossy(
+            &done.stdout,
+        )))
+    }
+
     /// Runs `tests` (names as libtest lists them) in one process of this executable with
     /// `--exact` (and `--test-threads=1` when `one_at_a_time`), `env` set over the recorded
     /// environment, in its own process group, killed after `timeout`, recorded in `state`
@@ -113,30 +137,9 @@ impl Binary {
 /// (see the module docs). `drop_env` are variables not to give it again (the reach
 /// recorder's). Errors say why the test cannot be run directly.
 pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, String> {
-    let mut records = Vec::new();
-    match std::fs::read_dir(dir) {
-        Ok(entries) => {
-            for e in entries {
-                let p = e.map_err(|e| format!("{}: {e}", dir.display()))?.path();
-                if p.extension().is_some_and(|x| x == "run") {
-                    records.push(p);
-                }
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("{}: {e}", dir.display())),
-    }
-    records.sort();
+    let records = records(dir)?;
     let want = [OsString::from("--exact"), OsString::from(test)];
-    let mut found = Vec::new();
-    for p in &records {
-        let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-        let rec = crate::doctest_keep::parse_record(&bytes)
-            .map_err(|e| format!("{}: {e}", p.display()))?;
-        if rec.args == want {
-            found.push(rec);
-        }
-    }
+    let mut found: Vec<Record> = records.iter().filter(|r| r.args == want).cloned().collect();
     let rec = match found.len() {
         1 => found.remove(0),
         0 => {
@@ -151,6 +154,38 @@ pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, Stri
             ));
         }
     };
+    binary(rec, drop_env)
+}
+
+/// Every record in `dir` (`PID.run`, [`crate::doctest_keep::parse_record`]), in file name
+/// order; none when `dir` does not exist. Errors name the folder or record at fault.
+fn records(dir: &Path) -> Result<Vec<Record>, String> {
+    let mut paths = Vec::new();
+    match std::fs::read_dir(dir) {
+        Ok(entries) => {
+            for e in entries {
+                let p = e.map_err(|e| format!("{}: {e}", dir.display()))?.path();
+                if p.extension().is_some_and(|x| x == "run") {
+                    paths.push(p);
+                }
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", dir.display())),
+    }
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+            crate::doctest_keep::parse_record(&bytes).map_err(|e| format!("{}: {e}", p.display()))
+        })
+        .collect()
+}
+
+/// The executable of record `rec`, its environment less `drop_env`. Errors: its program
+/// is not an absolute path to a file.
+fn binary(rec: Record, drop_env: &[&str]) -> Result<Binary, String> {
     let program = PathBuf::from(&rec.program);
     if !program.is_absolute() || !program.is_file() {
         return Err(format!(
@@ -170,6 +205,42 @@ pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, Stri
         reach_seconds: 0.0,
         described: String::new(),
     })
+}
+
+/// The executables recorded in `dir` by a run of many tests at once (the forced-fail
+/// control, every listed test under one `cargo test`), whatever their arguments, keyed by
+/// program: each one that `is_test_executable` accepts and that every process of it
+/// recorded with the same directory and environment (less `drop_env`). A program recorded
+/// two ways (a test that starts its own executable again, with other variables) is left
+/// out, and so is one whose program is not an absolute path to a file. Errors: the folder
+/// or a record cannot be read.
+pub fn collect_programs(
+    dir: &Path,
+    drop_env: &[&str],
+    is_test_executable: impl Fn(&Path) -> bool,
+) -> Result<BTreeMap<PathBuf, Binary>, String> {
+    let mut out: BTreeMap<PathBuf, Option<Binary>> = BTreeMap::new();
+    for rec in records(dir)? {
+        let Ok(b) = binary(rec, drop_env) else {
+            continue;
+        };
+        if !is_test_executable(&b.program) {
+            continue;
+        }
+        match out.get(&b.program) {
+            None => {
+                out.insert(b.program.clone(), Some(b));
+            }
+            Some(Some(seen)) if seen.cwd == b.cwd && seen.env == b.env => {}
+            Some(_) => {
+                out.insert(b.program.clone(), None);
+            }
+        }
+    }
+    Ok(out
+        .into_iter()
+        .filter_map(|(p, b)| b.map(|b| (p, b)))
+        .collect())
 }
 
 /// How many tests libtest would run at once with the environment `var` reads:

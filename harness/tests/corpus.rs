@@ -329,6 +329,8 @@ fn no_std_library_in_both_modes(links: &str) {
                 sw["reach"]
             );
             assert_eq!(sw["reach"]["direct_tests"], 2, "{}", sw["reach"]);
+            // The reach run started both from their executables, without `cargo test`.
+            assert_eq!(sw["reach"]["started_directly"], 2, "{}", sw["reach"]);
         }
         reports.push(common::as_full_run(&r)["kill_matrix"].clone());
     }

@@ -398,5 +398,13 @@ proptest! {
             sw["reach"]
         );
         prop_assert!(sw["reach"].get("tests_not_direct").is_none(), "{}", sw["reach"]);
+        // And the reach run itself started each of them from its executable, as the
+        // forced-fail control's run recorded it, without `cargo test`: the reach above is
+        // those runs' (the libtest tests that reach nothing may have had no record).
+        prop_assert!(
+            sw["reach"]["started_directly"].as_u64() >= Some(reaching_libtest as u64),
+            "{}",
+            sw["reach"]
+        );
     }
 }

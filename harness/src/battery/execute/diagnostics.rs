@@ -150,19 +150,31 @@ pub struct Relocation<'a> {
     pub shown: &'a str,
     /// Byte offset of the block in `shown`.
     pub to: usize,
+    /// Byte ranges of `compiled` that are `shown`'s text, each with its offset in `shown`
+    /// (a switched file's text between its switches): a line that starts inside one is
+    /// moved there too, its column unchanged.
+    pub verbatim: &'a [(Range<usize>, usize)],
 }
 
 /// `rendered` (rustc's rendered text of an error in [`Relocation::compiled`]) with the
-/// locations that fall inside the block moved to [`Relocation::shown`]: the `--> file:L:C`
-/// and `::: file:L:C` headers and the line numbers in the snippet gutter (`L |`) that belong
-/// to that file. Everything else is left as it is.
+/// locations that fall inside the block, or on a line that starts in a verbatim range,
+/// moved to [`Relocation::shown`]: the `--> file:L:C` and `::: file:L:C` headers and the
+/// line numbers in the snippet gutter (`L |`) that belong to that file. Everything else is
+/// left as it is.
 pub fn relocate(rendered: &str, r: &Relocation<'_>) -> String {
     let (first, col_from) = line_column(r.compiled, r.from.start);
     let (last, _) = line_column(r.compiled, r.from.end);
     let (shown_first, col_to) = line_column(r.shown, r.to);
+    // Byte offset of each line's start in `compiled` (index 0 is line 1).
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(r.compiled.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
     let map = |line: usize, col: usize| -> Option<(usize, usize)> {
         if !(first..=last).contains(&line) {
-            return None;
+            let at = *starts.get(line.checked_sub(1)?)?;
+            let (range, to) = r.verbatim.iter().find(|(range, _)| range.contains(&at))?;
+            let (l, _) = line_column(r.shown, to + (at - range.start));
+            return Some((l, col));
         }
         let l = line - first + shown_first;
         let c = if line == first {
@@ -213,7 +225,67 @@ pub fn relocate(rendered: &str, r: &Relocation<'_>) -> String {
         }
         out.push(text.to_string());
     }
+    let mut out = join_adjacent(out);
+    narrow_gutter(&mut out);
     out.join("\n")
+}
+
+/// The line number a snippet line shows in its gutter (`12 | code`), if any.
+fn gutter_number(line: &str) -> Option<usize> {
+    let t = line.trim_start();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if digits > 0 && t[digits..].trim_start().starts_with('|') {
+        t[..digits].parse().ok()
+    } else {
+        None
+    }
+}
+
+/// rustc marks lines it leaves out of a snippet with a `...` line; once the lines around
+/// one have moved to adjacent numbers (a switched file's lines between them are not in the
+/// mutated file), nothing is left out there, and the mark goes.
+fn join_adjacent(lines: Vec<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    for (k, line) in lines.iter().enumerate() {
+        if line.trim() == "..." {
+            let before = out.iter().rev().find_map(|l| gutter_number(l));
+            let after = lines[k + 1..].iter().find_map(|l| gutter_number(l));
+            if let (Some(b), Some(a)) = (before, after)
+                && a == b + 1
+            {
+                continue;
+            }
+        }
+        out.push(line.clone());
+    }
+    out
+}
+
+/// rustc pads its gutter to the widest line number it shows; after line numbers moved
+/// (a switched file is longer than the mutated one), the lines of the error that are
+/// indented at least as far as the gutter lose the padding the new numbers no longer need.
+fn narrow_gutter(lines: &mut [String]) {
+    let Some(width) = lines.iter().find_map(|l| l.find("--> ")) else {
+        return;
+    };
+    let widest = lines
+        .iter()
+        .filter_map(|l| gutter_number(l))
+        .map(|n| n.to_string().len())
+        .max();
+    let Some(widest) = widest else {
+        return;
+    };
+    let cut = width.saturating_sub(widest);
+    if cut == 0 {
+        return;
+    }
+    let pad = " ".repeat(cut);
+    for l in lines.iter_mut() {
+        if l.starts_with(&pad) {
+            l.replace_range(..cut, "");
+        }
+    }
 }
 
 #[cfg(test)]
@@ -273,12 +345,32 @@ not json at all
             from: from..from + block.len(),
             shown: &shown,
             to,
+            verbatim: &[],
         };
         let rendered = "error[E0308]: mismatched types\n  --> src/lib.rs:11:5\n   |\n10 | 1 => {\n11 |     a - b\n   |     ^^^^^ expected `bool`\n   |\n  ::: src/other.rs:11:1\n   |\n11 | fn other() {}\n   | - here\n";
         let got = relocate(rendered, &r);
         assert_eq!(
             got,
             "error[E0308]: mismatched types\n  --> src/lib.rs:4:5\n   |\n 3 | 1 => {\n 4 |     a - b\n   |     ^^^^^ expected `bool`\n   |\n  ::: src/other.rs:11:1\n   |\n11 | fn other() {}\n   | - here\n"
+        );
+        // The gutter narrows when the moved line numbers have fewer digits.
+        let wide = "error: x\n    --> src/lib.rs:1002:5\n     |\n1002 |     a - b\n     |     ^\n     = note: n\n";
+        let compiled = format!("{}1 => {block}\n", "//\n".repeat(1000));
+        let r2 = Relocation {
+            compiled: &compiled,
+            from: compiled.find(block).unwrap()..compiled.find(block).unwrap() + block.len(),
+            ..r
+        };
+        assert_eq!(
+            relocate(wide, &r2),
+            "error: x\n --> src/lib.rs:4:5\n  |\n4 |     a - b\n  |     ^\n  = note: n\n"
+        );
+        // A `...` between lines that are adjacent once moved goes; one between lines that
+        // are not stays (and so does the gutter's width, for the line left where it was).
+        let elided = "error: x\n    --> src/lib.rs:1002:5\n     |\n1001 | 1 => {\n     |      - here\n...\n1002 |     a - b\n     |     ^\n...\n1004 | \n";
+        assert_eq!(
+            relocate(elided, &r2),
+            "error: x\n    --> src/lib.rs:4:5\n     |\n   3 | 1 => {\n     |      - here\n   4 |     a - b\n     |     ^\n...\n1004 | \n"
         );
         // A location on the block's first line moves its column too.
         let first = "  --> src/lib.rs:10:6\n";

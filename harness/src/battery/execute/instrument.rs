@@ -243,9 +243,10 @@ pub struct SwitchedFile {
     /// replaces). The mutated body is byte for byte the body the mutated file holds at that
     /// offset, so a compiler error inside the range is an error of that mutation alone.
     pub arms: Vec<(String, Range<usize>, usize)>,
-    /// Per switched function, in source order: (byte offset in the original text of the
-    /// body it replaces, byte range in `text` of the whole switch that replaces it).
-    pub regions: Vec<(usize, Range<usize>)>,
+    /// Per switched function, in source order: (byte range in the original text of the
+    /// body it replaces, byte range in `text` of the whole switch that replaces it). Outside
+    /// these ranges `text` is the original, byte for byte.
+    pub regions: Vec<(Range<usize>, Range<usize>)>,
 }
 
 /// The switched source: each function's body replaced by the switch over its original and
@@ -298,7 +299,7 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
             f.name.escape_default()
         ));
         out.push_str(&format!("_ => {original}\n}}\n}}"));
-        regions.push((f.body.start, region_start..out.len()));
+        regions.push((f.body.clone(), region_start..out.len()));
     }
     out.push_str(&text[at..]);
     SwitchedFile {
@@ -317,7 +318,7 @@ pub struct Layout {
     /// the original and the mutated file, the mutated file).
     pub arms: Vec<(usize, Range<usize>, usize, String)>,
     /// [`SwitchedFile::regions`].
-    pub regions: Vec<(usize, Range<usize>)>,
+    pub regions: Vec<(Range<usize>, Range<usize>)>,
 }
 
 /// The body `b` of `text` (the original file) as the mutated file of `pm` holds it: every
@@ -361,12 +362,14 @@ pub fn blame<'e>(
             for (i, range, body_start, mutated) in &layout.arms {
                 if range.start <= site.bytes.start && site.bytes.end <= range.end {
                     hit = true;
+                    let verbatim = verbatim(layout, *body_start, mutated.len());
                     let r = Relocation {
                         file: &site.file,
                         compiled: &layout.text,
                         from: range.clone(),
                         shown: mutated,
                         to: *body_start,
+                        verbatim: &verbatim,
                     };
                     let text = diagnostics::relocate(&e.rendered, &r);
                     let list = blamed.entry(*i).or_default();
@@ -384,6 +387,36 @@ pub fn blame<'e>(
         }
     }
     (blamed, stray)
+}
+
+/// The parts of a switched file's text that are the mutated file's, byte for byte, for the
+/// mutation whose body starts at `body_start` in the original and whose mutated file is
+/// `mutated_len` bytes long: (byte range in [`Layout::text`], byte offset in the mutated
+/// file). They are the text between the switches ([`Layout::regions`]); the mutated file
+/// is the original up to its body and the original shifted by the change in length after.
+fn verbatim(layout: &Layout, body_start: usize, mutated_len: usize) -> Vec<(Range<usize>, usize)> {
+    let original_len = layout.text.len()
+        - layout
+            .regions
+            .iter()
+            .map(|(body, region)| region.len() - body.len())
+            .sum::<usize>();
+    let shift = |at: usize| {
+        if at > body_start {
+            (at + mutated_len).saturating_sub(original_len)
+        } else {
+            at
+        }
+    };
+    let mut out = Vec::new();
+    let (mut compiled_at, mut original_at) = (0, 0);
+    for (body, region) in &layout.regions {
+        out.push((compiled_at..region.start, shift(original_at)));
+        compiled_at = region.end;
+        original_at = body.end;
+    }
+    out.push((compiled_at..layout.text.len(), shift(original_at)));
+    out
 }
 
 /// What switch mode appends to a crate root that declares `#![no_std]` (or
@@ -718,5 +751,28 @@ mod tests {
         assert_ne!((l, c), (line, col));
         let stray: Vec<&str> = stray.iter().map(|e| e.rendered.as_str()).collect();
         assert_eq!(stray, ["error: in the original", "error: elsewhere"]);
+
+        // A note on a line outside every switch (`trait T`, after the switched `add`) moves
+        // to where the mutated file has that line; a line inside the switch but outside the
+        // mutation's body (the original body's arm) has no place there and is left.
+        let line_of = |t: &str, what: &str| diagnostics::line_column(t, t.find(what).unwrap()).0;
+        let (tc, tm) = (line_of(&sw.text, "trait T"), line_of(&m2, "trait T"));
+        let orig = line_of(&sw.text, "_ => {");
+        assert_ne!(tc, tm);
+        let note = format!(
+            "error[E0277]: x\n --> src/lib.rs:{line}:{col}\n  ::: src/lib.rs:{tc}:1\n{tc} | trait T {{\n{orig} | _ => {{\n"
+        );
+        let (blamed, _) = blame(
+            &[error_at("src/lib.rs", in_m2..in_m2 + 6, &note)],
+            Path::new("/ws"),
+            &layouts,
+        );
+        assert_eq!(
+            blamed[&1],
+            [format!(
+                "error[E0277]: x\n --> src/lib.rs:{l}:{c}\n  ::: src/lib.rs:{tm}:1\n{tm:>w$} | trait T {{\n{orig} | _ => {{\n",
+                w = tc.to_string().len()
+            )]
+        );
     }
 }

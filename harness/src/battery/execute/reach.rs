@@ -10,7 +10,9 @@
 //!
 //! The reach run: after the forced-fail control proved the switch reached, each listed test
 //! runs on its own (`cargo test … -- --exact NAME`, its own process, no mutant selected, its
-//! own temporary directory), up to `-j N` at once, each with its own reach file. A doc test
+//! own temporary directory), up to `-j N` at once, each with its own reach file. A libtest
+//! test whose executable the forced-fail control's run recorded starts from it instead,
+//! without `cargo test` ([`start_directly`]): still alone, in its own process. A doc test
 //! runs as `cargo test --doc -- FILTER` with the whitespace-free filter of
 //! [`crate::libtest::doc_test_filter`], which may select a few more doc tests: their reach
 //! is then counted as its own, which can only add tests to a mutant's run, never drop one.
@@ -85,6 +87,10 @@ pub struct ReachInfo {
     pub seconds: f64,
     /// How many tests ran on their own.
     pub tests_run: usize,
+    /// How many of them started from their executables, without `cargo test`
+    /// ([`start_directly`]).
+    #[serde(default)]
+    pub started_directly: usize,
     /// Per switched mutation id, the listed tests that reach it (catalog order).
     pub reached_by: BTreeMap<String, Vec<String>>,
     /// The doc tests that reach a switched mutation and run from their kept executables
@@ -160,6 +166,9 @@ pub(crate) struct Request<'a> {
     pub dir: &'a Path,
     /// Where doc tests keep their executables (emptied first; left for the battery's runs).
     pub keep_dir: &'a Path,
+    /// The libtest tests whose executable is known before the reach run
+    /// ([`start_directly`]): each runs on its own from it, without `cargo test`.
+    pub direct: &'a BTreeMap<String, crate::libtest_direct::Binary>,
 }
 
 /// Runs every listed test on its own with the reach recorder on, up to `jobs` at
@@ -179,17 +188,12 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         timeout,
         dir,
         keep_dir,
+        direct: known,
     } = *req;
     let t0 = Instant::now();
     // A reach file is appended to: one left by an earlier run must not count.
     for d in [dir, keep_dir] {
-        match std::fs::remove_dir_all(d) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(io_fault(d, "remove", e));
-            }
-            _ => {}
-        }
-        std::fs::create_dir_all(d).map_err(|e| io_fault(d, "create", e))?;
+        fresh_dir(d)?;
     }
     let alone: Vec<(usize, &String)> = tests.iter().enumerate().collect();
     let files: Vec<PathBuf> = alone
@@ -208,12 +212,17 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         .iter()
         .zip(&files)
         .map(|((i, t), file)| {
-            let c = cmd.clone().with_env(REACH_ENV, &file.to_string_lossy());
+            let mut c = cmd.clone().with_env(REACH_ENV, &file.to_string_lossy());
             let var = if crate::libtest::is_doc_test(t) {
                 crate::doctest_keep::KEEP_ENV
             } else {
                 crate::libtest_direct::RECORD_ENV
             };
+            if let Some(b) = known.get(*t) {
+                c = c.with_direct_tests(std::sync::Arc::new(
+                    [((*t).clone(), b.clone())].into_iter().collect(),
+                ));
+            }
             (
                 c.with_env(var, &keeps[i].to_string_lossy()),
                 vec![(*t).clone()],
@@ -241,6 +250,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
     let mut info = ReachInfo {
         selection: true,
         tests_run: alone.len(),
+        started_directly: tests.iter().filter(|t| known.contains_key(*t)).count(),
         ..ReachInfo::default()
     };
     let mut reached: BTreeMap<&str, BTreeSet<usize>> = BTreeMap::new();
@@ -347,6 +357,60 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         direct,
         seconds,
     })
+}
+
+/// Empties folder `d` (removing what an earlier run left there), creating it if need be.
+/// Errors: an I/O fault ([`Stop`]).
+pub(crate) fn fresh_dir(d: &Path) -> Result<(), Stop> {
+    match std::fs::remove_dir_all(d) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(io_fault(d, "remove", e));
+        }
+        _ => {}
+    }
+    std::fs::create_dir_all(d).map_err(|e| io_fault(d, "create", e))
+}
+
+/// The libtest tests of `tests` that the reach run can start from their executables
+/// instead of through `cargo test`: those whose executable recorded itself in a run of every
+/// listed test at once (the forced-fail control, with [`crate::libtest_direct::RECORD_ENV`]
+/// naming `records`), less `drop_env`, found in exactly one recorded executable's `--list`.
+/// Such a test then still runs on its own, in its own process, with the environment and
+/// directory cargo gave its executable: only `cargo test`'s start-up (a tenth to a quarter
+/// of a second per test) is saved. A test in no recorded executable, or in two, stays with
+/// `cargo test`. `is_test_executable` says which programs are the build's test executables
+/// (a test may start other programs that record themselves too).
+pub(crate) fn start_directly(
+    records: &Path,
+    tests: &[String],
+    drop_env: &[&str],
+    is_test_executable: impl Fn(&Path) -> bool,
+    timeout: Duration,
+    state: &Path,
+) -> BTreeMap<String, crate::libtest_direct::Binary> {
+    let Ok(programs) =
+        crate::libtest_direct::collect_programs(records, drop_env, is_test_executable)
+    else {
+        return BTreeMap::new();
+    };
+    let mut holders: BTreeMap<&str, Vec<&crate::libtest_direct::Binary>> = BTreeMap::new();
+    let lists: Vec<(&crate::libtest_direct::Binary, Vec<String>)> = programs
+        .values()
+        .filter_map(|b| b.list(timeout, Some(state)).ok().map(|l| (b, l)))
+        .collect();
+    for (b, names) in &lists {
+        for n in names {
+            holders.entry(n.as_str()).or_default().push(b);
+        }
+    }
+    tests
+        .iter()
+        .filter(|t| !crate::libtest::is_doc_test(t))
+        .filter_map(|t| match holders.get(t.as_str()).map(Vec::as_slice) {
+            Some([b]) => Some((t.clone(), (*b).clone())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Doc test `t`'s kept executable from its reach run's folder `dir`, run once more with no
