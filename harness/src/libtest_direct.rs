@@ -159,7 +159,7 @@ pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, Stri
 
 /// Every record in `dir` (`PID.run`, [`crate::doctest_keep::parse_record`]), in file name
 /// order; none when `dir` does not exist. Errors name the folder or record at fault.
-fn records(dir: &Path) -> Result<Vec<Record>, String> {
+pub fn records(dir: &Path) -> Result<Vec<Record>, String> {
     let mut paths = Vec::new();
     match std::fs::read_dir(dir) {
         Ok(entries) => {
@@ -274,18 +274,20 @@ pub fn lanes(tests: &[(String, f64)], n: usize) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Writes record `PID.run` into `dir` with `fields` as the keeper writes them (for tests).
+#[cfg(test)]
+pub(crate) fn write_record(dir: &Path, pid: u32, fields: &[&[u8]]) {
+    let mut rec = Vec::new();
+    for f in fields {
+        rec.extend_from_slice(f);
+        rec.push(0);
+    }
+    std::fs::write(dir.join(format!("{pid}.run")), rec).unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn write_record(dir: &Path, pid: u32, fields: &[&[u8]]) {
-        let mut rec = Vec::new();
-        for f in fields {
-            rec.extend_from_slice(f);
-            rec.push(0);
-        }
-        std::fs::write(dir.join(format!("{pid}.run")), rec).unwrap();
-    }
 
     #[test]
     fn the_record_with_the_tests_own_arguments_is_its_executable() {
@@ -395,6 +397,54 @@ mod tests {
             collect(d.path(), "m::t", &[])
                 .unwrap_err()
                 .contains("not an absolute path")
+        );
+    }
+
+    #[test]
+    fn the_programs_of_a_shared_run_are_those_recorded_one_way() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a-1f"), d.path().join("b-2e"));
+        for p in [&a, &b] {
+            std::fs::write(p, "").unwrap();
+        }
+        let (ab, bb) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+        // `a` ran once with every test's name; `b` twice, the second time with another
+        // variable (a test that starts its own executable again); a child and a relative
+        // program recorded too.
+        write_record(
+            d.path(),
+            1,
+            &[
+                b"3",
+                ab,
+                b"--exact",
+                b"x",
+                b"/w",
+                b"K",
+                b"1",
+                b"HARNESS_MUTANT",
+                b"ff",
+            ],
+        );
+        write_record(d.path(), 2, &[b"1", bb, b"/w", b"K", b"1"]);
+        write_record(d.path(), 3, &[b"1", bb, b"/w", b"K", b"2"]);
+        write_record(d.path(), 4, &[b"1", b"/usr/bin/child", b"/w"]);
+        write_record(d.path(), 5, &[b"1", b"rel", b"/w"]);
+        let got = collect_programs(d.path(), &["HARNESS_MUTANT"], |p| {
+            p != Path::new("/usr/bin/child")
+        })
+        .unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), [&a]);
+        assert_eq!(got[&a].env, vec![("K".into(), "1".into())]);
+        assert_eq!(got[&a].cwd, PathBuf::from("/w"));
+        // `b` is left out only for its two ways: recorded once, it is there.
+        std::fs::remove_file(d.path().join("3.run")).unwrap();
+        let got = collect_programs(d.path(), &[], |p| p != Path::new("/usr/bin/child")).unwrap();
+        assert_eq!(got.keys().collect::<Vec<_>>(), [&a, &b]);
+        assert!(
+            collect_programs(&d.path().join("none"), &[], |_| true)
+                .unwrap()
+                .is_empty()
         );
     }
 }

@@ -194,6 +194,45 @@ fn a_mutation_only_a_doc_test_kills_is_killed_in_both_modes() {
     }
 }
 
+/// A doc test that catches the forced-fail control's panic passes it, though it reaches the
+/// switched function: the reach run must still run it (its process recorded itself, one
+/// more than the doc tests that failed), so the mutant it alone kills is KILLED by it, not
+/// left to no test.
+#[test]
+fn a_doc_test_that_catches_the_forced_fail_panic_still_reaches_what_it_calls() {
+    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+    sb.edit(
+        "src/lib.rs",
+        "    /// assert_eq!(Either::<u8, u8>::Left(7).left(), Some(7));\n    /// assert_eq!(Either::<u8, u8>::Right(7).left(), None);\n",
+        "    /// let got = std::panic::catch_unwind(|| Either::<u8, u8>::Left(7).left());\n    /// assert!(got.map_or(true, |v| v == Some(7)), \"assertion `left == right` failed\");\n",
+    );
+    let run = sb.battery(&["--mode", "switch"]);
+    run.expect_code(0);
+    let r = sb.report_of("doctests");
+    assert_eq!(verdicts(&r), doctests_all_killed());
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
+    )
+    .unwrap();
+    let left = "src/lib.rs - Either<L,R>::left (line 34)";
+    assert!(
+        sw["forced_fail_passed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t == left),
+        "{}",
+        sw["forced_fail_passed"]
+    );
+    assert_eq!(sw["reach"]["doc_tests_unreached"], 0, "{}", sw["reach"]);
+    assert_eq!(
+        sw["reach"]["reached_by"]["left-drops-value"],
+        serde_json::json!([left]),
+        "{}",
+        sw["reach"]
+    );
+}
+
 /// A `should_panic` doc test passes when its example panics: under a mutant that stops the
 /// panic it fails, in both modes. In switch mode it runs from its kept executable (not
 /// through rustdoc), judged by rustdoc's rule; a `no_run` example never runs, so it reaches

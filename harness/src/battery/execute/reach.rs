@@ -12,7 +12,9 @@
 //! runs on its own (`cargo test … -- --exact NAME`, its own process, no mutant selected, its
 //! own temporary directory), up to `-j N` at once, each with its own reach file. A libtest
 //! test whose executable the forced-fail control's run recorded starts from it instead,
-//! without `cargo test` ([`start_directly`]): still alone, in its own process. A doc test
+//! without `cargo test` ([`start_directly`]): still alone, in its own process; a doc test
+//! the forced-fail control shows to reach no switched function does not run
+//! ([`unreached_doc_tests`]). A doc test
 //! runs as `cargo test --doc -- FILTER` with the whitespace-free filter of
 //! [`crate::libtest::doc_test_filter`], which may select a few more doc tests: their reach
 //! is then counted as its own, which can only add tests to a mutant's run, never drop one.
@@ -91,6 +93,10 @@ pub struct ReachInfo {
     /// ([`start_directly`]).
     #[serde(default)]
     pub started_directly: usize,
+    /// How many doc tests did not run, the forced-fail control having shown that they
+    /// reach no switched function ([`unreached_doc_tests`]).
+    #[serde(default)]
+    pub doc_tests_unreached: usize,
     /// Per switched mutation id, the listed tests that reach it (catalog order).
     pub reached_by: BTreeMap<String, Vec<String>>,
     /// The doc tests that reach a switched mutation and run from their kept executables
@@ -169,6 +175,9 @@ pub(crate) struct Request<'a> {
     /// The libtest tests whose executable is known before the reach run
     /// ([`start_directly`]): each runs on its own from it, without `cargo test`.
     pub direct: &'a BTreeMap<String, crate::libtest_direct::Binary>,
+    /// The doc tests known to reach no switched function ([`unreached_doc_tests`]): they
+    /// do not run.
+    pub unreached: &'a BTreeSet<String>,
 }
 
 /// Runs every listed test on its own with the reach recorder on, up to `jobs` at
@@ -189,13 +198,18 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
         dir,
         keep_dir,
         direct: known,
+        unreached,
     } = *req;
     let t0 = Instant::now();
     // A reach file is appended to: one left by an earlier run must not count.
     for d in [dir, keep_dir] {
         fresh_dir(d)?;
     }
-    let alone: Vec<(usize, &String)> = tests.iter().enumerate().collect();
+    let alone: Vec<(usize, &String)> = tests
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !unreached.contains(*t))
+        .collect();
     let files: Vec<PathBuf> = alone
         .iter()
         .map(|(i, _)| dir.join(format!("test-{i}")))
@@ -250,6 +264,7 @@ pub(crate) fn run(req: &Request<'_>) -> Result<Reach, Stop> {
     let mut info = ReachInfo {
         selection: true,
         tests_run: alone.len(),
+        doc_tests_unreached: unreached.len(),
         started_directly: tests.iter().filter(|t| known.contains_key(*t)).count(),
         ..ReachInfo::default()
     };
@@ -413,6 +428,56 @@ pub(crate) fn start_directly(
         .collect()
 }
 
+/// The doc tests that the forced-fail control (every listed test under one `cargo test`,
+/// each process recording itself in `records` on its first switched function) shows to
+/// reach no switched function, so that the reach run need not build and run them again
+/// (rustdoc builds each doc test anew per run). The forced-fail control panics in every
+/// switched function, so a doc test that reaches one fails, unless it expects or catches
+/// the panic. So: every doc test that passed it, and whose fence (read by `fence`) is not
+/// `should_panic`, provided the processes that recorded themselves and are not the build's
+/// test executables (`is_test_executable`) are no more than the doc tests that failed.
+/// Each failed doc test accounts for at least one such process of its own (it failed at a
+/// switch, which records first), so none is left over for a passing doc test that caught
+/// the panic. Otherwise, and when the records cannot be read, the set is empty and every
+/// doc test runs on its own.
+pub(crate) fn unreached_doc_tests(
+    records: &Path,
+    tests: &[String],
+    failed: &[String],
+    is_test_executable: impl Fn(&Path) -> bool,
+    fence: impl Fn(&str) -> Option<Vec<String>>,
+) -> BTreeSet<String> {
+    let Ok(recs) = crate::libtest_direct::records(records) else {
+        return BTreeSet::new();
+    };
+    let others = recs
+        .iter()
+        .filter(|r| !is_test_executable(Path::new(&r.program)))
+        .count();
+    let failed_docs = failed
+        .iter()
+        .filter(|t| crate::libtest::is_doc_test(t))
+        .count();
+    if others > failed_docs {
+        return BTreeSet::new();
+    }
+    tests
+        .iter()
+        .filter(|t| crate::libtest::is_doc_test(t) && !failed.contains(t))
+        .filter(|t| fence(t).is_some_and(|a| !a.iter().any(|w| w == "should_panic")))
+        .cloned()
+        .collect()
+}
+
+/// The words of doc test `t`'s fence as the tree `cmd` runs holds it (see
+/// [`crate::doctest_keep::fence_attributes`]); `None` when it cannot be read.
+pub(crate) fn doc_fence(cmd: &CargoCmd, t: &str) -> Option<Vec<String>> {
+    let built = cmd.built_name(t);
+    let (file, _, line) = crate::libtest::doc_test_parts(&built)?;
+    let source = std::fs::read_to_string(cmd.root().join(file)).ok()?;
+    crate::doctest_keep::fence_attributes(&source, line)
+}
+
 /// Doc test `t`'s kept executable from its reach run's folder `dir`, run once more with no
 /// mutant selected: `Ok(Err(why))` when it cannot stand in for rustdoc's run (see
 /// [`crate::doctest_keep`]). Errors: the run was interrupted ([`Stop`]).
@@ -477,5 +542,45 @@ mod tests {
         assert_eq!(block.stmts.len(), 3);
         assert!(r.contains(r#""a-b\nc\"d\n""#), "{r}");
         assert!(r.contains(&format!("{REACH_ENV:?}")), "{r}");
+    }
+
+    #[test]
+    fn doc_tests_that_passed_the_forced_fail_control_are_unreached_when_every_record_is_accounted_for()
+     {
+        let d = tempfile::tempdir().unwrap();
+        let tests: Vec<String> = [
+            "t::unit",
+            "src/lib.rs - a (line 1)",
+            "src/lib.rs - b (line 9)",
+            "src/lib.rs - c (line 20)",
+            "src/lib.rs - d (line 30)",
+        ]
+        .map(String::from)
+        .to_vec();
+        let failed = vec![tests[0].clone(), tests[1].clone()];
+        // `c` expects a panic; `d`'s fence cannot be read.
+        let fence = |t: &str| match t {
+            "src/lib.rs - c (line 20)" => Some(vec!["should_panic".to_string()]),
+            "src/lib.rs - d (line 30)" => None,
+            _ => Some(vec!["rust".to_string()]),
+        };
+        let unit = Path::new("/t/deps/unit-1f");
+        let is_test = |p: &Path| p == unit;
+        let rec = |pid, program: &str| {
+            crate::libtest_direct::write_record(d.path(), pid, &[b"1", program.as_bytes(), b"/w"])
+        };
+        let got = || unreached_doc_tests(d.path(), &tests, &failed, is_test, fence);
+        // The unit test's executable and the failed doc test `a` recorded: `b` passed.
+        rec(1, "/t/deps/unit-1f");
+        rec(2, "/tmp/rustdoctest1/rust_out");
+        assert_eq!(got(), BTreeSet::from([tests[2].clone()]));
+        // One more process that is no test executable: a passing doc test may have caught
+        // the panic, so every doc test runs.
+        rec(3, "/tmp/rustdoctest2/rust_out");
+        assert_eq!(got(), BTreeSet::new());
+        // A record that cannot be read: nothing is known, so every doc test runs.
+        std::fs::remove_file(d.path().join("3.run")).unwrap();
+        std::fs::write(d.path().join("4.run"), b"not a record").unwrap();
+        assert_eq!(got(), BTreeSet::new());
     }
 }

@@ -1140,7 +1140,6 @@ impl ModeRun for Switch {
             timeout,
             &self.state,
         );
-        let _ = std::fs::remove_dir_all(&records);
         for (t, o) in &ff.outcomes {
             if verdict::is_kill(*o) || *o == Outcome::NoResult {
                 self.info.forced_fail_failed.push(t.clone());
@@ -1148,6 +1147,17 @@ impl ModeRun for Switch {
                 self.info.forced_fail_passed.push(t.clone());
             }
         }
+        let unreached = {
+            let cmd = self.cargo(None);
+            reach::unreached_doc_tests(
+                &records,
+                &sh.catalog.spec.tests,
+                &self.info.forced_fail_failed,
+                |p| self.test_artifacts.contains_key(p),
+                |t| reach::doc_fence(&cmd, t),
+            )
+        };
+        let _ = std::fs::remove_dir_all(&records);
         if self.info.forced_fail_failed.is_empty() {
             sh.progress.line(
                 "the forced-fail control failed no listed test: the switch is not proven reached, so every switched mutation is rebuilt on its own",
@@ -1181,6 +1191,7 @@ impl ModeRun for Switch {
             dir: &dir,
             keep_dir: &keep_dir,
             direct: &direct,
+            unreached: &unreached,
         })?;
         let mut info = reach.info;
         info.selection &= !self.all_tests;
@@ -1219,9 +1230,10 @@ impl ModeRun for Switch {
             None => {
                 let uncovered = info.reached_by.values().filter(|v| v.is_empty()).count();
                 sh.progress.line(&format!(
-                    "reach run: {} tests on their own ({} started from their executables, without cargo test) in {:.1} s; {} of {} switched mutations reached by no listed test{}",
+                    "reach run: {} tests on their own ({} started from their executables, without cargo test; {} doc tests the forced-fail control showed to reach nothing left out) in {:.1} s; {} of {} switched mutations reached by no listed test{}",
                     info.tests_run,
                     info.started_directly,
+                    info.doc_tests_unreached,
                     info.seconds,
                     uncovered,
                     switched.len(),
