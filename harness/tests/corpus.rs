@@ -233,6 +233,72 @@ fn a_doc_test_that_catches_the_forced_fail_panic_still_reaches_what_it_calls() {
     );
 }
 
+/// Switch mode's second baseline run leaves the doc tests out (each that a reach-selected
+/// mutant runs has run alone, unmutated, in the reach run). A doc test that passes once and
+/// then fails is still FLAKY: here it fails on its own in the reach run, so no reach is
+/// used, every mutant would run it, and its second baseline runs before any mutant does.
+#[test]
+fn a_doc_test_left_out_of_the_second_baseline_is_still_flaky_when_a_mutant_would_run_it() {
+    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+    let marker = sb.dir.path().join("doc-flaky-marker");
+    sb.edit(
+        "src/lib.rs",
+        "    /// use doctests::Either;\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
+        "    /// use doctests::Either; if let Ok(m) = std::env::var(\"DOC_FLAKY_MARKER\") { if std::fs::metadata(&m).is_ok() { panic!(\"a second run fails\") } std::fs::write(&m, b\"seen\").unwrap(); }\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
+    );
+    sb.edit(
+        "mutations/doctests.toml",
+        "timeout_floor_secs = 10.0\n",
+        &format!(
+            "timeout_floor_secs = 10.0\nenv = {{ DOC_FLAKY_MARKER = {:?} }}\n",
+            marker.to_str().unwrap()
+        ),
+    );
+    sb.battery(&["--mode", "switch", "-j", "2"])
+        .expect_code(2)
+        .stderr_has("FLAKY: the two baseline runs disagree: src/lib.rs - Either<L,R>::is_left (line 18) (passed then failed)");
+    assert!(marker.exists());
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sw["reach"]["selection"], false, "{}", sw["reach"]);
+}
+
+/// The same when reach is used but a rebuild fallback runs every listed test: a doc test
+/// that reaches no switched function does not run alone, so its second baseline runs
+/// before the fallback's run (here its third run fails).
+#[test]
+fn a_doc_test_left_out_of_the_second_baseline_is_still_flaky_under_a_rebuild_fallback() {
+    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+    let marker = sb.dir.path().join("doc-flaky-count");
+    sb.edit(
+        "src/lib.rs",
+        "    /// use doctests::Either;\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
+        "    /// use doctests::Either; if let Ok(m) = std::env::var(\"DOC_FLAKY_MARKER\") { let n = std::fs::read(&m).map_or(0, |b| b.len()); std::fs::write(&m, vec![b'x'; n + 1]).unwrap(); assert!(n < 2, \"a third run fails\"); }\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
+    );
+    let cat = sb.read("mutations/doctests.toml");
+    let head = &cat[..cat.find("[[mutation]]").unwrap()];
+    sb.write(
+        "mutations/doctests.toml",
+        &format!(
+            "{}env = {{ DOC_FLAKY_MARKER = {:?} }}\n\n{}",
+            head,
+            marker.to_str().unwrap(),
+            "[[mutation]]\nid = \"is-right-sees-left\"\ntitle = \"is_right answers for the left side\"\nrole = \"defect\"\nfile = \"src/lib.rs\"\nfind = \"matches!(self, Either::Right(_))\"\nreplace = \"matches!(self, Either::Left(_))\"\nkilled_by = [\"left_and_right_are_told_apart\", \"tests::is_right_sees_the_right_side\"]\nrationale = \"Switched.\"\n\n[[mutation]]\nid = \"not-eq\"\ntitle = \"Either is no longer Eq\"\nrole = \"gap\"\nfile = \"src/lib.rs\"\nfind = \"PartialEq, Eq)]\"\nreplace = \"PartialEq)]\"\nrationale = \"Outside every function body: a rebuild fallback.\"\n",
+        ),
+    );
+    sb.battery(&["--mode", "switch", "-j", "2"])
+        .expect_code(2)
+        .stderr_has("FLAKY: the two baseline runs disagree: src/lib.rs - Either<L,R>::is_left (line 18) (passed then failed)");
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(sw["reach"]["selection"], true, "{}", sw["reach"]);
+    assert_eq!(std::fs::read(&marker).unwrap().len(), 3);
+}
+
 /// A `should_panic` doc test passes when its example panics: under a mutant that stops the
 /// panic it fails, in both modes. In switch mode it runs from its kept executable (not
 /// through rustdoc), judged by rustdoc's rule; a `no_run` example never runs, so it reaches

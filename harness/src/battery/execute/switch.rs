@@ -993,133 +993,14 @@ impl Switch {
     fn mode_of(&self, i: usize) -> PlanMode {
         self.plan.get(&i).map_or(PlanMode::Rebuild, |e| e.mode)
     }
-}
 
-impl ModeRun for Switch {
-    fn open(&mut self, sh: &Shared<'_>, start: &TreeScan) -> Result<(), Stop> {
-        sh.progress.phase("syncing the scratch copy");
-        let t = Instant::now();
-        sync_tree(&sh.catalog.root, start, &self.scratch.root)?;
-        self.info.sync_seconds = t.elapsed().as_secs_f64();
-        Ok(())
-    }
-
-    fn metadata(&mut self) -> Result<Vec<PackageMeta>, Stop> {
-        Ok(self.cargo(None).metadata()?)
-    }
-
-    fn build_baseline(
-        &mut self,
-        sh: &Shared<'_>,
-        packages: Vec<PackageMeta>,
-        selected: &[&PreparedMutation],
-    ) -> Result<Build, Stop> {
-        self.packages = packages;
-        let src = self.plan_mutations(selected);
-        self.seed(sh)?;
-        // Where a denied usage lint may be in force, a mutation can compile behind the
-        // switch and not on its own (see `crate::battery::select::lints`): check each on its own first.
-        let sroot = self.scratch.root.clone();
-        let owners: BTreeSet<PathBuf> = self
-            .switched
-            .keys()
-            .map(|f| {
-                owning_package(&self.packages, &sroot.join(f))
-                    .map_or_else(|| sroot.clone(), |o| o.dir.clone())
-            })
-            .collect();
-        let strict = owners.iter().find_map(|dir| {
-            crate::battery::select::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env)
-        });
-        if let Some(why) = &strict {
-            sh.progress.line(&format!(
-                "a lint level that makes unused code an error may be in force ({why}): checking each switched mutation on its own"
-            ));
-            self.info.checked_alone_because = Some(why.clone());
-            self.check_alone(sh, &src)?;
-        }
-        let (build, same) = self.build_until_green(sh, &src, strict.is_some())?;
-        self.map_doc_lines();
-        self.info.switched_build_seconds = build.seconds;
-        self.info.plan = self.plan.values().cloned().collect();
-        let fresh: BTreeSet<String> = build
-            .artifacts
-            .iter()
-            .filter(|a| a.fresh)
-            .map(|a| package_name(&a.package_id))
-            .collect();
-        self.info.fresh_packages = fresh.into_iter().collect();
-        self.test_artifacts = build
-            .artifacts
-            .iter()
-            .filter_map(|a| a.executable.clone().map(|e| (e, a.clone())))
-            .collect();
-        // Every switched file must be compiled into a target the tests run, as rebuild mode
-        // checks for each mutation (`check_rebuilt`); a file the catalog's features leave
-        // out is the run's to judge NOT_COMPILED (`run::not_compiled`), not a stale build.
-        for (file, fns) in &self.switched {
-            if !build.success {
-                break;
-            }
-            let abs = sroot.join(file);
-            if not_compiled(&build, &self.packages, &sroot, &abs, &self.scratch.spec).is_some() {
-                continue;
-            }
-            // Cargo may report a switched file's artifacts fresh only when the last build in
-            // the scratch target directory compiled its very bytes, and passed this check.
-            if same.proves(file) {
-                continue;
-            }
-            if let Some(why) = stale_detail(&build, &self.packages, &sroot, &sroot.join(file)) {
-                let ids: Vec<&str> = fns.values().flatten().map(|&i| self.id(i)).collect();
-                return Err(refuse(
-                    RefusalKind::StaleBuild,
-                    format!("mutation {}: {why}", ids.join(", ")),
-                ));
-            }
-        }
-        if build.success {
-            built_sources::record(
-                &self.scratch.target_dir,
-                &sroot,
-                self.originals.keys().map(PathBuf::as_path),
-            )?;
-        }
-        self.info.reused_switched_files = same.len();
-        Ok(build)
-    }
-
-    fn list_tests(&self) -> Result<Vec<String>, Stop> {
-        let listed = self.cargo(None).list()?;
-        let _ = self.listed.set(std::sync::Arc::new(listed.clone()));
-        Ok(listed)
-    }
-
-    fn snapshot(&self, _: &Shared<'_>) -> Result<TreeScan, Stop> {
-        let root = &self.scratch.root;
-        Ok(list_tree(root)?)
-    }
-
-    fn root(&self) -> &Path {
-        &self.scratch.root
-    }
-
-    fn control_run(&self, sh: &Shared<'_>, timeout: Duration) -> Result<TestRun, Stop> {
-        self.run_tests(sh, None, timeout)
-    }
-
-    /// The forced-fail control: with every switched function panicking, at least one
-    /// listed test must fail, which proves that the tests run the switched build and that
-    /// the switch reaches them. When none fails, no switched verdict could be trusted: a
-    /// mutant that survives might only never have been selected. Every switched mutation
-    /// then falls back to a rebuild of its own in the scratch copy ([`UNPROVEN`]), which
-    /// gives rebuild mode's verdict whatever the reason (most often: no listed test calls
-    /// a switched function, and each such mutation SURVIVES).
-    fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
+    /// The forced-fail control and the reach run ([`ModeRun::after_controls`]).
+    fn forced_fail_and_reach(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
         if self.switched.is_empty() {
             return Ok(());
         }
         sh.progress.phase("forced-fail control");
+
         // Each test executable the forced-fail control starts records how cargo started it,
         // so that the reach run can start each test from it ([`reach::start_directly`]).
         let records = self.scratch.target_dir.join("harness-records");
@@ -1279,6 +1160,210 @@ impl ModeRun for Switch {
             }
         }
         self.info.reach = Some(info);
+        Ok(())
+    }
+
+    /// The doc tests [`ModeRun::second_control_run`] leaves out: every listed doc test, when
+    /// the mutants may run reach-selected (switch mode with switched mutations and without
+    /// `--all-tests`); none otherwise.
+    fn deferred_doc_tests(&self, sh: &Shared<'_>) -> Vec<String> {
+        if self.all_tests || self.switched.is_empty() {
+            return Vec::new();
+        }
+        sh.catalog
+            .spec
+            .tests
+            .iter()
+            .filter(|t| crate::libtest::is_doc_test(t))
+            .cloned()
+            .collect()
+    }
+
+    /// The second baseline of the doc tests `deferred` that the second control run left
+    /// out, run when a mutant may run them without the reach run having run them alone
+    /// (no reach is used, or a rebuild fallback runs every listed test): each must pass, as
+    /// it did in the first (FLAKY otherwise).
+    fn second_baseline_of_doc_tests(
+        &mut self,
+        sh: &Shared<'_>,
+        deferred: &[String],
+        timeout: Duration,
+    ) -> Result<(), Stop> {
+        sh.progress.phase(&format!(
+            "baseline run 2/2 of the {} doc tests it left out (mutants may run them without their reach run)",
+            deferred.len()
+        ));
+        let run = parallel::run_alone(&self.state, self.cargo(None), deferred, timeout)?;
+        let differing: Vec<String> = deferred
+            .iter()
+            .filter(|t| run.outcomes.get(*t) != Some(&Outcome::Passed))
+            .map(|t| {
+                format!(
+                    "{t} (passed then {})",
+                    crate::battery::outcome_word(run.outcomes.get(t))
+                )
+            })
+            .collect();
+        if differing.is_empty() {
+            return Ok(());
+        }
+        self.restore_scratch()?;
+        Err(refuse(
+            RefusalKind::Flaky,
+            format!("the two baseline runs disagree: {}", differing.join(", ")),
+        ))
+    }
+}
+
+impl ModeRun for Switch {
+    fn open(&mut self, sh: &Shared<'_>, start: &TreeScan) -> Result<(), Stop> {
+        sh.progress.phase("syncing the scratch copy");
+        let t = Instant::now();
+        sync_tree(&sh.catalog.root, start, &self.scratch.root)?;
+        self.info.sync_seconds = t.elapsed().as_secs_f64();
+        Ok(())
+    }
+
+    fn metadata(&mut self) -> Result<Vec<PackageMeta>, Stop> {
+        Ok(self.cargo(None).metadata()?)
+    }
+
+    fn build_baseline(
+        &mut self,
+        sh: &Shared<'_>,
+        packages: Vec<PackageMeta>,
+        selected: &[&PreparedMutation],
+    ) -> Result<Build, Stop> {
+        self.packages = packages;
+        let src = self.plan_mutations(selected);
+        self.seed(sh)?;
+        // Where a denied usage lint may be in force, a mutation can compile behind the
+        // switch and not on its own (see `crate::battery::select::lints`): check each on its own first.
+        let sroot = self.scratch.root.clone();
+        let owners: BTreeSet<PathBuf> = self
+            .switched
+            .keys()
+            .map(|f| {
+                owning_package(&self.packages, &sroot.join(f))
+                    .map_or_else(|| sroot.clone(), |o| o.dir.clone())
+            })
+            .collect();
+        let strict = owners.iter().find_map(|dir| {
+            crate::battery::select::lints::strict_usage_lints(&sroot, dir, &self.scratch.spec.env)
+        });
+        if let Some(why) = &strict {
+            sh.progress.line(&format!(
+                "a lint level that makes unused code an error may be in force ({why}): checking each switched mutation on its own"
+            ));
+            self.info.checked_alone_because = Some(why.clone());
+            self.check_alone(sh, &src)?;
+        }
+        let (build, same) = self.build_until_green(sh, &src, strict.is_some())?;
+        self.map_doc_lines();
+        self.info.switched_build_seconds = build.seconds;
+        self.info.plan = self.plan.values().cloned().collect();
+        let fresh: BTreeSet<String> = build
+            .artifacts
+            .iter()
+            .filter(|a| a.fresh)
+            .map(|a| package_name(&a.package_id))
+            .collect();
+        self.info.fresh_packages = fresh.into_iter().collect();
+        self.test_artifacts = build
+            .artifacts
+            .iter()
+            .filter_map(|a| a.executable.clone().map(|e| (e, a.clone())))
+            .collect();
+        // Every switched file must be compiled into a target the tests run, as rebuild mode
+        // checks for each mutation (`check_rebuilt`); a file the catalog's features leave
+        // out is the run's to judge NOT_COMPILED (`run::not_compiled`), not a stale build.
+        for (file, fns) in &self.switched {
+            if !build.success {
+                break;
+            }
+            let abs = sroot.join(file);
+            if not_compiled(&build, &self.packages, &sroot, &abs, &self.scratch.spec).is_some() {
+                continue;
+            }
+            // Cargo may report a switched file's artifacts fresh only when the last build in
+            // the scratch target directory compiled its very bytes, and passed this check.
+            if same.proves(file) {
+                continue;
+            }
+            if let Some(why) = stale_detail(&build, &self.packages, &sroot, &sroot.join(file)) {
+                let ids: Vec<&str> = fns.values().flatten().map(|&i| self.id(i)).collect();
+                return Err(refuse(
+                    RefusalKind::StaleBuild,
+                    format!("mutation {}: {why}", ids.join(", ")),
+                ));
+            }
+        }
+        if build.success {
+            built_sources::record(
+                &self.scratch.target_dir,
+                &sroot,
+                self.originals.keys().map(PathBuf::as_path),
+            )?;
+        }
+        self.info.reused_switched_files = same.len();
+        Ok(build)
+    }
+
+    fn list_tests(&self) -> Result<Vec<String>, Stop> {
+        let listed = self.cargo(None).list()?;
+        let _ = self.listed.set(std::sync::Arc::new(listed.clone()));
+        Ok(listed)
+    }
+
+    fn snapshot(&self, _: &Shared<'_>) -> Result<TreeScan, Stop> {
+        let root = &self.scratch.root;
+        Ok(list_tree(root)?)
+    }
+
+    fn root(&self) -> &Path {
+        &self.scratch.root
+    }
+
+    fn control_run(&self, sh: &Shared<'_>, timeout: Duration) -> Result<TestRun, Stop> {
+        self.run_tests(sh, None, timeout)
+    }
+
+    /// The listed tests less the doc tests ([`Switch::deferred_doc_tests`]): each doc test a
+    /// reach-selected mutant runs has already run on its own, unmutated, in the reach run
+    /// (rustdoc builds every doc test again per run, most of such a run's time), and the
+    /// others run in a second baseline of their own when a mutant may run them
+    /// ([`Switch::second_baseline_of_doc_tests`]).
+    fn second_control_run(&self, sh: &Shared<'_>, timeout: Duration) -> Result<TestRun, Stop> {
+        let deferred = self.deferred_doc_tests(sh);
+        if deferred.is_empty() {
+            return self.control_run(sh, timeout);
+        }
+        let tests: Vec<String> = sh
+            .catalog
+            .spec
+            .tests
+            .iter()
+            .filter(|t| !deferred.contains(t))
+            .cloned()
+            .collect();
+        parallel::run_alone(&self.state, self.cargo(None), &tests, timeout)
+    }
+
+    /// The forced-fail control: with every switched function panicking, at least one
+    /// listed test must fail, which proves that the tests run the switched build and that
+    /// the switch reaches them. When none fails, no switched verdict could be trusted: a
+    /// mutant that survives might only never have been selected. Every switched mutation
+    /// then falls back to a rebuild of its own in the scratch copy ([`UNPROVEN`]), which
+    /// gives rebuild mode's verdict whatever the reason (most often: no listed test calls
+    /// a switched function, and each such mutation SURVIVES).
+    fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
+        let deferred = self.deferred_doc_tests(sh);
+        self.forced_fail_and_reach(sh, timeout)?;
+        let selected = self.info.reach.as_ref().is_some_and(|r| r.selection);
+        let rebuilds = self.plan.values().any(|e| e.mode == PlanMode::Rebuild);
+        if !deferred.is_empty() && (!selected || rebuilds) {
+            self.second_baseline_of_doc_tests(sh, &deferred, timeout)?;
+        }
         Ok(())
     }
 
