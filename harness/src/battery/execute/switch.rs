@@ -1000,7 +1000,6 @@ impl Switch {
             return Ok(());
         }
         sh.progress.phase("forced-fail control");
-
         // Each test executable the forced-fail control starts records how cargo started it,
         // so that the reach run can start each test from it ([`reach::start_directly`]).
         let records = self.scratch.target_dir.join("harness-records");
@@ -1355,7 +1354,9 @@ impl ModeRun for Switch {
     /// mutant that survives might only never have been selected. Every switched mutation
     /// then falls back to a rebuild of its own in the scratch copy ([`UNPROVEN`]), which
     /// gives rebuild mode's verdict whatever the reason (most often: no listed test calls
-    /// a switched function, and each such mutation SURVIVES).
+    /// a switched function, and each such mutation SURVIVES). Then the reach run, and the
+    /// second baseline of the doc tests the second control run left out when a mutant may
+    /// run them without the reach run having run them alone.
     fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
         let deferred = self.deferred_doc_tests(sh);
         self.forced_fail_and_reach(sh, timeout)?;
