@@ -88,6 +88,46 @@ fn doctests_all_killed() -> BTreeMap<String, String> {
     ])
 }
 
+/// The doctests workspace's `switch.json` (switch mode's report of its battery).
+fn doctests_switch_json(sb: &Sandbox) -> serde_json::Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+/// The doctests workspace with `code` (one line of Rust) run first in the example of
+/// `is_left`, and the catalog giving its tests `DOC_FLAKY_MARKER` = the sandbox's file
+/// `marker`, with `mutations` as its mutations (the catalog's own when `None`). Returns the
+/// sandbox and the marker's path.
+fn flaky_doc_sandbox(
+    marker: &str,
+    code: &str,
+    mutations: Option<&str>,
+) -> (Sandbox, std::path::PathBuf) {
+    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+    let marker = sb.dir.path().join(marker);
+    sb.edit(
+        "src/lib.rs",
+        "    /// use doctests::Either;\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
+        &format!("    /// use doctests::Either; {code}\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n"),
+    );
+    let cat = sb.read("mutations/doctests.toml");
+    let at = cat.find("[[mutation]]").unwrap();
+    let env = format!(
+        "env = {{ DOC_FLAKY_MARKER = {:?} }}\n\n",
+        marker.to_str().unwrap()
+    );
+    sb.write(
+        "mutations/doctests.toml",
+        &format!("{}{env}{}", &cat[..at], mutations.unwrap_or(&cat[at..])),
+    );
+    (sb, marker)
+}
+
+/// The refusal of a battery whose `is_left` doc test passed once, then failed.
+const IS_LEFT_FLAKY: &str = "FLAKY: the two baseline runs disagree: src/lib.rs - Either<L,R>::is_left (line 18) (passed then failed)";
+
 fn owned(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
@@ -210,10 +250,7 @@ fn a_doc_test_that_catches_the_forced_fail_panic_still_reaches_what_it_calls() {
     run.expect_code(0);
     let r = sb.report_of("doctests");
     assert_eq!(verdicts(&r), doctests_all_killed());
-    let sw: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
-    )
-    .unwrap();
+    let sw = doctests_switch_json(&sb);
     let left = "src/lib.rs - Either<L,R>::left (line 34)";
     assert!(
         sw["forced_fail_passed"]
@@ -239,29 +276,16 @@ fn a_doc_test_that_catches_the_forced_fail_panic_still_reaches_what_it_calls() {
 /// used, every mutant would run it, and its second baseline runs before any mutant does.
 #[test]
 fn a_doc_test_left_out_of_the_second_baseline_is_still_flaky_when_a_mutant_would_run_it() {
-    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
-    let marker = sb.dir.path().join("doc-flaky-marker");
-    sb.edit(
-        "src/lib.rs",
-        "    /// use doctests::Either;\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
-        "    /// use doctests::Either; if let Ok(m) = std::env::var(\"DOC_FLAKY_MARKER\") { if std::fs::metadata(&m).is_ok() { panic!(\"a second run fails\") } std::fs::write(&m, b\"seen\").unwrap(); }\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
-    );
-    sb.edit(
-        "mutations/doctests.toml",
-        "timeout_floor_secs = 10.0\n",
-        &format!(
-            "timeout_floor_secs = 10.0\nenv = {{ DOC_FLAKY_MARKER = {:?} }}\n",
-            marker.to_str().unwrap()
-        ),
+    let (sb, marker) = flaky_doc_sandbox(
+        "doc-flaky-marker",
+        "if let Ok(m) = std::env::var(\"DOC_FLAKY_MARKER\") { if std::fs::metadata(&m).is_ok() { panic!(\"a second run fails\") } std::fs::write(&m, b\"seen\").unwrap(); }",
+        None,
     );
     sb.battery(&["--mode", "switch", "-j", "2"])
         .expect_code(2)
-        .stderr_has("FLAKY: the two baseline runs disagree: src/lib.rs - Either<L,R>::is_left (line 18) (passed then failed)");
+        .stderr_has(IS_LEFT_FLAKY);
     assert!(marker.exists());
-    let sw: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
-    )
-    .unwrap();
+    let sw = doctests_switch_json(&sb);
     assert_eq!(sw["reach"]["selection"], false, "{}", sw["reach"]);
 }
 
@@ -270,31 +294,17 @@ fn a_doc_test_left_out_of_the_second_baseline_is_still_flaky_when_a_mutant_would
 /// before the fallback's run (here its third run fails).
 #[test]
 fn a_doc_test_left_out_of_the_second_baseline_is_still_flaky_under_a_rebuild_fallback() {
-    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
-    let marker = sb.dir.path().join("doc-flaky-count");
-    sb.edit(
-        "src/lib.rs",
-        "    /// use doctests::Either;\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
-        "    /// use doctests::Either; if let Ok(m) = std::env::var(\"DOC_FLAKY_MARKER\") { let n = std::fs::read(&m).map_or(0, |b| b.len()); std::fs::write(&m, vec![b'x'; n + 1]).unwrap(); assert!(n < 2, \"a third run fails\"); }\n    /// assert!(Either::<u8, u8>::Left(1).is_left());\n",
-    );
-    let cat = sb.read("mutations/doctests.toml");
-    let head = &cat[..cat.find("[[mutation]]").unwrap()];
-    sb.write(
-        "mutations/doctests.toml",
-        &format!(
-            "{}env = {{ DOC_FLAKY_MARKER = {:?} }}\n\n{}",
-            head,
-            marker.to_str().unwrap(),
+    let (sb, marker) = flaky_doc_sandbox(
+        "doc-flaky-count",
+        "if let Ok(m) = std::env::var(\"DOC_FLAKY_MARKER\") { let n = std::fs::read(&m).map_or(0, |b| b.len()); std::fs::write(&m, vec![b'x'; n + 1]).unwrap(); assert!(n < 2, \"a third run fails\"); }",
+        Some(
             "[[mutation]]\nid = \"is-right-sees-left\"\ntitle = \"is_right answers for the left side\"\nrole = \"defect\"\nfile = \"src/lib.rs\"\nfind = \"matches!(self, Either::Right(_))\"\nreplace = \"matches!(self, Either::Left(_))\"\nkilled_by = [\"left_and_right_are_told_apart\", \"tests::is_right_sees_the_right_side\"]\nrationale = \"Switched.\"\n\n[[mutation]]\nid = \"not-eq\"\ntitle = \"Either is no longer Eq\"\nrole = \"gap\"\nfile = \"src/lib.rs\"\nfind = \"PartialEq, Eq)]\"\nreplace = \"PartialEq)]\"\nrationale = \"Outside every function body: a rebuild fallback.\"\n",
         ),
     );
     sb.battery(&["--mode", "switch", "-j", "2"])
         .expect_code(2)
-        .stderr_has("FLAKY: the two baseline runs disagree: src/lib.rs - Either<L,R>::is_left (line 18) (passed then failed)");
-    let sw: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
-    )
-    .unwrap();
+        .stderr_has(IS_LEFT_FLAKY);
+    let sw = doctests_switch_json(&sb);
     assert_eq!(sw["reach"]["selection"], true, "{}", sw["reach"]);
     assert_eq!(std::fs::read(&marker).unwrap().len(), 3);
 }
@@ -414,10 +424,7 @@ fn no_std_library_in_both_modes(links: &str) {
         let r = sb.report_of("doctests");
         assert_eq!(verdicts(&r), doctests_all_killed(), "{links} {mode}");
         if mode == "switch" {
-            let sw: serde_json::Value = serde_json::from_str(
-                &std::fs::read_to_string(sb.ws.join("reports/doctests/switch.json")).unwrap(),
-            )
-            .unwrap();
+            let sw = doctests_switch_json(&sb);
             assert!(
                 sw["plan"]
                     .as_array()
