@@ -6,7 +6,9 @@
 //! it starts the executables: a fixed cost of a tenth to a quarter of a second per
 //! invocation, which on a crate with fast tests is most of a mutant's test run.
 //!
-//! So in the reach run (each listed test on its own, `battery/execute/reach.rs`) a libtest
+//! So in the forced-fail control (every listed test under one `cargo test`), which tells
+//! the reach run which executable to start each test from ([`collect_programs`]), and in
+//! the reach run (each listed test on its own, `battery/execute/reach.rs`) a libtest
 //! test runs with [`RECORD_ENV`] naming a folder, and the switched library's reach recorder,
 //! on the first switched function the process executes, writes there how the process was
 //! started: its program, arguments, working directory and whole environment
@@ -207,21 +209,20 @@ fn binary(rec: Record, drop_env: &[&str]) -> Result<Binary, String> {
     })
 }
 
-/// The executables recorded in `dir` by a run of many tests at once (the forced-fail
+/// The executables among `records` (those of a run of many tests at once: the forced-fail
 /// control, every listed test under one `cargo test`), whatever their arguments, keyed by
 /// program: each one that `is_test_executable` accepts and that every process of it
 /// recorded with the same directory and environment (less `drop_env`). A program recorded
 /// two ways (a test that starts its own executable again, with other variables) is left
-/// out, and so is one whose program is not an absolute path to a file. Errors: the folder
-/// or a record cannot be read.
+/// out, and so is one whose program is not an absolute path to a file.
 pub fn collect_programs(
-    dir: &Path,
+    records: &[Record],
     drop_env: &[&str],
     is_test_executable: impl Fn(&Path) -> bool,
-) -> Result<BTreeMap<PathBuf, Binary>, String> {
+) -> BTreeMap<PathBuf, Binary> {
     let mut out: BTreeMap<PathBuf, Option<Binary>> = BTreeMap::new();
-    for rec in records(dir)? {
-        let Ok(b) = binary(rec, drop_env) else {
+    for rec in records {
+        let Ok(b) = binary(rec.clone(), drop_env) else {
             continue;
         };
         if !is_test_executable(&b.program) {
@@ -237,10 +238,9 @@ pub fn collect_programs(
             }
         }
     }
-    Ok(out
-        .into_iter()
+    out.into_iter()
         .filter_map(|(p, b)| b.map(|b| (p, b)))
-        .collect())
+        .collect()
 }
 
 /// How many tests libtest would run at once with the environment `var` reads:
@@ -430,21 +430,18 @@ mod tests {
         write_record(d.path(), 3, &[b"1", bb, b"/w", b"K", b"2"]);
         write_record(d.path(), 4, &[b"1", b"/usr/bin/child", b"/w"]);
         write_record(d.path(), 5, &[b"1", b"rel", b"/w"]);
-        let got = collect_programs(d.path(), &["HARNESS_MUTANT"], |p| {
+        let got = collect_programs(&records(d.path()).unwrap(), &["HARNESS_MUTANT"], |p| {
             p != Path::new("/usr/bin/child")
-        })
-        .unwrap();
+        });
         assert_eq!(got.keys().collect::<Vec<_>>(), [&a]);
         assert_eq!(got[&a].env, vec![("K".into(), "1".into())]);
         assert_eq!(got[&a].cwd, PathBuf::from("/w"));
         // `b` is left out only for its two ways: recorded once, it is there.
         std::fs::remove_file(d.path().join("3.run")).unwrap();
-        let got = collect_programs(d.path(), &[], |p| p != Path::new("/usr/bin/child")).unwrap();
+        let got = collect_programs(&records(d.path()).unwrap(), &[], |p| {
+            p != Path::new("/usr/bin/child")
+        });
         assert_eq!(got.keys().collect::<Vec<_>>(), [&a, &b]);
-        assert!(
-            collect_programs(&d.path().join("none"), &[], |_| true)
-                .unwrap()
-                .is_empty()
-        );
+        assert!(records(&d.path().join("none")).unwrap().is_empty());
     }
 }

@@ -209,18 +209,11 @@ pub fn relocate(rendered: &str, r: &Relocation<'_>) -> String {
             out.push(text.to_string());
             continue;
         }
-        // Gutter: optional spaces, digits, a space, '|'.
-        let digits_end = trimmed
-            .find(|ch: char| !ch.is_ascii_digit())
-            .unwrap_or(trimmed.len());
-        let gutter = digits_end > 0 && trimmed[digits_end..].trim_start().starts_with('|');
         if in_file
-            && gutter
-            && let Ok(n) = trimmed[..digits_end].parse::<usize>()
+            && let Some((n, width)) = gutter(text)
             && let Some((l, _)) = map(n, 1)
         {
-            let width = text.len() - trimmed.len() + digits_end;
-            out.push(format!("{l:>width$}{}", &trimmed[digits_end..]));
+            out.push(format!("{l:>width$}{}", &text[width..]));
             continue;
         }
         out.push(text.to_string());
@@ -230,15 +223,23 @@ pub fn relocate(rendered: &str, r: &Relocation<'_>) -> String {
     out.join("\n")
 }
 
-/// The line number a snippet line shows in its gutter (`12 | code`), if any.
-fn gutter_number(line: &str) -> Option<usize> {
+/// The line number a snippet line shows in its gutter (optional spaces, digits, a space,
+/// `|`: `  12 | code`), and the byte offset in `line` where its digits end; `None` for
+/// any other line.
+fn gutter(line: &str) -> Option<(usize, usize)> {
     let t = line.trim_start();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     if digits > 0 && t[digits..].trim_start().starts_with('|') {
-        t[..digits].parse().ok()
+        let n = t[..digits].parse().ok()?;
+        Some((n, line.len() - t.len() + digits))
     } else {
         None
     }
+}
+
+/// [`gutter`]'s line number alone.
+fn gutter_number(line: &str) -> Option<usize> {
+    gutter(line).map(|(n, _)| n)
 }
 
 /// rustc marks lines it leaves out of a snippet with a `...` line; once the lines around

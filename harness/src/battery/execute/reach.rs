@@ -388,26 +388,23 @@ pub(crate) fn fresh_dir(d: &Path) -> Result<(), Stop> {
 
 /// The libtest tests of `tests` that the reach run can start from their executables
 /// instead of through `cargo test`: those whose executable recorded itself in a run of every
-/// listed test at once (the forced-fail control, with [`crate::libtest_direct::RECORD_ENV`]
-/// naming `records`), less `drop_env`, found in exactly one recorded executable's `--list`.
+/// listed test at once (`records`, from the forced-fail control run with
+/// [`crate::libtest_direct::RECORD_ENV`] set), less `drop_env`, found in exactly one
+/// recorded executable's `--list`.
 /// Such a test then still runs on its own, in its own process, with the environment and
 /// directory cargo gave its executable: only `cargo test`'s start-up (a tenth to a quarter
 /// of a second per test) is saved. A test in no recorded executable, or in two, stays with
 /// `cargo test`. `is_test_executable` says which programs are the build's test executables
 /// (a test may start other programs that record themselves too).
 pub(crate) fn start_directly(
-    records: &Path,
+    records: &[crate::doctest_keep::Record],
     tests: &[String],
     drop_env: &[&str],
     is_test_executable: impl Fn(&Path) -> bool,
     timeout: Duration,
     state: &Path,
 ) -> BTreeMap<String, crate::libtest_direct::Binary> {
-    let Ok(programs) =
-        crate::libtest_direct::collect_programs(records, drop_env, is_test_executable)
-    else {
-        return BTreeMap::new();
-    };
+    let programs = crate::libtest_direct::collect_programs(records, drop_env, is_test_executable);
     let mut holders: BTreeMap<&str, Vec<&crate::libtest_direct::Binary>> = BTreeMap::new();
     let lists: Vec<(&crate::libtest_direct::Binary, Vec<String>)> = programs
         .values()
@@ -429,7 +426,8 @@ pub(crate) fn start_directly(
 }
 
 /// The doc tests that the forced-fail control (every listed test under one `cargo test`,
-/// each process recording itself in `records` on its first switched function) shows to
+/// each process recording itself on its first switched function: `records`, `None` when
+/// they could not be read) shows to
 /// reach no switched function, so that the reach run need not build and run them again
 /// (rustdoc builds each doc test anew per run). The forced-fail control panics in every
 /// switched function, so a doc test that reaches one fails, unless it expects or catches
@@ -438,19 +436,19 @@ pub(crate) fn start_directly(
 /// test executables (`is_test_executable`) are no more than the doc tests that failed.
 /// Each failed doc test accounts for at least one such process of its own (it failed at a
 /// switch, which records first), so none is left over for a passing doc test that caught
-/// the panic. Otherwise, and when the records cannot be read, the set is empty and every
-/// doc test runs on its own.
+/// the panic. Otherwise, and without records, the set is empty and every doc test runs on
+/// its own.
 pub(crate) fn unreached_doc_tests(
-    records: &Path,
+    records: Option<&[crate::doctest_keep::Record]>,
     tests: &[String],
     failed: &[String],
     is_test_executable: impl Fn(&Path) -> bool,
     fence: impl Fn(&str) -> Option<Vec<String>>,
 ) -> BTreeSet<String> {
-    let Ok(recs) = crate::libtest_direct::records(records) else {
+    let Some(records) = records else {
         return BTreeSet::new();
     };
-    let others = recs
+    let others = records
         .iter()
         .filter(|r| !is_test_executable(Path::new(&r.program)))
         .count();
@@ -569,7 +567,10 @@ mod tests {
         let rec = |pid, program: &str| {
             crate::libtest_direct::write_record(d.path(), pid, &[b"1", program.as_bytes(), b"/w"])
         };
-        let got = || unreached_doc_tests(d.path(), &tests, &failed, is_test, fence);
+        let got = || {
+            let recs = crate::libtest_direct::records(d.path()).ok();
+            unreached_doc_tests(recs.as_deref(), &tests, &failed, is_test, fence)
+        };
         // The unit test's executable and the failed doc test `a` recorded: `b` passed.
         rec(1, "/t/deps/unit-1f");
         rec(2, "/tmp/rustdoctest1/rust_out");

@@ -1002,18 +1002,19 @@ impl Switch {
         sh.progress.phase("forced-fail control");
         // Each test executable the forced-fail control starts records how cargo started it,
         // so that the reach run can start each test from it ([`reach::start_directly`]).
-        let records = self.scratch.target_dir.join("harness-records");
-        fresh_dir(&records)?;
+        let record_dir = self.scratch.target_dir.join("harness-records");
+        fresh_dir(&record_dir)?;
         let ff = parallel::run_alone(
             &self.state,
             self.cargo(Some(FORCED_FAIL))
-                .with_env(REACH_ENV, &records.join("reach").to_string_lossy())
-                .with_env(RECORD_ENV, &records.to_string_lossy()),
+                .with_env(REACH_ENV, &record_dir.join("reach").to_string_lossy())
+                .with_env(RECORD_ENV, &record_dir.to_string_lossy()),
             &sh.catalog.spec.tests,
             timeout,
         )?;
+        let recs = crate::libtest_direct::records(&record_dir).ok();
         let direct = reach::start_directly(
-            &records,
+            recs.as_deref().unwrap_or_default(),
             &sh.catalog.spec.tests,
             &[REACH_ENV, KEEP_ENV, RECORD_ENV, SWITCH_ENV],
             |p| self.test_artifacts.contains_key(p),
@@ -1030,14 +1031,14 @@ impl Switch {
         let unreached = {
             let cmd = self.cargo(None);
             reach::unreached_doc_tests(
-                &records,
+                recs.as_deref(),
                 &sh.catalog.spec.tests,
                 &self.info.forced_fail_failed,
                 |p| self.test_artifacts.contains_key(p),
                 |t| reach::doc_fence(&cmd, t),
             )
         };
-        let _ = std::fs::remove_dir_all(&records);
+        let _ = std::fs::remove_dir_all(&record_dir);
         if self.info.forced_fail_failed.is_empty() {
             sh.progress.line(
                 "the forced-fail control failed no listed test: the switch is not proven reached, so every switched mutation is rebuilt on its own",
