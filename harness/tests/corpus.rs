@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -593,14 +593,20 @@ fn cargo_mutants_verdicts(tree: &Path, files: &[&str]) -> BTreeMap<String, Strin
 
 /// `harness mutants --via-harness` on `sb` in `mode`: each generated mutant's status.
 fn via_harness_verdicts(sb: &Sandbox, mode: &str, files: &[&str]) -> BTreeMap<String, String> {
-    let mut args = vec![
-        "mutants",
-        "--via-harness",
-        "--mode",
-        mode,
-        "--catalog",
-        sb.catalog.to_str().unwrap(),
-    ];
+    via_harness_run(sb, &["--mode", mode], files).0
+}
+
+/// `harness mutants --via-harness ARGS` on `sb`: each generated mutant's status, and the
+/// run's standard error.
+fn via_harness_run(
+    sb: &Sandbox,
+    extra: &[&str],
+    files: &[&str],
+) -> (BTreeMap<String, String>, String) {
+    let mode = extra.join(" ");
+    let mut args = vec!["mutants", "--via-harness"];
+    args.extend(extra);
+    args.extend(["--catalog", sb.catalog.to_str().unwrap()]);
     for f in files {
         args.extend(["--file", f]);
     }
@@ -616,7 +622,7 @@ fn via_harness_verdicts(sb: &Sandbox, mode: &str, files: &[&str]) -> BTreeMap<St
     )
     .unwrap();
     assert_eq!(r["runner"], "harness");
-    r["mutants"]
+    let statuses = r["mutants"]
         .as_array()
         .unwrap()
         .iter()
@@ -626,7 +632,8 @@ fn via_harness_verdicts(sb: &Sandbox, mode: &str, files: &[&str]) -> BTreeMap<St
                 m["status"].as_str().unwrap().to_string(),
             )
         })
-        .collect()
+        .collect();
+    (statuses, run.stderr)
 }
 
 /// The "done when": on cargo-mutants' testdata trees `factorial` (a binary with a
@@ -662,4 +669,56 @@ fn via_harness_agrees_with_cargo_mutants_mutant_by_mutant() {
             assert_eq!(after, before, "{tree}, {mode}");
         }
     }
+}
+
+/// With `-j 2` in switch mode, `mutants --via-harness` runs the batteries of a workspace's
+/// packages two at once, each in a scratch copy of its own (`switch-<package>`), and gives
+/// the verdicts cargo-mutants gives, mutant by mutant, leaving the tree as it was.
+#[test]
+fn via_harness_runs_the_batteries_of_several_packages_at_once() {
+    if !common::cargo_mutants_present("via_harness_runs_the_batteries_of_several_packages_at_once")
+    {
+        return;
+    }
+    let reference = testdata("workspace");
+    std::fs::remove_dir_all(reference.ws.join("mutations")).unwrap();
+    let want = cargo_mutants_verdicts(&reference.ws, &[]);
+    let sb = testdata("workspace");
+    let before = sb.tree();
+    let (got, stderr) = via_harness_run(&sb, &["--mode", "switch", "-j", "2"], &[]);
+    assert_eq!(got, want);
+    let mut after = sb.tree();
+    after.retain(|p, _| !p.starts_with("reports"));
+    assert_eq!(after, before);
+    // Each package's battery built in a scratch copy of its own.
+    let mut scratches = BTreeSet::new();
+    for package in ["cargo_mutants_testdata_workspace_utils", "main", "main2"] {
+        let sw: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(
+                sb.ws
+                    .join(format!("reports/workspace-generated-{package}/switch.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let scratch = sw["scratch"].as_str().unwrap().to_string();
+        assert!(
+            scratch.ends_with(&format!("switch-{package}/tree")),
+            "{package}: {scratch}"
+        );
+        assert_eq!(sw["jobs"], 1, "{package}: -j 2 shared by two batteries");
+        scratches.insert(scratch);
+    }
+    assert_eq!(scratches.len(), 3);
+    // The first two ran at once: the second started before the first ended.
+    let at = |line: &str| {
+        stderr
+            .find(line)
+            .unwrap_or_else(|| panic!("no line {line:?} in:\n{stderr}"))
+    };
+    assert!(
+        at("harness: [main] battery ")
+            < at("harness: [cargo_mutants_testdata_workspace_utils] final fingerprint"),
+        "{stderr}"
+    );
 }

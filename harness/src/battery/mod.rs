@@ -85,6 +85,10 @@ pub struct Options {
     /// --via-harness`, `--since --mutants`): the progress lines speak of them in their own
     /// terms (caught by, missed), never of a catalog's expectations.
     pub generated: bool,
+    /// Switch mode: the name of the folder under the catalog's target directory that holds
+    /// the scratch copy and its builds (`None`: `switch`). Batteries that run at the same time
+    /// with one target directory (`mutants --via-harness` on several packages) need one each.
+    pub scratch_name: Option<String>,
 }
 
 /// With `--since`: UNGUARDED-IN-DIFF and cargo-mutants' generated mutants inside the diff.

@@ -119,6 +119,7 @@ impl BatteryRunArgs {
             },
             all_tests: self.all_tests,
             generated: false,
+            scratch_name: None,
         }
     }
 }

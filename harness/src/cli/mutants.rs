@@ -278,13 +278,13 @@ fn package_spec(
 }
 
 /// The generated catalogs of `listed`, one per package with tests (each with the tests of
-/// its package), written beside cargo-mutants' output; returns their paths. `Err` is the exit
-/// code, the error printed.
+/// its package), written beside cargo-mutants' output; returns each one's package and path.
+/// `Err` is the exit code, the error printed.
 fn generated_catalogs(
     state: &Path,
     base: &Catalog,
     listed: &[crate::mutants::MutantInfo],
-) -> Result<Vec<PathBuf>, ExitCode> {
+) -> Result<Vec<(String, PathBuf)>, ExitCode> {
     use crate::mutants;
     let out = base
         .root
@@ -354,19 +354,24 @@ fn generated_catalogs(
             spec.mutations.len(),
             path.display()
         );
-        paths.push(path);
+        paths.push((package.clone(), path));
     }
     Ok(paths)
 }
 
-/// Runs the generated catalogs at `paths` as batteries, one after another. `Err` is the exit
-/// code of the first that could not run, refused or was interrupted (the cause printed).
+/// Runs the generated catalogs `generated` (package, catalog path) as batteries. In switch
+/// mode with `-j N` and several packages, up to N batteries run at once, each with `-j N/k`
+/// (k of them at once, at least 1) and a scratch copy of its own (`switch-<package>` under
+/// the target directory), so that N bounds the test processes as in one battery; otherwise
+/// one after another. `Err` is the exit code of the first, in catalog order, that could not
+/// run, refused or was interrupted (the cause printed); once one has, no other starts.
 fn run_generated(
     state: &Path,
     args: &MutantsArgs,
-    paths: &[PathBuf],
+    generated: &[(String, PathBuf)],
     lock_note: String,
 ) -> Result<Vec<battery::RunResult>, ExitCode> {
+    let at_once = batteries_at_once(args.jobs, args.mode, generated.len());
     let opts = battery::Options {
         state_dir: state.to_path_buf(),
         reports_root: args.reports.reports.clone(),
@@ -376,38 +381,96 @@ fn run_generated(
         since: None,
         incremental: false,
         recheck: 0,
-        jobs: args.jobs,
+        jobs: (args.jobs / at_once).max(1),
         diff_scope: battery::DiffScope::default(),
         all_tests: false,
         generated: true,
+        scratch_name: None,
     };
-    let mut runs = Vec::new();
-    for path in paths {
-        let progress = Progress::auto();
-        progress.line(&format!("battery {}", path.display()));
-        let res = crate::mutants::in_diff::run_battery(path, &opts, &progress, args.mode);
-        progress.finish();
-        let run = match res {
-            Ok(r) => r,
-            Err(BatteryError::Catalog(e)) => {
-                report_catalog_error(&e);
-                return Err(ExitCode::Refused);
+    let several = generated.len() > 1;
+    let multi = indicatif::MultiProgress::new();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let stopped = std::sync::atomic::AtomicBool::new(false);
+    let results: std::sync::Mutex<Vec<Option<Result<battery::RunResult, ExitCode>>>> =
+        std::sync::Mutex::new((0..generated.len()).map(|_| None).collect());
+    let worker = || {
+        use std::sync::atomic::Ordering;
+        loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            if i >= generated.len() || stopped.load(Ordering::SeqCst) {
+                return;
             }
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return Err(ExitCode::Refused);
+            let (package, path) = &generated[i];
+            let progress = if at_once > 1 {
+                Progress::of_one_among(&multi, package)
+            } else {
+                Progress::auto()
+            };
+            let opts = battery::Options {
+                scratch_name: several.then(|| format!("switch-{package}")),
+                ..opts.clone()
+            };
+            let res = run_one_generated(path, &opts, &progress, args.mode);
+            progress.finish();
+            if res.is_err() {
+                stopped.store(true, Ordering::SeqCst);
             }
-        };
-        let battery_code = run.report.exit_code;
-        if battery_code.stops() {
-            if let Some(f) = &run.report.refusal {
-                eprintln!("harness: {}: {}", f.kind, f.detail);
-            }
-            return Err(battery_code);
+            results.lock().expect("no battery thread panics holding it")[i] = Some(res);
         }
-        runs.push(run);
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..at_once {
+            scope.spawn(worker);
+        }
+    });
+    let results = results
+        .into_inner()
+        .expect("no battery thread panics holding it");
+    let mut runs = Vec::new();
+    for res in results.into_iter().flatten() {
+        runs.push(res?);
     }
     Ok(runs)
+}
+
+/// How many of `n` generated batteries run at once with `-j jobs` in `mode`: up to `jobs`
+/// in switch mode (each in a scratch copy of its own), one in rebuild mode (every battery
+/// mutates the workspace itself).
+fn batteries_at_once(jobs: usize, mode: battery::Mode, n: usize) -> usize {
+    match mode {
+        battery::Mode::Switch => jobs.min(n).max(1),
+        battery::Mode::Rebuild => 1,
+    }
+}
+
+/// One generated battery run at `path`, its progress on `progress`. `Err` is its exit
+/// code when it could not run, refused or was interrupted (the cause printed).
+fn run_one_generated(
+    path: &Path,
+    opts: &battery::Options,
+    progress: &Progress,
+    mode: battery::Mode,
+) -> Result<battery::RunResult, ExitCode> {
+    progress.line(&format!("battery {}", path.display()));
+    let run = match crate::mutants::in_diff::run_battery(path, opts, progress, mode) {
+        Ok(r) => r,
+        Err(BatteryError::Catalog(e)) => {
+            report_catalog_error(&e);
+            return Err(ExitCode::Refused);
+        }
+        Err(e) => {
+            progress.line(&e.to_string());
+            return Err(ExitCode::Refused);
+        }
+    };
+    let battery_code = run.report.exit_code;
+    if battery_code.stops() {
+        if let Some(f) = &run.report.refusal {
+            progress.line(&format!("{}: {}", f.kind, f.detail));
+        }
+        return Err(battery_code);
+    }
+    Ok(run)
 }
 
 /// The generated catalogs of `listed` (one per package, each with the tests of its

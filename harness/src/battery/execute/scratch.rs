@@ -178,7 +178,8 @@ pub struct SeedStats {
     /// Files hard-linked (compiler and linker outputs, which are replaced, never rewritten).
     pub linked: usize,
     /// Files copied, modification time kept (what cargo or a build script may rewrite in
-    /// place: fingerprints, dep-info, build-script output).
+    /// place: fingerprints, dep-info, build-script output), and cargo's rustc information
+    /// cache ([`seed_rustc_info`]).
     pub copied: usize,
     /// Entries left out because they belong to a workspace member (or are not in cargo's
     /// `<name>-<hash>` form).
@@ -313,6 +314,26 @@ pub fn seed_dependencies(
         }
     }
     Ok(stats)
+}
+
+/// Cargo's cache of what `rustc` reports about itself (`<target>/.rustc_info.json`), as
+/// cargo names it: keyed by the compiler's fingerprint, so an entry made for another
+/// compiler is recomputed, never trusted.
+const RUSTC_INFO: &str = ".rustc_info.json";
+
+/// Gives the target directory `to` the user's target directory `from`'s [`RUSTC_INFO`]
+/// when `to` has none, so that a cold scratch build does not run `rustc` again to learn
+/// what cargo already knows. Returns whether it was copied.
+///
+/// Errors: [`TreeError::Io`] naming the file that could not be copied.
+pub fn seed_rustc_info(from: &Path, to: &Path) -> Result<bool, TreeError> {
+    let (src, dst) = (from.join(RUSTC_INFO), to.join(RUSTC_INFO));
+    if !src.is_file() || fs::symlink_metadata(&dst).is_ok() {
+        return Ok(false);
+    }
+    fs::create_dir_all(to).map_err(io(to, "create directory"))?;
+    fs::copy(&src, &dst).map_err(io(&src, "copy"))?;
+    Ok(true)
 }
 
 #[cfg(test)]

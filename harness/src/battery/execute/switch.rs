@@ -281,9 +281,11 @@ struct Sources<'p> {
 
 impl Switch {
     /// Switch mode for `catalog`: its scratch copy is `<target_dir>/switch/tree`, built in
-    /// `<target_dir>/switch/target`.
+    /// `<target_dir>/switch/target` (`switch` or [`Options::scratch_name`]).
     pub fn new(catalog: &Catalog, opts: &Options) -> Switch {
-        let switch_dir = catalog.target_dir.join("switch");
+        let switch_dir = catalog
+            .target_dir
+            .join(opts.scratch_name.as_deref().unwrap_or("switch"));
         let mut scratch = catalog.clone();
         scratch.root = switch_dir.join("tree");
         scratch.target_dir = switch_dir.join("target");
@@ -684,12 +686,16 @@ impl Switch {
         let t = Instant::now();
         let (from, to) = (self.user_target.join("debug"), target.join("debug"));
         let members = scratch::Members::of(&self.packages);
-        let stats = scratch::seed_dependencies(&from, &to, &members).map_err(|e| {
+        let seeding = |e| {
             refuse(
                 RefusalKind::HarnessFault,
                 format!("seeding {} from {}: {e}", to.display(), from.display()),
             )
-        })?;
+        };
+        let mut stats = scratch::seed_dependencies(&from, &to, &members).map_err(seeding)?;
+        if scratch::seed_rustc_info(&self.user_target, target).map_err(seeding)? {
+            stats.copied += 1;
+        }
         self.info.seed_seconds += t.elapsed().as_secs_f64();
         Ok(stats)
     }
