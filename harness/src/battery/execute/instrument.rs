@@ -6,18 +6,27 @@
 //!
 //! The switch: a function holding mutations keeps its original body and each mutated body
 //! side by side, and picks one at run time from the environment variable [`SWITCH_ENV`]
-//! (read once per function, cached in a function-local `OnceLock`):
+//! (read once per function, cached in a function-local atomic):
 //!
 //! ```text
 //! fn add(a: i64, b: i64) -> i64 {
-//!     static SW: OnceLock<usize> = ...;   // 0 = original, k = k-th mutation, MAX = forced fail
-//!     match *SW.get_or_init(|| match env::var("HARNESS_MUTANT").as_deref() { ... }) {
-//!         1 => { a - b }
+//!     static REACHED: AtomicBool = ...;   // the reach recorder's flag
+//!     static SW: AtomicUsize = ...;       // 0 = not read yet, else 1 + the choice
+//!     match __harness_switch_TAG(&REACHED, &SW, "m1\n") {   // 0 = original, k = k-th
+//!         1 => { a - b }                                     // mutation, MAX = forced fail
 //!         usize::MAX => panic!("harness forced-fail control ..."),
 //!         _ => { a + b }
 //!     }
 //! }
 //! ```
+//!
+//! The work behind the switch (reading the variable, the reach recorder, the doc test
+//! keeper) is in two functions appended once to each switched file ([`support_items`],
+//! named after the file so that two switched files `include!`d into one module do not
+//! clash), not repeated in every switched function: that code is compiled once per file,
+//! and a switched build of a crate costs little more than a build of the original. A
+//! function inside inline modules of the file calls them through `super::` paths, one per
+//! module.
 //!
 //! An `async fn` is switched like any other: its future then holds the states of every body
 //! (one at a time), so its auto traits (`Send`, `Sync`) are those of all bodies together. A
@@ -64,6 +73,9 @@ pub struct FnBody {
     /// mutated body's value has the original's type (a closure or an `async` block of its
     /// own does not), so a failed switched build takes its mutations back to rebuilds.
     pub opaque_return: bool,
+    /// How many inline modules (`mod m { ... }`) of the file it lies in: the number of
+    /// `super::` its switch needs to reach the file's [`support_items`].
+    pub module_depth: usize,
 }
 
 /// Errors finding function bodies.
@@ -101,6 +113,11 @@ pub fn function_bodies(file: &Path, text: &str) -> Result<Vec<FnBody>, ParseErro
                 .is_const
                 .then(|| "a const fn cannot read the switch at run time".to_string()),
             opaque_return: f.opaque_return,
+            module_depth: f
+                .scope
+                .iter()
+                .filter(|s| matches!(s, Scope::Module(_)))
+                .count(),
             body: f.body,
         })
         .collect();
@@ -231,6 +248,8 @@ pub struct SwitchedFn {
     pub body: Range<usize>,
     /// (mutation id, mutated body).
     pub mutants: Vec<(String, String)>,
+    /// [`FnBody::module_depth`].
+    pub module_depth: usize,
 }
 
 /// A switched source file and where each mutated body sits in it.
@@ -250,13 +269,15 @@ pub struct SwitchedFile {
 }
 
 /// The switched source: each function's body replaced by the switch over its original and
-/// mutated bodies (see the module docs). Bodies must not overlap.
-pub fn switched_source(text: &str, fns: &[SwitchedFn]) -> String {
-    switched_file(text, fns).text
+/// mutated bodies (see the module docs), calling the support functions of [`support_items`]
+/// for `tag` ([`support_tag`]), which the file must be given after this text. Bodies must
+/// not overlap.
+pub fn switched_source(text: &str, fns: &[SwitchedFn], tag: &str) -> String {
+    switched_file(text, fns, tag).text
 }
 
 /// [`switched_source`], with the place of every mutated body ([`SwitchedFile::arms`]).
-pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
+pub fn switched_file(text: &str, fns: &[SwitchedFn], tag: &str) -> SwitchedFile {
     let mut order: Vec<&SwitchedFn> = fns.iter().collect();
     order.sort_by_key(|f| f.body.start);
     let mut out = String::with_capacity(text.len() * 2);
@@ -269,23 +290,18 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
         let region_start = out.len();
         let original = &text[f.body.clone()];
         out.push_str("{\n");
-        let ids: Vec<&str> = f.mutants.iter().map(|(id, _)| id.as_str()).collect();
-        out.push_str(&crate::battery::execute::reach::recorder(&ids));
-        out.push_str("#[allow(unreachable_code, unused, clippy::all)]\n");
-        out.push_str(
-            "static __HARNESS_SWITCH: ::std::sync::OnceLock<usize> = ::std::sync::OnceLock::new();\n",
-        );
-        out.push_str(&format!(
-            "match *__HARNESS_SWITCH.get_or_init(|| match ::std::env::var({SWITCH_ENV:?}).as_deref() {{\n"
-        ));
-        for (k, (id, _)) in f.mutants.iter().enumerate() {
-            out.push_str(&format!(
-                "::std::result::Result::Ok({id:?}) => {},\n",
-                k + 1
-            ));
+        let mut ids = String::new();
+        for (id, _) in &f.mutants {
+            ids.push_str(id);
+            ids.push('\n');
         }
         out.push_str(&format!(
-            "::std::result::Result::Ok({FORCED_FAIL:?}) => usize::MAX,\n_ => 0,\n}}) {{\n"
+            "#[allow(unused, clippy::all)]\n\
+             static __HARNESS_REACHED: ::std::sync::atomic::AtomicBool = ::std::sync::atomic::AtomicBool::new(false);\n\
+             #[allow(unused, clippy::all)]\n\
+             static __HARNESS_SWITCH: ::std::sync::atomic::AtomicUsize = ::std::sync::atomic::AtomicUsize::new(0);\n\
+             match {}{SWITCH_FN}{tag}(&__HARNESS_REACHED, &__HARNESS_SWITCH, {ids:?}) {{\n",
+            "super::".repeat(f.module_depth)
         ));
         for (k, (id, body)) in f.mutants.iter().enumerate() {
             out.push_str(&format!("{} => ", k + 1));
@@ -307,6 +323,58 @@ pub fn switched_file(text: &str, fns: &[SwitchedFn]) -> SwitchedFile {
         arms,
         regions,
     }
+}
+
+/// The name (less its [`support_tag`]) of the switch function [`support_items`] defines.
+const SWITCH_FN: &str = "__harness_switch_";
+
+/// The tag that names one switched file's support functions ([`support_items`]): 16 hex
+/// digits of the FNV-1a hash of its path relative to the workspace root, so that the same
+/// file gets the same bytes in every build.
+pub fn support_tag(rel: &Path) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in rel.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// The two functions a switched file ends with, for `tag` ([`support_tag`]):
+/// `__harness_switch_TAG(reached, switch, ids)`, which each switched function calls first
+/// (it runs the reach recorder the first time, then returns the function's choice: `k`
+/// when [`SWITCH_ENV`] is the `k`-th of the newline-terminated `ids`, `usize::MAX` for
+/// [`FORCED_FAIL`], else 0, read once and cached in `switch` as `1 + choice`), and the
+/// reach recorder it calls ([`crate::battery::execute::reach::recorder`]). Every path is
+/// absolute and every trait method is called through its trait's path: a `#![no_std]`
+/// library that links `std` itself has no `std` prelude.
+pub fn support_items(tag: &str) -> String {
+    format!(
+        "\n// Added by the harness's switch mode: what its switched functions call.\n\
+         #[allow(unused, clippy::all)]\n\
+         fn {SWITCH_FN}{tag}(reached: &::std::sync::atomic::AtomicBool, switch: &::std::sync::atomic::AtomicUsize, ids: &str) -> usize {{\n\
+         if !reached.load(::std::sync::atomic::Ordering::Relaxed) && !reached.swap(true, ::std::sync::atomic::Ordering::Relaxed) {{ {reached}(ids); }}\n\
+         let k = switch.load(::std::sync::atomic::Ordering::Relaxed);\n\
+         if k != 0 {{ return k - 1; }}\n\
+         let k = match ::std::env::var_os({SWITCH_ENV:?}) {{\n\
+         ::std::option::Option::Some(v) => {{\n\
+         let v = ::std::os::unix::ffi::OsStrExt::as_bytes(::std::ffi::OsString::as_os_str(&v));\n\
+         let ids = ids.as_bytes();\n\
+         let (mut k, mut n, mut start, mut i) = (if v == {FORCED_FAIL:?}.as_bytes() {{ usize::MAX }} else {{ 0 }}, 1, 0, 0);\n\
+         while k == 0 && i < ids.len() {{\n\
+         if ids[i] == b'\\n' {{ if &ids[start..i] == v {{ k = n; }} n += 1; start = i + 1; }}\n\
+         i += 1;\n\
+         }}\n\
+         k\n\
+         }}\n\
+         ::std::option::Option::None => 0,\n\
+         }};\n\
+         switch.store(k.wrapping_add(1), ::std::sync::atomic::Ordering::Relaxed);\n\
+         k\n\
+         }}\n{recorder}",
+        reached = crate::battery::execute::reach::recorder_name(tag),
+        recorder = crate::battery::execute::reach::recorder(tag),
+    )
 }
 
 /// Where the mutated bodies sit in one switched file: (mutation index, byte range in the
@@ -602,16 +670,113 @@ mod tests {
             name: b[0].name.clone(),
             body: b[0].body.clone(),
             mutants: vec![("m1".into(), "{\n    a - b\n}".into())],
+            module_depth: 0,
         };
-        let out = switched_source(SRC, &[f]);
-        assert!(out.contains("Ok(\"m1\") => 1"), "{out}");
+        let out = switched_source(SRC, &[f], "t");
+        assert!(
+            out.contains(
+                "match __harness_switch_t(&__HARNESS_REACHED, &__HARNESS_SWITCH, \"m1\\n\")"
+            ),
+            "{out}"
+        );
         assert!(out.contains("1 => {\n    a - b\n}"), "{out}");
         assert!(out.contains("_ => {\n    a + b\n}"), "{out}");
-        assert!(out.contains(FORCED_FAIL));
+        assert!(out.contains("usize::MAX => ::std::panic!("), "{out}");
         // Everything outside the body is untouched, and the result still parses.
         assert!(out.starts_with(&SRC[..b[0].body.start]));
         assert!(out.ends_with(&SRC[b[0].body.end..]));
-        syn::parse_file(&out).expect("switched source parses");
+        syn::parse_file(&format!("{out}{}", support_items("t"))).expect("switched source parses");
+    }
+
+    /// A switched program, compiled by rustc and run: each mutation id selects its body,
+    /// in a function at the top of the file and in one inside an inline module (reached
+    /// through `super::`); the forced-fail value panics in every switched function; no
+    /// value, or an unknown one, runs the originals; the reach recorder writes each
+    /// function's ids once, the first time it runs.
+    #[test]
+    fn a_switched_program_runs_the_body_its_switch_selects() {
+        let src = "fn add(a: i64, b: i64) -> i64 { a + b }\n\
+                   mod inner { pub fn twice(x: i64) -> i64 { x * 2 } }\n\
+                   fn main() { println!(\"{} {} {}\", add(2, 3), inner::twice(5), add(1, 1)); }\n";
+        let b = function_bodies(Path::new("main.rs"), src).unwrap();
+        let body = |name: &str| b.iter().find(|f| f.name == name).unwrap();
+        assert_eq!(
+            (body("add").module_depth, body("twice").module_depth),
+            (0, 1)
+        );
+        let fns = [
+            SwitchedFn {
+                name: "add".into(),
+                body: body("add").body.clone(),
+                mutants: vec![
+                    ("m1".into(), "{ a - b }".into()),
+                    ("m2".into(), "{ a * b }".into()),
+                ],
+                module_depth: 0,
+            },
+            SwitchedFn {
+                name: "twice".into(),
+                body: body("twice").body.clone(),
+                mutants: vec![("m3".into(), "{ x * 3 }".into())],
+                module_depth: 1,
+            },
+        ];
+        let tag = support_tag(Path::new("src/main.rs"));
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("main.rs");
+        let text = format!(
+            "{}{}",
+            switched_source(src, &fns, &tag),
+            support_items(&tag)
+        );
+        std::fs::write(&file, text).unwrap();
+        let exe = d.path().join("switched");
+        let built = std::process::Command::new("rustc")
+            .args(["--edition", "2021", "-o"])
+            .arg(&exe)
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let run = |env: &[(&str, &std::ffi::OsStr)]| {
+            let out = std::process::Command::new(&exe)
+                .env_remove(SWITCH_ENV)
+                .envs(env.iter().copied())
+                .output()
+                .unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+            )
+        };
+        let mutant = |id: &str| run(&[(SWITCH_ENV, std::ffi::OsStr::new(id))]);
+        assert_eq!(run(&[]), (Some(0), "5 10 2\n".into()));
+        assert_eq!(mutant("m1"), (Some(0), "-1 10 0\n".into()));
+        assert_eq!(mutant("m2"), (Some(0), "6 10 1\n".into()));
+        assert_eq!(mutant("m3"), (Some(0), "5 15 2\n".into()));
+        assert_eq!(mutant("m"), (Some(0), "5 10 2\n".into()));
+        assert_eq!(mutant("m1\nm2"), (Some(0), "5 10 2\n".into()));
+        assert_eq!(mutant(FORCED_FAIL), (Some(101), String::new()));
+        let reach = d.path().join("reach");
+        let env_reach = crate::battery::execute::reach::REACH_ENV;
+        assert_eq!(
+            run(&[(env_reach, reach.as_os_str())]),
+            (Some(0), "5 10 2\n".into())
+        );
+        assert_eq!(std::fs::read_to_string(&reach).unwrap(), "m1\nm2\nm3\n");
+    }
+
+    #[test]
+    fn support_tags_differ_per_file_and_stay_the_same_for_one() {
+        let a = support_tag(Path::new("src/lib.rs"));
+        assert_eq!(a, support_tag(Path::new("src/lib.rs")));
+        assert_ne!(a, support_tag(Path::new("src/main.rs")));
+        assert_eq!(a.len(), 16);
+        assert!(a.bytes().all(|c| c.is_ascii_hexdigit()));
     }
 
     #[test]
@@ -625,15 +790,17 @@ mod tests {
                     ("m1".into(), "{\n    a - b\n}".into()),
                     ("m2".into(), "{\n    a * b\n}".into()),
                 ],
+                module_depth: 0,
             },
             SwitchedFn {
                 name: b[3].name.clone(),
                 body: b[3].body.clone(),
                 mutants: vec![("m3".into(), "{ 3 - 4 }".into())],
+                module_depth: 0,
             },
         ];
-        let sw = switched_file(SRC, &fns);
-        assert_eq!(sw.text, switched_source(SRC, &fns));
+        let sw = switched_file(SRC, &fns, "t");
+        assert_eq!(sw.text, switched_source(SRC, &fns, "t"));
         let got: Vec<(&str, &str, usize)> = sw
             .arms
             .iter()
@@ -666,7 +833,9 @@ mod tests {
                 name: "f".into(),
                 body: b[0].body.clone(),
                 mutants: vec![("m".into(), "{ g().await - 2 }".into())],
+                module_depth: 0,
             }],
+            "t",
         );
         assert!(sw.text.starts_with("async fn f() -> i64 {"), "{}", sw.text);
         assert!(sw.text.contains("1 => { g().await - 2 }"), "{}", sw.text);
@@ -698,8 +867,9 @@ mod tests {
                 ("m1".into(), "{\n    a - b\n}".into()),
                 ("m2".into(), "{\n    a == b\n}".into()),
             ],
+            module_depth: 0,
         }];
-        let sw = switched_file(SRC, &fns);
+        let sw = switched_file(SRC, &fns, "t");
         let m2 = SRC.replace("a + b", "a == b");
         let layout = Layout {
             arms: vec![

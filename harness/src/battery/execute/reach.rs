@@ -2,11 +2,12 @@
 //! function, found once per battery by running every listed test on its own with the reach
 //! recorder on; a mutant's test run then runs only the tests that reach its function.
 //!
-//! The recorder: every switched function's body starts with a check of a function-local
-//! flag; the first time the function runs in a process with [`REACH_ENV`] set, it appends
-//! the ids of its mutations, one per line, to the file that variable names (append mode,
-//! so a process the test starts, which inherits the variable, records into the same file).
-//! One relaxed atomic load per call otherwise.
+//! The recorder: every switched function's switch starts with a check of a function-local
+//! flag (in the file's switch function, [`crate::battery::execute::instrument::support_items`]);
+//! the first time the function runs in a process with [`REACH_ENV`] set, it appends the
+//! ids of its mutations, one per line, to the file that variable names (append mode, so a
+//! process the test starts, which inherits the variable, records into the same file). Two
+//! relaxed atomic loads per call otherwise (the flag and the cached switch).
 //!
 //! The reach run: after the forced-fail control proved the switch reached, each listed test
 //! runs on its own (`cargo test … -- --exact NAME`, its own process, no mutant selected, its
@@ -53,26 +54,26 @@ use crate::battery::execute::stop::{Stop, io_fault};
 /// The environment variable that names a switched build's reach file.
 pub const REACH_ENV: &str = "HARNESS_REACH";
 
-/// The reach recorder of one switched function whose mutations are `ids`: Rust statements
-/// for the start of its switched body (see the module docs). With the reach file, a doc
-/// test's process keeps its executable ([`crate::doctest_keep::keeper`]).
-pub fn recorder(ids: &[&str]) -> String {
-    let mut lines = String::new();
-    for id in ids {
-        lines.push_str(id);
-        lines.push('\n');
-    }
+/// The name of the reach recorder [`recorder`] defines for `tag`
+/// ([`crate::battery::execute::instrument::support_tag`]).
+pub fn recorder_name(tag: &str) -> String {
+    format!("__harness_reached_{tag}")
+}
+
+/// The reach recorder of one switched file, for `tag`: a function, appended to the file
+/// once ([`crate::battery::execute::instrument::support_items`]), that the switch of each
+/// of its functions calls the first time that function runs in a process, with the ids of
+/// its mutations, one per line (see the module docs). With the reach file, a doc test's
+/// process keeps its executable ([`crate::doctest_keep::keeper`]).
+pub fn recorder(tag: &str) -> String {
     format!(
         "#[allow(unused, clippy::all)]\n\
-         static __HARNESS_REACHED: ::std::sync::atomic::AtomicBool = ::std::sync::atomic::AtomicBool::new(false);\n\
-         #[allow(unused, clippy::all)]\n\
-         fn __harness_reached(flag: &::std::sync::atomic::AtomicBool) {{\n\
-         if flag.load(::std::sync::atomic::Ordering::Relaxed) || flag.swap(true, ::std::sync::atomic::Ordering::Relaxed) {{ return; }}\n\
+         fn {name}(ids: &str) {{\n\
          if let ::std::option::Option::Some(path) = ::std::env::var_os({REACH_ENV:?}) {{\n\
          if let ::std::result::Result::Ok(mut f) = ::std::fs::OpenOptions::new().create(true).append(true).open(path) {{\n\
-         let _ = ::std::io::Write::write_all(&mut f, {lines:?}.as_bytes());\n\
-         }}\n{keep}}}\n}}\n\
-         __harness_reached(&__HARNESS_REACHED);\n",
+         let _ = ::std::io::Write::write_all(&mut f, ids.as_bytes());\n\
+         }}\n{keep}}}\n}}\n",
+        name = recorder_name(tag),
         keep = crate::doctest_keep::keeper()
     )
 }
@@ -534,11 +535,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_recorder_parses_as_statements_and_names_every_id() {
-        let r = recorder(&["a-b", "c\"d"]);
-        let block: syn::Block = syn::parse_str(&format!("{{ {r} }}")).expect("parses");
-        assert_eq!(block.stmts.len(), 3);
-        assert!(r.contains(r#""a-b\nc\"d\n""#), "{r}");
+    fn the_recorder_is_one_function_named_after_its_tag_that_reads_the_reach_variable() {
+        let r = recorder("00ff");
+        let item: syn::ItemFn = syn::parse_str(&r).expect("parses");
+        assert_eq!(item.sig.ident, "__harness_reached_00ff");
+        assert_eq!(recorder_name("00ff"), "__harness_reached_00ff");
         assert!(r.contains(&format!("{REACH_ENV:?}")), "{r}");
     }
 

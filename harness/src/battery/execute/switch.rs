@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::battery::execute::diagnostics::{self, CompilerError};
 use crate::battery::execute::instrument::{
     FORCED_FAIL, FnBody, Layout, Placement, SWITCH_ENV, SwitchedFn, blame, function_bodies,
-    mutated_body, place, site_path, switched_file,
+    mutated_body, place, site_path, support_items, support_tag, switched_file,
 };
 use crate::battery::execute::scratch::{self, SeedStats, list_tree, sync_tree};
 use crate::battery::report::verdict;
@@ -943,11 +943,16 @@ impl Switch {
                                 (self.id(i).to_string(), mutated_body(&text, by_index[&i], b))
                             })
                             .collect(),
+                        module_depth: b.module_depth,
                     }
                 })
                 .collect();
-            let sw = switched_file(&text, &list);
-            write_file(&dst, format!("{}{tail}", sw.text).as_bytes())?;
+            let tag = support_tag(file);
+            let sw = switched_file(&text, &list, &tag);
+            write_file(
+                &dst,
+                format!("{}{}{tail}", sw.text, support_items(&tag)).as_bytes(),
+            )?;
             let index_of: BTreeMap<&str, usize> =
                 fns.values().flatten().map(|&i| (self.id(i), i)).collect();
             let arms = sw
