@@ -55,7 +55,8 @@ pub struct MutantsArgs {
     pub mode: Mode,
     /// How many mutants are tested at once: cargo-mutants' own `--jobs` (each job in its
     /// own copy of the tree), or with `--via-harness --mode switch` the switch runner's
-    /// `-j N` (as `battery -j N`; rebuild mode takes only 1).
+    /// `-j N` (as `battery -j N`; with several packages, up to N of their batteries run at
+    /// once, each in a scratch copy of its own, sharing the N; rebuild mode takes only 1).
     #[arg(short = 'j', long, value_name = "N", default_value_t = 1, value_parser = parse_jobs)]
     pub jobs: usize,
 }

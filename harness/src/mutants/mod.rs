@@ -896,7 +896,6 @@ pub fn to_catalog_mutation(
 ///
 /// Errors: [`MutantsError::Tool`], [`MutantsError::Run`], [`MutantsError::Format`].
 pub fn list_tool(opts: &ToolOptions) -> Result<Vec<MutantInfo>, MutantsError> {
-    check_tool()?;
     let mut args = tool_args(&ToolOptions {
         test_targets: Vec::new(),
         ..opts.clone()
@@ -904,7 +903,15 @@ pub fn list_tool(opts: &ToolOptions) -> Result<Vec<MutantInfo>, MutantsError> {
     args.push("--list".into());
     args.push("--json".into());
     let runner = cargo_mutants(&opts.workspace, &args, opts.state_dir.as_deref());
-    let out = finish(&runner, Path::new("(--list)"))?;
+    // The version check and the listing run at once (two cargo start-ups overlap); the
+    // listing counts only when the version is the pinned one.
+    let (checked, out) = std::thread::scope(|scope| {
+        let check = scope.spawn(check_tool);
+        let out = finish(&runner, Path::new("(--list)"));
+        (check.join(), out)
+    });
+    checked.unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+    let out = out?;
     if !out.status.success() {
         return Err(MutantsError::Run {
             command: runner.command_line(),
