@@ -242,3 +242,64 @@ fn via_harness_gives_the_verdicts_cargo_mutants_gave() {
     assert_eq!(got, recorded_summaries());
     assert_eq!(r["kill_matrix"]["tests"].as_array().unwrap().len(), 3);
 }
+
+/// A cargo-mutants of another version than the pinned one is refused before any battery,
+/// naming both versions, although its listing runs beside the version check and succeeds:
+/// its mutants are not used, and the tree gets no generated catalog or report.
+#[test]
+fn via_harness_refuses_a_cargo_mutants_of_another_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let src = repo().join("fixtures/workspaces/mutants-sample");
+    for rel in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "tests/contract.rs",
+        "mutations/named.toml",
+    ] {
+        std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
+    }
+    // cargo finds `cargo-mutants` in `$CARGO_HOME/bin` first: a fake one that says it is
+    // 26.0.0 and lists one mutant.
+    let home = dir.path().join("cargo-home");
+    std::fs::create_dir_all(home.join("bin")).unwrap();
+    let fake = home.join("bin/cargo-mutants");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\ncase \"$*\" in\n*--version*) echo 'cargo-mutants 26.0.0' ;;\n\
+         *) echo '[{\"package\":\"mutants-sample\",\"file\":\"src/lib.rs\",\"function\":null,\"span\":{\"start\":{\"line\":1,\"column\":1},\"end\":{\"line\":1,\"column\":2}},\"replacement\":\"()\",\"genre\":\"FnValue\",\"name\":\"x\"}]' ;;\nesac\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args([
+            "mutants",
+            "--via-harness",
+            "--mode",
+            "switch",
+            "--catalog",
+            ws.join("mutations/named.toml").to_str().unwrap(),
+        ])
+        .env_remove("HARNESS_STATE_DIR")
+        .env("CARGO_HOME", &home)
+        .output()
+        .unwrap();
+    let run = Run::from(out);
+    run.expect_code(2);
+    assert!(
+        run.stderr
+            .contains("cargo-mutants 27.1.0 is required (cargo-mutants 26.0.0)"),
+        "{}",
+        run.stderr
+    );
+    assert!(!ws.join("reports").exists(), "{}", run.stderr);
+    assert!(
+        !ws.join("target/harness/cargo-mutants")
+            .join("named-generated.toml")
+            .exists()
+    );
+}
