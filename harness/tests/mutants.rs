@@ -18,14 +18,38 @@ fn recorded() -> PathBuf {
 }
 
 fn harness(state: &Path, args: &[&str]) -> Run {
+    harness_with(state, args, &[])
+}
+
+/// [`harness`] with `env` set.
+fn harness_with(state: &Path, args: &[&str], env: &[(&str, &Path)]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_harness"))
         .arg("--state-dir")
         .arg(state)
         .args(args)
         .env_remove("HARNESS_STATE_DIR")
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     Run::from(out)
+}
+
+/// `harness mutants --via-harness --mode switch` on the mutants-sample copy in `dir/ws`
+/// ([`common::mutants_sample`]), state in `dir/state`, with `env` set.
+fn via_harness_on_sample(dir: &Path, env: &[(&str, &Path)]) -> Run {
+    let catalog = dir.join("ws/mutations/named.toml");
+    harness_with(
+        &dir.join("state"),
+        &[
+            "mutants",
+            "--via-harness",
+            "--mode",
+            "switch",
+            "--catalog",
+            catalog.to_str().unwrap(),
+        ],
+        env,
+    )
 }
 
 /// cargo-mutants' own summary per mutant name, read straight from the recording.
@@ -188,27 +212,8 @@ fn malformed_outcomes_are_refused_naming_the_file() {
 fn via_harness_gives_the_verdicts_cargo_mutants_gave() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
-    let src = repo().join("fixtures/workspaces/mutants-sample");
-    for rel in [
-        "Cargo.toml",
-        "src/lib.rs",
-        "tests/contract.rs",
-        "mutations/named.toml",
-    ] {
-        std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
-        std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
-    }
-    let run = harness(
-        &dir.path().join("state"),
-        &[
-            "mutants",
-            "--via-harness",
-            "--mode",
-            "switch",
-            "--catalog",
-            ws.join("mutations/named.toml").to_str().unwrap(),
-        ],
-    );
+    common::mutants_sample(&ws);
+    let run = via_harness_on_sample(dir.path(), &[]);
     assert!(
         !run.stderr.contains("cargo-mutants 27.1.0 is required"),
         "cargo-mutants is missing: run scripts/install-cargo-mutants\n{}",
@@ -250,16 +255,7 @@ fn via_harness_gives_the_verdicts_cargo_mutants_gave() {
 fn via_harness_refuses_a_cargo_mutants_of_another_version() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
-    let src = repo().join("fixtures/workspaces/mutants-sample");
-    for rel in [
-        "Cargo.toml",
-        "src/lib.rs",
-        "tests/contract.rs",
-        "mutations/named.toml",
-    ] {
-        std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
-        std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
-    }
+    common::mutants_sample(&ws);
     // cargo finds `cargo-mutants` in `$CARGO_HOME/bin` first: a fake one that says it is
     // 26.0.0 and lists one mutant.
     let home = dir.path().join("cargo-home");
@@ -273,22 +269,7 @@ fn via_harness_refuses_a_cargo_mutants_of_another_version() {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args([
-            "mutants",
-            "--via-harness",
-            "--mode",
-            "switch",
-            "--catalog",
-            ws.join("mutations/named.toml").to_str().unwrap(),
-        ])
-        .env_remove("HARNESS_STATE_DIR")
-        .env("CARGO_HOME", &home)
-        .output()
-        .unwrap();
-    let run = Run::from(out);
+    let run = via_harness_on_sample(dir.path(), &[("CARGO_HOME", &home)]);
     run.expect_code(2);
     assert!(
         run.stderr

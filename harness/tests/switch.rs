@@ -475,17 +475,8 @@ rationale = "Leaves b unused: UNVIABLE under deny(unused_variables)."
 #[test]
 fn the_mutants_sample_catalog_in_both_modes() {
     let sb = Sandbox::new();
-    let src = common::fixture().join("../mutants-sample");
     let ws = sb.dir.path().join("ms");
-    for rel in [
-        "Cargo.toml",
-        "src/lib.rs",
-        "tests/contract.rs",
-        "mutations/named.toml",
-    ] {
-        std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
-        std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
-    }
+    common::mutants_sample(&ws);
     git2::Repository::init(&ws).unwrap();
     // The lock file is part of the tree: write it before the tree is fingerprinted.
     let out = std::process::Command::new(env!("CARGO"))

@@ -156,6 +156,21 @@ impl Sandbox {
     }
 }
 
+/// A copy of fixtures/workspaces/mutants-sample at `ws`: its manifest, library, test
+/// target and named catalog.
+pub fn mutants_sample(ws: &Path) {
+    let src = fixture().join("../mutants-sample");
+    for rel in [
+        "Cargo.toml",
+        "src/lib.rs",
+        "tests/contract.rs",
+        "mutations/named.toml",
+    ] {
+        std::fs::create_dir_all(ws.join(rel).parent().unwrap()).unwrap();
+        std::fs::copy(src.join(rel), ws.join(rel)).unwrap();
+    }
+}
+
 /// Waits for a stderr line containing `needle`; panics with everything seen after `limit`.
 pub fn wait_for_line(rx: &mpsc::Receiver<String>, needle: &str, limit: Duration) -> String {
     let start = Instant::now();
