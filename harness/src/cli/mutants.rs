@@ -390,43 +390,21 @@ fn run_generated(
     };
     let several = generated.len() > 1;
     let multi = indicatif::MultiProgress::new();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let stopped = std::sync::atomic::AtomicBool::new(false);
-    let results: std::sync::Mutex<Vec<Option<Result<battery::RunResult, ExitCode>>>> =
-        std::sync::Mutex::new((0..generated.len()).map(|_| None).collect());
-    let worker = || {
-        use std::sync::atomic::Ordering;
-        loop {
-            let i = next.fetch_add(1, Ordering::SeqCst);
-            if i >= generated.len() || stopped.load(Ordering::SeqCst) {
-                return;
-            }
-            let (package, path) = &generated[i];
-            let progress = if at_once > 1 {
-                Progress::of_one_among(&multi, package)
-            } else {
-                Progress::auto()
-            };
-            let opts = battery::Options {
-                scratch_name: several.then(|| format!("switch-{package}")),
-                ..opts.clone()
-            };
-            let res = run_one_generated(path, &opts, &progress, args.mode);
-            progress.finish();
-            if res.is_err() {
-                stopped.store(true, Ordering::SeqCst);
-            }
-            results.lock().expect("no battery thread panics holding it")[i] = Some(res);
-        }
-    };
-    std::thread::scope(|scope| {
-        for _ in 0..at_once {
-            scope.spawn(worker);
-        }
+    let results = crate::system::pool::run_in_order(generated.len(), at_once, |i| {
+        let (package, path) = &generated[i];
+        let progress = if at_once > 1 {
+            Progress::of_one_among(&multi, package)
+        } else {
+            Progress::auto()
+        };
+        let opts = battery::Options {
+            scratch_name: several.then(|| format!("switch-{package}")),
+            ..opts.clone()
+        };
+        let res = run_one_generated(path, &opts, &progress, args.mode);
+        progress.finish();
+        res
     });
-    let results = results
-        .into_inner()
-        .expect("no battery thread panics holding it");
     let mut runs = Vec::new();
     for res in results.into_iter().flatten() {
         runs.push(res?);
@@ -475,7 +453,7 @@ fn run_one_generated(
 }
 
 /// The generated catalogs of `listed` (one per package, each with the tests of its
-/// package) run as batteries, one after another, and joined into one report of the
+/// package) run as batteries ([`run_generated`]) and joined into one report of the
 /// mutants in their own terms. Returns the exit code.
 fn via_harness_batteries(
     state: &Path,

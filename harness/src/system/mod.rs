@@ -6,6 +6,7 @@ pub mod exit;
 pub mod interrupt;
 pub mod lock;
 pub mod output;
+pub mod pool;
 pub mod process;
 pub mod progress;
 pub mod runner;
