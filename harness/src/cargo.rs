@@ -723,6 +723,29 @@ impl CargoCmd {
         Ok((out, done.timed_out, done.seconds))
     }
 
+    /// Writes the workspace's `Cargo.lock` as its first build would: `cargo metadata` with
+    /// the dependencies resolved (no `--no-deps`; unlike `cargo generate-lockfile` it does
+    /// not update the registry index first), its output dropped. Errors: cargo could not
+    /// run or failed ([`CargoError::Failed`] with its standard error).
+    pub fn write_lockfile(&self) -> Result<(), CargoError> {
+        let args: Vec<OsString> = vec![
+            "metadata".into(),
+            "--format-version".into(),
+            "1".into(),
+            "--manifest-path".into(),
+            self.manifest().into(),
+        ];
+        let (out, _, _) = self.exec(&args, None, false)?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(CargoError::Failed {
+            command: self.render(&args),
+            status: out.status.to_string(),
+            stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
+        })
+    }
+
     /// Workspace packages (`cargo metadata --no-deps`).
     pub fn metadata(&self) -> Result<Vec<PackageMeta>, CargoError> {
         let args: Vec<OsString> = vec![

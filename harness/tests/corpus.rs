@@ -672,8 +672,9 @@ fn via_harness_agrees_with_cargo_mutants_mutant_by_mutant() {
 }
 
 /// With `-j 2` in switch mode, `mutants --via-harness` runs the batteries of a workspace's
-/// packages two at once, each in a scratch copy of its own (`switch-<package>`), and gives
-/// the verdicts cargo-mutants gives, mutant by mutant, leaving the tree as it was.
+/// three packages at once, each in a scratch copy of its own (`switch-<package>`) with
+/// `-j 2`, and gives the verdicts cargo-mutants gives, mutant by mutant, leaving the tree
+/// as it was.
 #[test]
 fn via_harness_runs_the_batteries_of_several_packages_at_once() {
     if !common::cargo_mutants_present("via_harness_runs_the_batteries_of_several_packages_at_once")
@@ -706,19 +707,26 @@ fn via_harness_runs_the_batteries_of_several_packages_at_once() {
             scratch.ends_with(&format!("switch-{package}/tree")),
             "{package}: {scratch}"
         );
-        assert_eq!(sw["jobs"], 1, "{package}: -j 2 shared by two batteries");
+        assert_eq!(sw["jobs"], 2, "{package}: each battery has the -j 2");
         scratches.insert(scratch);
     }
     assert_eq!(scratches.len(), 3);
-    // The first two ran at once: the second started before the first ended.
+    assert!(
+        stderr.contains(
+            "harness: 3 packages' batteries at once, each with -j 2, at most 4 of their processes at a time"
+        ),
+        "{stderr}"
+    );
+    // All three ran at once: the last started before either of the others ended.
     let at = |line: &str| {
         stderr
             .find(line)
             .unwrap_or_else(|| panic!("no line {line:?} in:\n{stderr}"))
     };
-    assert!(
-        at("harness: [main] battery ")
-            < at("harness: [cargo_mutants_testdata_workspace_utils] final fingerprint"),
-        "{stderr}"
-    );
+    for other in ["cargo_mutants_testdata_workspace_utils", "main"] {
+        assert!(
+            at("harness: [main2] battery ") < at(&format!("harness: [{other}] final fingerprint")),
+            "{stderr}"
+        );
+    }
 }

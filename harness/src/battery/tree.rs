@@ -182,6 +182,32 @@ impl GitView {
     }
 }
 
+/// The `CACHEDIR.TAG` a cache directory holds: its first line is the signature the Cache
+/// Directory Tagging Specification (<https://bford.info/cachedir/>) fixes, as Cargo writes
+/// in its target directories.
+const CACHEDIR_TAG: &str = "Signature: 8a477f597d28d172789f06886806bc55\n\
+# This file is a cache directory tag created by the harness: its scratch copies and builds.\n\
+# For information about cache directory tags see https://bford.info/cachedir/\n";
+
+/// Makes `dir` a cache directory as Cargo makes its target directories: created when
+/// missing, with a `CACHEDIR.TAG` when it has none; the file set then leaves it out unless
+/// git tracks a file in it. For the directories the harness writes into while batteries
+/// run at once: a catalog's target directory (where the scratch copies go: one the harness
+/// made first lacks the tag a build in it later leaves out too, since Cargo tags only a
+/// directory it creates, and the catalog's check of its target directory takes an untagged
+/// one for part of the tree) and `mutants --via-harness`'s output (its generated catalogs,
+/// written while other batteries have fingerprinted the tree).
+///
+/// Errors: [`TreeError::Io`] naming the path and the operation that failed.
+pub fn mark_cache_dir(dir: &Path) -> Result<(), TreeError> {
+    fs::create_dir_all(dir).map_err(io(dir, "create directory"))?;
+    let tag = dir.join("CACHEDIR.TAG");
+    if tag.exists() {
+        return Ok(());
+    }
+    fs::write(&tag, CACHEDIR_TAG).map_err(io(&tag, "write"))
+}
+
 /// Walks the file set of `root` (see the module docs) and hashes every file. `exclude` holds
 /// absolute directories never walked (the private target directory, the reports directory).
 ///
@@ -237,6 +263,29 @@ pub fn scan(root: &Path, exclude: &[PathBuf]) -> Result<TreeScan, TreeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_marked_directory_is_a_tagged_cache_directory_the_file_set_leaves_out() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("a.rs"), "x").unwrap();
+        let target = d.path().join("target/harness/ws");
+        mark_cache_dir(&target).unwrap();
+        let tag = fs::read_to_string(target.join("CACHEDIR.TAG")).unwrap();
+        assert!(
+            tag.starts_with("Signature: 8a477f597d28d172789f06886806bc55\n"),
+            "{tag}"
+        );
+        fs::write(target.join("generated.toml"), "y").unwrap();
+        let files: Vec<PathBuf> = scan(d.path(), &[]).unwrap().files.into_keys().collect();
+        assert_eq!(files, vec![PathBuf::from("a.rs")]);
+        // A tag already there (Cargo's) is left as it is.
+        fs::write(target.join("CACHEDIR.TAG"), "Signature: cargo's").unwrap();
+        mark_cache_dir(&target).unwrap();
+        assert_eq!(
+            fs::read_to_string(target.join("CACHEDIR.TAG")).unwrap(),
+            "Signature: cargo's"
+        );
+    }
 
     #[test]
     fn scan_skips_cargo_target_dirs_and_honours_gitignore() {

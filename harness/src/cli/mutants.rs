@@ -55,8 +55,10 @@ pub struct MutantsArgs {
     pub mode: Mode,
     /// How many mutants are tested at once: cargo-mutants' own `--jobs` (each job in its
     /// own copy of the tree), or with `--via-harness --mode switch` the switch runner's
-    /// `-j N` (as `battery -j N`; with several packages, up to N of their batteries run at
-    /// once, each in a scratch copy of its own, sharing the N; rebuild mode takes only 1).
+    /// `-j N` (as `battery -j N`; with several packages and N of 2 or more, their batteries
+    /// run at once, each with `-j N` in a scratch copy of its own, with at most 2N of their
+    /// builds, cargo commands and test processes running at any time; rebuild mode takes
+    /// only 1).
     #[arg(short = 'j', long, value_name = "N", default_value_t = 1, value_parser = parse_jobs)]
     pub jobs: usize,
 }
@@ -226,20 +228,21 @@ fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> ExitCode {
 /// tested with, as cargo-mutants tests a mutant with the tests of the package it lies in:
 /// the base catalog's own for its package; for another package every test of its
 /// library, binaries, test targets and doc tests (`cargo test -p P`'s tests), listed with
-/// `--list` (which builds them). `Err` is the exit code, the error printed.
+/// `--list` (which builds them). `Err` is the exit code, the error printed on `progress`.
 fn package_spec(
     state: &Path,
     base: &Catalog,
     packages: &[PackageMeta],
     package: &str,
+    progress: &Progress,
 ) -> Result<Option<crate::battery::select::catalog::CatalogSpec>, ExitCode> {
     if package == base.spec.package {
         return Ok(Some(base.spec.clone()));
     }
     let Some(p) = packages.iter().find(|p| p.name == package) else {
-        eprintln!(
-            "harness: cargo-mutants listed mutants of package {package}, which cargo metadata does not list"
-        );
+        progress.line(&format!(
+            "cargo-mutants listed mutants of package {package}, which cargo metadata does not list"
+        ));
         return Err(ExitCode::Refused);
     };
     let mut spec = base.spec.clone();
@@ -263,7 +266,7 @@ fn package_spec(
         target_dir: base.target_dir.clone(),
         spec: spec.clone(),
     };
-    eprintln!("harness: listing the tests of package {package}");
+    progress.line(&format!("listing the tests of package {package}"));
     match probe.cargo().with_state_dir(state).list() {
         Ok(tests) if tests.is_empty() => Ok(None),
         Ok(tests) => {
@@ -272,109 +275,128 @@ fn package_spec(
         }
         Err(crate::cargo::CargoError::Interrupted(_)) => Err(ExitCode::Interrupted),
         Err(e) => {
-            eprintln!("harness: cannot list the tests of package {package}: {e}");
+            progress.line(&format!("cannot list the tests of package {package}: {e}"));
             Err(ExitCode::Refused)
         }
     }
 }
 
-/// The generated catalogs of `listed`, one per package with tests (each with the tests of
-/// its package), written beside cargo-mutants' output; returns each one's package and path.
-/// `Err` is the exit code, the error printed.
-fn generated_catalogs(
-    state: &Path,
-    base: &Catalog,
-    listed: &[crate::mutants::MutantInfo],
-) -> Result<Vec<(String, PathBuf)>, ExitCode> {
-    use crate::mutants;
-    let out = base
-        .root
-        .join("target")
-        .join("harness")
-        .join("cargo-mutants");
-    let mut by_package: Vec<(String, Vec<(usize, &mutants::MutantInfo)>)> = Vec::new();
+/// The mutants of `listed` by package, in the order their packages first appear, each
+/// with its index in `listed`.
+type ByPackage<'l> = Vec<(String, Vec<(usize, &'l crate::mutants::MutantInfo)>)>;
+
+fn by_package(listed: &[crate::mutants::MutantInfo]) -> ByPackage<'_> {
+    let mut by: ByPackage<'_> = Vec::new();
     for (n, m) in listed.iter().enumerate() {
-        match by_package.iter_mut().find(|(p, _)| *p == m.package) {
+        match by.iter_mut().find(|(p, _)| *p == m.package) {
             Some((_, v)) => v.push((n, m)),
-            None => by_package.push((m.package.clone(), vec![(n, m)])),
+            None => by.push((m.package.clone(), vec![(n, m)])),
         }
     }
-    let several = by_package.len() > 1 || by_package.iter().any(|(p, _)| *p != base.spec.package);
-    let packages = if several {
-        match base.cargo().with_state_dir(state).metadata() {
-            Ok(p) => p,
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return Err(ExitCode::Refused);
-            }
-        }
-    } else {
-        Vec::new()
-    };
-    let mut paths = Vec::new();
-    for (package, mutants_of) in &by_package {
-        let spec = match package_spec(state, base, &packages, package) {
-            Ok(Some(s)) => s,
-            Ok(None) => {
-                eprintln!(
-                    "harness: package {package} has no tests: its {} generated mutants are left out (no test can catch them)",
-                    mutants_of.len()
-                );
-                continue;
-            }
-            Err(code) => return Err(code),
+    by
+}
+
+/// What the generated batteries of one `mutants --via-harness` run share.
+struct Generation<'a> {
+    state: &'a Path,
+    base: &'a Catalog,
+    /// `cargo metadata`'s packages (empty when only the base catalog's package has
+    /// mutants: it is not needed then).
+    packages: Vec<PackageMeta>,
+    /// Several packages, or one that is not the base catalog's: the catalogs are named
+    /// after their package.
+    several: bool,
+}
+
+impl Generation<'_> {
+    /// The generated catalog of `package`'s mutants `mutants_of` (with the tests of its
+    /// package), written beside cargo-mutants' output; `None` when the package has no test
+    /// or no mutant is left. `Err` is the exit code, the error printed on `progress`.
+    fn catalog(
+        &self,
+        package: &str,
+        mutants_of: &[(usize, &crate::mutants::MutantInfo)],
+        progress: &Progress,
+    ) -> Result<Option<PathBuf>, ExitCode> {
+        use crate::mutants;
+        let base = self.base;
+        let Some(mut spec) = package_spec(self.state, base, &self.packages, package, progress)?
+        else {
+            progress.line(&format!(
+                "package {package} has no tests: its {} generated mutants are left out (no test can catch them)",
+                mutants_of.len()
+            ));
+            return Ok(None);
         };
-        let mut spec = spec;
-        spec.name = Some(if several {
+        spec.name = Some(if self.several {
             format!("{}-generated-{package}", base.name)
         } else {
             format!("{}-generated", base.name)
         });
         let (spec, skipped) = mutants::generated_mutations(base, spec, mutants_of);
         for s in &skipped {
-            eprintln!("harness: generated mutant left out: {s}");
+            progress.line(&format!("generated mutant left out: {s}"));
         }
         if spec.mutations.is_empty() {
-            continue;
+            return Ok(None);
         }
+        let out = base
+            .root
+            .join("target")
+            .join("harness")
+            .join("cargo-mutants");
         let name = spec.name.clone().unwrap_or_default();
         let path = out.join(format!("{name}.toml"));
         let text = match toml::to_string(&spec) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!("harness: cannot write the generated catalog: {e}");
+                progress.line(&format!("cannot write the generated catalog: {e}"));
                 return Err(ExitCode::Refused);
             }
         };
         if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
-            eprintln!("harness: {}: {e}", path.display());
+            progress.line(&format!("{}: {e}", path.display()));
             return Err(ExitCode::Refused);
         }
-        eprintln!(
-            "harness: {} generated mutants of package {package} as catalog {}",
+        progress.line(&format!(
+            "{} generated mutants of package {package} as catalog {}",
             spec.mutations.len(),
             path.display()
-        );
-        paths.push((package.clone(), path));
+        ));
+        Ok(Some(path))
     }
-    Ok(paths)
 }
 
-/// Runs the generated catalogs `generated` (package, catalog path) as batteries. In switch
-/// mode with `-j N` and several packages, up to N batteries run at once, each with `-j N/k`
-/// (k of them at once, at least 1) and a scratch copy of its own (`switch-<package>` under
-/// the target directory), so that N bounds the test processes as in one battery; otherwise
-/// one after another. `Err` is the exit code of the first, in catalog order, that could not
-/// run, refused or was interrupted (the cause printed); once one has, no other starts.
+/// Makes each package's generated catalog ([`Generation::catalog`]) and runs it as a
+/// battery. In switch mode with `-j N` (N of 2 or more) and several packages, every
+/// package goes at once (the listing of its tests, then its battery), each battery with
+/// `-j N` and a scratch copy of its own (`switch-<package>` under the target directory),
+/// and the harness runs at most 2N children (builds, cargo commands, test processes) at
+/// once among them ([`crate::system::slots`]): while one battery does its own work
+/// (syncing, instrumenting, judging) or waits on a cargo start, the others' builds and
+/// tests use the cores. Otherwise one after another. Returns the runs in
+/// package order (a package without tests or mutants has none). `Err` is the exit code of
+/// the first, in package order, that could not run, refused or was interrupted (the cause
+/// printed); once one has, no other starts.
 fn run_generated(
-    state: &Path,
+    generation: &Generation<'_>,
     args: &MutantsArgs,
-    generated: &[(String, PathBuf)],
+    by_package: &ByPackage<'_>,
     lock_note: String,
 ) -> Result<Vec<battery::RunResult>, ExitCode> {
-    let at_once = batteries_at_once(args.jobs, args.mode, generated.len());
+    let at_once = batteries_at_once(args.jobs, args.mode, by_package.len());
+    // Twice the jobs: most of a battery's children are short cargo and test starts that
+    // leave the cores idle part of the time (docs/design.md, concurrent batteries).
+    let _limit = (at_once > 1).then(|| {
+        eprintln!(
+            "harness: {at_once} packages' batteries at once, each with -j {}, at most {} of their processes at a time",
+            args.jobs,
+            2 * args.jobs
+        );
+        crate::system::slots::limit_children(2 * args.jobs)
+    });
     let opts = battery::Options {
-        state_dir: state.to_path_buf(),
+        state_dir: generation.state.to_path_buf(),
         reports_root: args.reports.reports.clone(),
         only: None,
         shard: None,
@@ -382,43 +404,50 @@ fn run_generated(
         since: None,
         incremental: false,
         recheck: 0,
-        jobs: (args.jobs / at_once).max(1),
+        jobs: args.jobs,
         diff_scope: battery::DiffScope::default(),
         all_tests: false,
         generated: true,
         scratch_name: None,
     };
-    let several = generated.len() > 1;
+    let several = by_package.len() > 1;
     let multi = indicatif::MultiProgress::new();
-    let results = crate::system::pool::run_in_order(generated.len(), at_once, |i| {
-        let (package, path) = &generated[i];
+    let results = crate::system::pool::run_in_order(by_package.len(), at_once, |i| {
+        let (package, mutants_of) = &by_package[i];
         let progress = if at_once > 1 {
             Progress::of_one_among(&multi, package)
         } else {
             Progress::auto()
         };
-        let opts = battery::Options {
-            scratch_name: several.then(|| format!("switch-{package}")),
-            ..opts.clone()
+        let res = match generation.catalog(package, mutants_of, &progress) {
+            Ok(Some(path)) => {
+                let opts = battery::Options {
+                    scratch_name: several.then(|| format!("switch-{package}")),
+                    ..opts.clone()
+                };
+                run_one_generated(&path, &opts, &progress, args.mode).map(Some)
+            }
+            Ok(None) => Ok(None),
+            Err(code) => Err(code),
         };
-        let res = run_one_generated(path, &opts, &progress, args.mode);
         progress.finish();
         res
     });
     let mut runs = Vec::new();
     for res in results.into_iter().flatten() {
-        runs.push(res?);
+        runs.extend(res?);
     }
     Ok(runs)
 }
 
-/// How many of `n` generated batteries run at once with `-j jobs` in `mode`: up to `jobs`
-/// in switch mode (each in a scratch copy of its own), one in rebuild mode (every battery
-/// mutates the workspace itself).
+/// How many of `n` generated batteries run at once with `-j jobs` in `mode`: all of them in
+/// switch mode with 2 or more jobs (each in a scratch copy of its own, the children bounded
+/// by twice `jobs`), one with `-j 1` or in rebuild mode (every battery mutates the
+/// workspace itself).
 fn batteries_at_once(jobs: usize, mode: battery::Mode, n: usize) -> usize {
     match mode {
-        battery::Mode::Switch => jobs.min(n).max(1),
-        battery::Mode::Rebuild => 1,
+        battery::Mode::Switch if jobs > 1 => n.max(1),
+        battery::Mode::Switch | battery::Mode::Rebuild => 1,
     }
 }
 
@@ -453,8 +482,8 @@ fn run_one_generated(
 }
 
 /// The generated catalogs of `listed` (one per package, each with the tests of its
-/// package) run as batteries ([`run_generated`]) and joined into one report of the
-/// mutants in their own terms. Returns the exit code.
+/// package) made and run as batteries ([`run_generated`]) and joined into one report of
+/// the mutants in their own terms. Returns the exit code.
 fn via_harness_batteries(
     state: &Path,
     args: &MutantsArgs,
@@ -464,11 +493,49 @@ fn via_harness_batteries(
     lock_note: String,
 ) -> ExitCode {
     use crate::mutants;
-    let paths = match generated_catalogs(state, base, listed) {
-        Ok(p) => p,
-        Err(code) => return code,
+    let by_package = by_package(listed);
+    let several = by_package.len() > 1 || by_package.iter().any(|(p, _)| *p != base.spec.package);
+    let packages = if several {
+        match base.cargo().with_state_dir(state).metadata() {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return ExitCode::Refused;
+            }
+        }
+    } else {
+        Vec::new()
     };
-    let runs = match run_generated(state, args, &paths, lock_note) {
+    // Batteries run at once, and the listing of a package's tests builds it in the
+    // workspace: a `Cargo.lock` one of them created meanwhile would look like its own to
+    // another battery, which would remove it. Made before any of them starts, it is this
+    // command's (removed at the end when the tree had none).
+    let lock = base.root.join("Cargo.lock");
+    if batteries_at_once(args.jobs, args.mode, by_package.len()) > 1
+        && std::fs::symlink_metadata(&lock).is_err()
+        && let Err(e) = base.cargo().with_state_dir(state).write_lockfile()
+    {
+        eprintln!("harness: {e}");
+        return ExitCode::Refused;
+    }
+    // The generated catalogs are written there while other packages' batteries run, after
+    // they have fingerprinted the tree: a cache directory, it is not part of the tree.
+    let out = base
+        .root
+        .join("target")
+        .join("harness")
+        .join("cargo-mutants");
+    if let Err(e) = crate::battery::tree::mark_cache_dir(&out) {
+        eprintln!("harness: {e}");
+        return ExitCode::Refused;
+    }
+    let generation = Generation {
+        state,
+        base,
+        packages,
+        several,
+    };
+    let runs = match run_generated(&generation, args, &by_package, lock_note) {
         Ok(r) => r,
         Err(code) => return code,
     };

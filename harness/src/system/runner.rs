@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::system::interrupt;
 use crate::system::process::{group_alive, kill_group, record_child};
+use crate::system::slots;
 
 /// The longest pause between two polls of a running child ([`Runner::run`]).
 const POLL_MAX: Duration = Duration::from_millis(25);
@@ -53,6 +54,7 @@ pub struct Runner {
     output: Output,
     on_interrupt: OnInterrupt,
     umask: Option<u32>,
+    slots: &'static slots::Slots,
 }
 
 /// A child that has exited.
@@ -100,6 +102,7 @@ impl Runner {
             output: Output::Capture,
             on_interrupt: OnInterrupt::Kill,
             umask: None,
+            slots: &slots::CHILDREN,
         }
     }
 
@@ -171,6 +174,12 @@ impl Runner {
         self
     }
 
+    /// The slots the child takes one of while it runs (default [`slots::CHILDREN`]).
+    pub fn slots(mut self, slots: &'static slots::Slots) -> Runner {
+        self.slots = slots;
+        self
+    }
+
     /// The command line, for messages.
     pub fn command_line(&self) -> String {
         let mut s = self.program.to_string_lossy().into_owned();
@@ -232,7 +241,8 @@ impl Runner {
     }
 
     /// Starts the child and waits for it to exit, to be killed at the timeout, or to be
-    /// stopped by an interruption.
+    /// stopped by an interruption. The child holds one of its slots ([`Runner::slots`]) while
+    /// it runs (waited for before it starts; its timeout counts from its start).
     ///
     /// Errors: [`RunError::Spawn`] (naming the command and, for a tee, the file),
     /// [`RunError::Interrupted`] under [`OnInterrupt::Kill`].
@@ -254,6 +264,8 @@ impl Runner {
             _ => None,
         };
         let (mut command, shared) = self.command()?;
+        // Held until the child has exited: `-j N` over batteries run side by side.
+        let _slot = self.slots.take()?;
         let start = Instant::now();
         let spawned = command.spawn();
         // The shared pipe's write ends now live only in the child: drop ours, so that the
@@ -510,6 +522,30 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&f).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o604);
+    }
+
+    #[test]
+    fn a_child_takes_a_slot_of_the_process_by_default() {
+        assert!(std::ptr::eq(Runner::new("true").slots, &slots::CHILDREN));
+    }
+
+    #[test]
+    fn children_wait_for_a_slot() {
+        static ONE: slots::Slots = slots::Slots::new();
+        ONE.set_limit(Some(1));
+        let d = tempfile::tempdir().unwrap();
+        // A child that finds another's directory in place fails: they ran at the same time.
+        let busy = d.path().join("busy");
+        let script = format!("mkdir {0} || exit 7; sleep 0.2; rmdir {0}", busy.display());
+        let runner = Runner::new("sh").args(["-c", &script]).slots(&ONE);
+        let codes: Vec<Option<i32>> = std::thread::scope(|s| {
+            let all: Vec<_> = (0..3)
+                .map(|_| s.spawn(|| runner.run().unwrap().status.code()))
+                .collect();
+            all.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(codes, vec![Some(0); 3], "one child at a time");
+        assert_eq!(ONE.taken(), 0);
     }
 
     #[test]

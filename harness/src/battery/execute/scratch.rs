@@ -341,6 +341,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn seeding_copies_the_rustc_information_only_where_there_is_some() {
+        let d = tempfile::tempdir().unwrap();
+        let (from, to) = (d.path().join("user"), d.path().join("scratch"));
+        std::fs::create_dir_all(&from).unwrap();
+        assert!(!seed_rustc_info(&from, &to).unwrap(), "nothing to copy");
+        assert!(!to.join(".rustc_info.json").exists());
+        std::fs::write(from.join(".rustc_info.json"), "{\"rustc_fingerprint\":1}").unwrap();
+        assert!(seed_rustc_info(&from, &to).unwrap());
+        // One the scratch target directory has already (cargo's own, maybe newer) stays.
+        std::fs::write(from.join(".rustc_info.json"), "{\"rustc_fingerprint\":2}").unwrap();
+        assert!(!seed_rustc_info(&from, &to).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(to.join(".rustc_info.json")).unwrap(),
+            "{\"rustc_fingerprint\":1}"
+        );
+    }
+
+    #[test]
     fn names_in_cargo_form() {
         assert_eq!(
             strip_hash("num-traits-0123456789abcdef"),

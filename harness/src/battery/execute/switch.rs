@@ -1230,6 +1230,7 @@ impl ModeRun for Switch {
     fn open(&mut self, sh: &Shared<'_>, start: &TreeScan) -> Result<(), Stop> {
         sh.progress.phase("syncing the scratch copy");
         let t = Instant::now();
+        crate::battery::tree::mark_cache_dir(&self.user_target)?;
         sync_tree(&sh.catalog.root, start, &self.scratch.root)?;
         self.info.sync_seconds = t.elapsed().as_secs_f64();
         Ok(())
