@@ -723,48 +723,43 @@ impl CargoCmd {
         Ok((out, done.timed_out, done.seconds))
     }
 
-    /// Writes the workspace's `Cargo.lock` as its first build would: `cargo metadata` with
-    /// the dependencies resolved (no `--no-deps`; unlike `cargo generate-lockfile` it does
-    /// not update the registry index first), its output dropped. Errors: cargo could not
+    /// `cargo metadata --format-version 1` on the workspace, with `--no-deps` unless
+    /// `resolve`; its output and command line when cargo succeeded. Errors: cargo could not
     /// run or failed ([`CargoError::Failed`] with its standard error).
-    pub fn write_lockfile(&self) -> Result<(), CargoError> {
-        let args: Vec<OsString> = vec![
-            "metadata".into(),
+    fn metadata_output(&self, resolve: bool) -> Result<(Output, String), CargoError> {
+        let mut args: Vec<OsString> = vec!["metadata".into()];
+        if !resolve {
+            args.push("--no-deps".into());
+        }
+        args.extend([
             "--format-version".into(),
             "1".into(),
             "--manifest-path".into(),
             self.manifest().into(),
-        ];
+        ]);
         let (out, _, _) = self.exec(&args, None, false)?;
+        let command = self.render(&args);
         if out.status.success() {
-            return Ok(());
+            return Ok((out, command));
         }
         Err(CargoError::Failed {
-            command: self.render(&args),
+            command,
             status: out.status.to_string(),
             stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
         })
     }
 
+    /// Writes the workspace's `Cargo.lock` as its first build would: `cargo metadata` with
+    /// the dependencies resolved (no `--no-deps`; unlike `cargo generate-lockfile` it does
+    /// not update the registry index first), its output dropped. Errors: cargo could not
+    /// run or failed ([`CargoError::Failed`] with its standard error).
+    pub fn write_lockfile(&self) -> Result<(), CargoError> {
+        self.metadata_output(true).map(drop)
+    }
+
     /// Workspace packages (`cargo metadata --no-deps`).
     pub fn metadata(&self) -> Result<Vec<PackageMeta>, CargoError> {
-        let args: Vec<OsString> = vec![
-            "metadata".into(),
-            "--no-deps".into(),
-            "--format-version".into(),
-            "1".into(),
-            "--manifest-path".into(),
-            self.manifest().into(),
-        ];
-        let (out, _, _) = self.exec(&args, None, false)?;
-        let command = self.render(&args);
-        if !out.status.success() {
-            return Err(CargoError::Failed {
-                command,
-                status: out.status.to_string(),
-                stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
-            });
-        }
+        let (out, command) = self.metadata_output(false)?;
         #[derive(Deserialize)]
         struct Meta {
             packages: Vec<Pkg>,
