@@ -63,6 +63,15 @@ pub struct MutantsArgs {
     pub jobs: usize,
 }
 
+/// `<workspace>/target/harness/cargo-mutants`: cargo-mutants' output (its `--list` and its
+/// runs) and `--via-harness`'s generated catalogs.
+fn tool_output(workspace: &Path) -> PathBuf {
+    workspace
+        .join("target")
+        .join("harness")
+        .join("cargo-mutants")
+}
+
 /// `<reports>/mutants/`, where the mutants' reports go (`<reports>` defaults to
 /// `<root>/reports`).
 fn mutants_dir(args: &MutantsArgs, root: &Path) -> PathBuf {
@@ -94,11 +103,7 @@ pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
             };
             let opts = mutants::ToolOptions {
                 workspace: args.workspace.clone(),
-                output: args
-                    .workspace
-                    .join("target")
-                    .join("harness")
-                    .join("cargo-mutants"),
+                output: tool_output(&args.workspace),
                 packages: args.package.clone(),
                 files: args.files.clone(),
                 in_diff: args.in_diff.clone(),
@@ -185,11 +190,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> ExitCode {
 
 fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> ExitCode {
     use crate::mutants;
-    let out = base
-        .root
-        .join("target")
-        .join("harness")
-        .join("cargo-mutants");
+    let out = tool_output(&base.root);
     let opts = mutants::ToolOptions {
         workspace: base.root.clone(),
         output: out.clone(),
@@ -340,11 +341,7 @@ impl Generation<'_> {
         if spec.mutations.is_empty() {
             return Ok(None);
         }
-        let out = base
-            .root
-            .join("target")
-            .join("harness")
-            .join("cargo-mutants");
+        let out = tool_output(&base.root);
         let name = spec.name.clone().unwrap_or_default();
         let path = out.join(format!("{name}.toml"));
         let text = match toml::to_string(&spec) {
@@ -520,11 +517,7 @@ fn via_harness_batteries(
     }
     // The generated catalogs are written there while other packages' batteries run, after
     // they have fingerprinted the tree: a cache directory, it is not part of the tree.
-    let out = base
-        .root
-        .join("target")
-        .join("harness")
-        .join("cargo-mutants");
+    let out = tool_output(&base.root);
     if let Err(e) = crate::battery::tree::mark_cache_dir(&out) {
         eprintln!("harness: {e}");
         return ExitCode::Refused;
