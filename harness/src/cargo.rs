@@ -404,7 +404,7 @@ enum Group {
     Doc,
 }
 
-fn tail(s: &str, lines: usize) -> String {
+pub(crate) fn tail(s: &str, lines: usize) -> String {
     let v: Vec<&str> = s.lines().collect();
     v[v.len().saturating_sub(lines)..].join("\n")
 }
@@ -894,6 +894,34 @@ impl CargoCmd {
             sel.push("--lib".into());
         }
         args.extend(sel);
+        args.push("--message-format=json".into());
+        let (out, _, _) = self.exec(&args, None, false)?;
+        Ok((
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+
+    /// `cargo check --message-format=json` of the package's library (`has_lib`) and
+    /// binaries (`has_bins`) as a test run builds them for the test targets and doc tests to
+    /// link and spawn: not in test mode. Returns (success, cargo's JSON messages, its
+    /// stderr); with neither, nothing runs and it succeeds.
+    pub fn check_built(
+        &self,
+        has_lib: bool,
+        has_bins: bool,
+    ) -> Result<(bool, String, String), CargoError> {
+        if !has_lib && !has_bins {
+            return Ok((true, String::new(), String::new()));
+        }
+        let mut args = self.common_args("check");
+        if has_lib {
+            args.push("--lib".into());
+        }
+        if has_bins {
+            args.push("--bins".into());
+        }
         args.push("--message-format=json".into());
         let (out, _, _) = self.exec(&args, None, false)?;
         Ok((

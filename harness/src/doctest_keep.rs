@@ -212,13 +212,28 @@ pub fn parse_record(bytes: &[u8]) -> Result<Record, String> {
 
 /// The attributes of the code block whose opening fence is line `line` (1-based) of
 /// `source`: the words of its info string (rustdoc splits it at commas and whitespace),
-/// `None` when that line is no doc comment fence.
+/// `None` when that line is no doc comment fence. A fence is a line of a line doc comment
+/// (`///`, `//!`), or a line inside a block doc comment (`/** ... */`, `/*! ... */`, its
+/// opening line included), where rustdoc also takes a leading `*` decoration off.
 pub fn fence_attributes(source: &str, line: usize) -> Option<Vec<String>> {
     let l = source.lines().nth(line.checked_sub(1)?)?.trim_start();
-    let rest = l
-        .strip_prefix("///")
-        .or_else(|| l.strip_prefix("//!"))?
-        .trim_start();
+    let rest = match l.strip_prefix("///").or_else(|| l.strip_prefix("//!")) {
+        Some(r) => r,
+        None => {
+            let inside = in_block_doc_comment(source, line)?;
+            let r = if inside.opens_here {
+                l.strip_prefix("/**").or_else(|| l.strip_prefix("/*!"))?
+            } else {
+                l
+            };
+            let r = r.trim_start();
+            // ` * ```` as block comments are often decorated.
+            r.strip_prefix('*')
+                .filter(|x| !x.starts_with('/'))
+                .unwrap_or(r)
+        }
+    }
+    .trim_start();
     let info = rest
         .strip_prefix("```")
         .or_else(|| rest.strip_prefix("~~~"))?
@@ -230,6 +245,119 @@ pub fn fence_attributes(source: &str, line: usize) -> Option<Vec<String>> {
             .map(str::to_string)
             .collect(),
     )
+}
+
+/// Where line `line` (1-based) of `source` stands in a block doc comment.
+struct BlockDoc {
+    /// The comment opens on this very line.
+    opens_here: bool,
+}
+
+/// Whether line `line` (1-based) of `source` lies inside a block doc comment (`/**` or
+/// `/*!`, not `/***` nor `/**/`), with its opening line; `None` when it does not. Block
+/// comments nest in Rust; string and character literals are skipped (a raw string's
+/// hashes included), and line comments are skipped to their end.
+fn in_block_doc_comment(source: &str, line: usize) -> Option<BlockDoc> {
+    let b = source.as_bytes();
+    let start = if line <= 1 {
+        0
+    } else {
+        source.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    let is_doc = |at: usize| {
+        (b[at..].starts_with(b"/**")
+            && !b[at..].starts_with(b"/***")
+            && !b[at..].starts_with(b"/**/"))
+            || b[at..].starts_with(b"/*!")
+    };
+    let mut i = 0;
+    // Whether the outermost open block comment is a doc comment, and the nesting depth.
+    let mut doc = false;
+    let mut depth = 0usize;
+    while i < start {
+        if depth > 0 {
+            if b[i..].starts_with(b"*/") {
+                depth -= 1;
+                i += 2;
+            } else if b[i..].starts_with(b"/*") {
+                depth += 1;
+                i += 2;
+            } else {
+                i += 1;
+            }
+            continue;
+        }
+        match b[i] {
+            b'/' if b[i..].starts_with(b"//") => {
+                i = source[i..].find('\n').map_or(b.len(), |k| i + k);
+            }
+            b'/' if b[i..].starts_with(b"/*") => {
+                doc = is_doc(i);
+                depth = 1;
+                i += 2;
+            }
+            b'"' => i = skip_string(b, i + 1),
+            b'r' if raw_string_at(b, i).is_some() => {
+                let (hashes, body) = raw_string_at(b, i)?;
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat_n(b'#', hashes))
+                    .collect();
+                i = b[body..]
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(b.len(), |k| body + k + close.len());
+            }
+            b'\'' => {
+                // A character literal ('x', '\n', '\'') or a lifetime ('a).
+                if b.get(i + 1) == Some(&b'\\') {
+                    i = b[i + 2..]
+                        .iter()
+                        .position(|&c| c == b'\'')
+                        .map_or(b.len(), |k| i + 2 + k + 1);
+                } else if b.get(i + 2) == Some(&b'\'') {
+                    i += 3;
+                } else {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    if i > start {
+        // The line begins inside a string literal.
+        return None;
+    }
+    if depth > 0 {
+        return doc.then_some(BlockDoc { opens_here: false });
+    }
+    let lead = start + (source[start..].len() - source[start..].trim_start().len());
+    is_doc(lead).then_some(BlockDoc { opens_here: true })
+}
+
+/// The offset just past the string literal whose body starts at `i` (after its `"`).
+fn skip_string(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 2,
+            b'"' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    b.len()
+}
+
+/// For a raw string literal starting at `i` (`r"`, `r#"`, `br"` is read from its `r`): its
+/// number of hashes and the offset of its body. `None` when `i` starts none, or the `r`
+/// ends an identifier.
+fn raw_string_at(b: &[u8], i: usize) -> Option<(usize, usize)> {
+    if i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_') && b[i - 1] != b'b' {
+        return None;
+    }
+    let mut k = i + 1;
+    while b.get(k) == Some(&b'#') {
+        k += 1;
+    }
+    (b.get(k) == Some(&b'"')).then_some((k - i - 1, k + 1))
 }
 
 /// Why a block with `attributes` is not run by rustdoc (so not kept), if so.
@@ -416,6 +544,18 @@ mod tests {
         assert_eq!(fence_attributes(src, 2), None);
         assert_eq!(fence_attributes(src, 6), None);
         assert_eq!(fence_attributes(src, 0), None);
+        // Inside block doc comments, decorated or not, the opening line included.
+        let block = "/*! Crate docs.\n\n```\nassert!(true);\n```\n*/\n/**\n * ```should_panic\n * panic!();\n * ```\n */\nfn g() {}\n/* ```\n*/\n/*! ```no_run\nx\n```*/\nconst S: &str = \"/**\n```\n\";\n";
+        assert_eq!(fence_attributes(block, 3), Some(vec![]));
+        assert_eq!(fence_attributes(block, 5), Some(vec![]));
+        assert_eq!(
+            fence_attributes(block, 8),
+            Some(vec!["should_panic".into()])
+        );
+        assert_eq!(fence_attributes(block, 4), None);
+        assert_eq!(fence_attributes(block, 13), None, "a plain block comment");
+        assert_eq!(fence_attributes(block, 15), Some(vec!["no_run".into()]));
+        assert_eq!(fence_attributes(block, 19), None, "inside a string literal");
         assert_eq!(
             not_run(&["rust".into(), "ignore-wasm32".into()]),
             Some("ignore-wasm32")

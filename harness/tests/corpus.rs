@@ -730,3 +730,209 @@ fn via_harness_runs_the_batteries_of_several_packages_at_once() {
         );
     }
 }
+
+/// The cfg-gate workspace's verdicts under the default features on Linux: each mutation
+/// behind a gate the build leaves out is NOT_COMPILED.
+fn gates_default_verdicts() -> BTreeMap<String, String> {
+    owned(&[
+        ("arm-gated", "NOT_COMPILED"),
+        ("arm-control", "KILLED"),
+        ("block-gated", "NOT_COMPILED"),
+        ("block-control", "KILLED"),
+        ("fn-platform-gated", "NOT_COMPILED"),
+        ("fn-platform-control", "KILLED"),
+        ("cfg-if-gated", "NOT_COMPILED"),
+        ("cfg-if-control", "KILLED"),
+        ("statement-gated", "NOT_COMPILED"),
+        ("cfg-attr-gated", "NOT_COMPILED"),
+        ("inner-gated", "NOT_COMPILED"),
+    ])
+}
+
+/// Each mutation's first reason.
+fn first_reasons(r: &serde_json::Value) -> BTreeMap<String, String> {
+    r["mutations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_str().unwrap().to_string(),
+                m["reasons"][0].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Inside compiled files, a mutation behind a `cfg` gate the build leaves out (a match arm,
+/// a block, a `let` statement, a function under `cfg(not(unix))`, a `cfg_attr`, a `cfg_if!`
+/// branch, an inline module shut by its inner `#![cfg]`) is NOT_COMPILED with its gate
+/// named, in both modes; the compiled controls beside them are KILLED; nothing is built
+/// per mutation for it, and the tree is left as it was.
+#[test]
+fn mutations_behind_cfg_gates_inside_compiled_files_are_not_compiled_with_the_gate_named() {
+    for mode in MODES {
+        let sb = Sandbox::of("cfg-gates", "mutations/gates.toml");
+        let before = sb.tree();
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(1);
+        let r = sb.report_of("gates");
+        assert_eq!(r["status"], "complete", "{mode}: {r}");
+        assert_eq!(verdicts(&r), gates_default_verdicts(), "{mode}");
+        let why = first_reasons(&r);
+        let names = [
+            (
+                "arm-gated",
+                "`#[cfg(feature = \"extra\")]` on the match arm at line 8",
+            ),
+            (
+                "block-gated",
+                "`#[cfg(feature = \"extra\")]` on the block at line 17",
+            ),
+            (
+                "fn-platform-gated",
+                "`#[cfg(not(unix))]` on the fn platform_name at line 31",
+            ),
+            (
+                "cfg-if-gated",
+                "`#[cfg(feature = \"fast\")]` on the cfg_if! branch at line 37",
+            ),
+            (
+                "statement-gated",
+                "`#[cfg(feature = \"extra\")]` on the let statement at line 63",
+            ),
+            (
+                "cfg-attr-gated",
+                "`#[cfg_attr(not(feature = \"extra\"), cfg(any()))]` on the fn bonus at line 70",
+            ),
+            (
+                "inner-gated",
+                "`#![cfg(feature = \"extra\")]` on the mod deep at line 77",
+            ),
+        ];
+        for (id, gate) in names {
+            assert!(why[id].contains(gate), "{mode}: {id}: {}", why[id]);
+            assert!(why[id].contains("src/lib.rs"), "{mode}: {id}: {}", why[id]);
+        }
+        assert_eq!(r["summary"]["not_compiled"], 7, "{mode}");
+        run.stderr_has("cfg probe: 9 mutation(s) behind cfg gates, 7 compiled in no unit");
+        assert_eq!(sb.tree(), before, "{mode}");
+    }
+}
+
+/// With the features on, the same gated mutations are compiled and get real verdicts
+/// (KILLED by the tests written for those features), in both modes; the platform gate
+/// still keeps its function out on Linux, and the `cfg_if!` branch taken without `fast`
+/// is now the one left out.
+#[test]
+fn with_the_features_on_the_gated_mutations_get_real_verdicts() {
+    for mode in MODES {
+        let sb = Sandbox::of("cfg-gates", "mutations/gates.toml");
+        let text = sb
+            .read("mutations/gates.toml")
+            .replace("select = \"\"", "features = [\"extra\", \"fast\"]\nselect = \"\"")
+            .replace(
+                "  \"totals_add_the_extra_amount\",\n]",
+                "  \"totals_add_the_extra_amount\",\n  \"extras_add_up\",\n]",
+            )
+            .replace(
+                "id = \"cfg-attr-gated\"\ntitle = \"bonus subtracts\"\nrole = \"defect\"\nfile = \"src/lib.rs\"\nfind = \"n + 100\"\nreplace = \"n - 100\"\nkilled_by = [\"totals_add_the_extra_amount\"]",
+                "id = \"cfg-attr-gated\"\ntitle = \"bonus subtracts\"\nrole = \"defect\"\nfile = \"src/lib.rs\"\nfind = \"n + 100\"\nreplace = \"n - 100\"\nkilled_by = [\"extras_add_up\"]",
+            )
+            .replace(
+                "find = \"n * 7\"\nreplace = \"n + 7\"\nkilled_by = [\"totals_add_the_extra_amount\"]",
+                "find = \"n * 7\"\nreplace = \"n + 7\"\nkilled_by = [\"extras_add_up\"]",
+            );
+        sb.write("mutations/gates.toml", &text);
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(1);
+        let r = sb.report_of("gates");
+        let mut want = gates_default_verdicts();
+        for v in want.values_mut() {
+            *v = "KILLED".into();
+        }
+        // The platform gate still shuts its function on Linux, and with `fast` on the
+        // cfg_if! else branch is the one left out.
+        want.insert("fn-platform-gated".into(), "NOT_COMPILED".into());
+        want.insert("cfg-if-control".into(), "NOT_COMPILED".into());
+        assert_eq!(verdicts(&r), want, "{mode}: {}", run.stderr);
+        let why = first_reasons(&r);
+        assert!(
+            why["cfg-if-control"]
+                .contains("`else (none of feature = \"fast\")` on the cfg_if! branch at line 42"),
+            "{mode}: {}",
+            why["cfg-if-control"]
+        );
+        let exp: BTreeMap<String, String> = r["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().to_string(),
+                    m["expectation"].as_str().unwrap().to_string(),
+                )
+            })
+            .filter(|(_, e)| e != "MET")
+            .collect();
+        assert_eq!(
+            exp,
+            owned(&[("cfg-if-control", "UNMET"), ("fn-platform-gated", "UNMET")]),
+            "{mode}"
+        );
+    }
+}
+
+/// `mutants --via-harness` on the cfg-gate workspace, in both modes: every generated mutant
+/// in code the default build leaves out on Linux (an arm, a block, a `let` statement, a
+/// function under `cfg(not(unix))`, a `cfg_attr`-shut function, an inline module shut from
+/// inside) is "not compiled", where cargo-mutants calls it missed; every other mutant gets
+/// cargo-mutants' own verdict. The gated lines are the fixture's, read by hand.
+#[test]
+fn via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled() {
+    if !common::cargo_mutants_present(
+        "via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled",
+    ) {
+        return;
+    }
+    let gated_lines = [8..=9, 17..=20, 31..=34, 37..=41, 63..=64, 70..=73, 77..=82];
+    let gated = |line: usize| gated_lines.iter().any(|r| r.contains(&line));
+    let reference = Sandbox::of("cfg-gates", "mutations/gates.toml");
+    std::fs::remove_dir_all(reference.ws.join("mutations")).unwrap();
+    let want = cargo_mutants_verdicts(&reference.ws, &[]);
+    for mode in MODES {
+        let sb = Sandbox::of("cfg-gates", "mutations/gates.toml");
+        let (got, stderr) = via_harness_run(&sb, &["--mode", mode], &[]);
+        let r: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(sb.ws.join("reports/mutants/mutants.json")).unwrap(),
+        )
+        .unwrap();
+        let lines: BTreeMap<String, usize> = r["mutants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["name"].as_str().unwrap().to_string(),
+                    m["line"].as_u64().unwrap() as usize,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{mode}"
+        );
+        let mut not_compiled = 0;
+        for (name, status) in &got {
+            if gated(lines[name]) {
+                assert_eq!(status, "NOT_COMPILED", "{mode}: {name}\n{stderr}");
+                assert_eq!(want[name], "MISSED", "{mode}: {name}");
+                not_compiled += 1;
+            } else {
+                assert_eq!(status, &want[name], "{mode}: {name}\n{stderr}");
+            }
+        }
+        assert!(not_compiled >= 5, "{mode}: {got:?}");
+    }
+}

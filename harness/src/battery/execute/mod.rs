@@ -7,11 +7,13 @@
 //! by [`diagnostics`]; the tests that reach each switched function found by [`reach`], and
 //! each reach-selected mutant's own timeout set by [`mutant_timeout`]; up to
 //! N test runs at once by [`parallel`]; an unchanged switched build kept fresh from one run to
-//! the next by [`built_sources`]). [`stop`] is why a run ends early; [`cache`] reuses
+//! the next by [`built_sources`]; code behind `cfg` gates found uncompiled by rustc, [`cfg_probe`]).
+//! [`stop`] is why a run ends early; [`cache`] reuses
 //! verdicts whose evidence is unchanged (`--incremental`).
 
 pub mod built_sources;
 pub mod cache;
+pub mod cfg_probe;
 pub mod diagnostics;
 pub mod instrument;
 pub mod mutant_timeout;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::battery::execute::cache;
+use crate::battery::execute::cfg_probe;
 use crate::battery::execute::parallel;
 use crate::battery::execute::stop::{Stop, refuse};
 use crate::battery::execute::workspace;
@@ -399,7 +400,48 @@ impl<'a> Run<'a> {
                 self.not_compiled.insert(pm.index, why);
             }
         }
+        self.probe_cfg_gates(&packages, &to_run)?;
         self.build = Some(build);
+        Ok(())
+    }
+
+    /// The selected mutations whose changed bytes lie behind `cfg` gates inside a compiled
+    /// file are probed once ([`cfg_probe`]): those rustc compiles in no unit of the
+    /// catalog's build are NOT_COMPILED with their gates named. Nothing runs when no
+    /// selected mutation has a gate.
+    fn probe_cfg_gates(&mut self, packages: &[PackageMeta], to_run: &[usize]) -> Result<(), Stop> {
+        let c = self.sh.catalog;
+        let gated: Vec<cfg_probe::Gated> = to_run
+            .iter()
+            .map(|&k| &self.prepared[k])
+            .filter(|pm| !self.not_compiled.contains_key(&pm.index))
+            .filter_map(|pm| cfg_probe::gated(&c.spec.mutations[pm.index], pm))
+            .collect();
+        if gated.is_empty() {
+            return Ok(());
+        }
+        let Some(scan) = self.start.as_ref() else {
+            return Ok(());
+        };
+        self.sh.progress.phase("cfg probe");
+        let package = packages.iter().find(|p| p.name == c.spec.package);
+        let features = (c.spec.features.as_slice(), c.spec.no_default_features);
+        let ev = cfg_probe::probe(c, package, &c.root, scan, &gated, features)?;
+        interrupted()?;
+        if let Some(why) = &ev.inconclusive {
+            self.sh.progress.line(&format!(
+                "cfg probe: {} mutation(s) behind cfg gates, nothing concluded ({why}); they run as usual",
+                ev.probed
+            ));
+            return Ok(());
+        }
+        self.sh.progress.line(&format!(
+            "cfg probe: {} mutation(s) behind cfg gates, {} compiled in no unit (rustc, {:.1}s)",
+            ev.probed,
+            ev.not_compiled.len(),
+            ev.seconds
+        ));
+        self.not_compiled.extend(ev.not_compiled);
         Ok(())
     }
 

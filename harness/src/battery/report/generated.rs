@@ -25,8 +25,9 @@ pub enum Status {
     /// The harness's runner only: no test failed or died, but some listed tests do not
     /// exist under the mutant.
     TestsMissing,
-    /// The harness's runner only: the mutated file is not compiled under the features the
-    /// package is tested with (a `cfg(feature = ...)` keeps it out); nothing ran.
+    /// The harness's runner only: the mutated code is compiled into no unit of the
+    /// package's build under its features and platform (a `cfg` gate keeps its file, or the
+    /// function, block or arm around it, out; rustc's evidence); nothing ran.
     NotCompiled,
 }
 

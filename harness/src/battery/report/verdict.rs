@@ -134,7 +134,7 @@ pub fn judge(m: &Mutation, obs: &Observation<'_>) -> Judgement {
         Observation::NotCompiled(why) => unmet(
             Verdict::NotCompiled,
             format!(
-                "not compiled under the catalog's features: {why}; no test ran (enable the feature in `features`, or move the mutation to a catalog that does)"
+                "not compiled under the catalog's configuration: {why}; no test ran (enable what its gate needs in `features` or a `[[config]]`, or run it on a platform that builds it)"
             ),
         ),
         // Nothing ran: only a gap, which must survive, meets its expectation.

@@ -62,6 +62,9 @@ pub struct Listing {
     /// run reports them ignored, which the baseline refuses, so the starter catalog skips
     /// them (`[[skip]]`, with why).
     pub ignored: Vec<String>,
+    /// The package's library root (else its first binary's), relative to the workspace
+    /// root: the file the example mutation names, as a catalog's `file` is written.
+    pub example_file: Option<PathBuf>,
 }
 
 /// The package of `packages` to list: `wanted`, or the only one.
@@ -191,10 +194,15 @@ fn list_in(root: &Path, package: Option<&str>, state: &Path) -> Result<Listing, 
             package: p.name.clone(),
         });
     }
+    let example_file = p
+        .crate_roots
+        .iter()
+        .find_map(|f| f.strip_prefix(root).ok().map(Path::to_path_buf));
     Ok(Listing {
         probe,
         tests,
         ignored,
+        example_file,
     })
 }
 
@@ -260,9 +268,14 @@ pub fn catalog_text(listing: &Listing, catalog: &Path) -> String {
         ));
     }
     let killer = listing.tests.first().map(|k| quoted(k)).unwrap_or_default();
+    let file = listing
+        .example_file
+        .as_deref()
+        .map_or_else(|| quoted("src/lib.rs"), |f| quoted(&f.to_string_lossy()));
     t.push_str(&format!(
         "\n# An example mutation: `find` must occur exactly `occurrences` times (default 1) in\n\
-         # `file`; the tests of `killed_by` must fail when it is replaced by `replace`.\n\
+         # `file` (relative to the workspace root, not to the package); the tests of\n\
+         # `killed_by` must fail when it is replaced by `replace`.\n\
          # role: defect (a wrong implementation) | vacuity (accept or refuse everything) |\n\
          # gap (a known hole, expected to survive; no killed_by).\n\
          #\n\
@@ -270,7 +283,7 @@ pub fn catalog_text(listing: &Listing, catalog: &Path) -> String {
          # id = \"example\"\n\
          # title = \"what the mutated code gets wrong\"\n\
          # role = \"defect\"\n\
-         # file = \"src/lib.rs\"\n\
+         # file = {file}\n\
          # find = \"a + b\"\n\
          # replace = \"a - b\"\n\
          # killed_by = [{killer}]\n\
