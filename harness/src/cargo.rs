@@ -456,6 +456,12 @@ impl CargoCmd {
         self
     }
 
+    /// Builds in `dir` instead of the target directory given to [`CargoCmd::new`].
+    pub fn with_target_dir(mut self, dir: &Path) -> CargoCmd {
+        self.target_dir = dir.to_path_buf();
+        self
+    }
+
     /// Builds with `features` enabled (`--features`), and without the default ones when
     /// `no_default` (`--no-default-features`).
     pub fn with_features(mut self, features: &[String], no_default: bool) -> CargoCmd {

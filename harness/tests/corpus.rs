@@ -936,3 +936,160 @@ fn via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled() {
         assert!(not_compiled >= 5, "{mode}: {got:?}");
     }
 }
+
+/// A catalog with a further configuration (`[[config]]` enabling `extra` and `fast`, with
+/// the test only those features hold): the mutations the default features leave
+/// uncompiled run there and get real verdicts, each naming the configuration; the compiled
+/// ones keep the default build's verdicts; the platform-gated function stays NOT_COMPILED;
+/// the kill matrix has the configuration's test as a row. Both modes.
+#[test]
+fn a_further_configuration_gives_the_uncompiled_mutations_real_verdicts() {
+    for mode in MODES {
+        let sb = Sandbox::of("cfg-gates", "mutations/configs.toml");
+        let before = sb.tree();
+        let run = sb.battery(&["--mode", mode]);
+        run.expect_code(1);
+        run.stderr_has("configuration extra (features: extra, fast): 7 mutation(s) the catalog's own configuration does not compile");
+        let r = sb.report_of("configs");
+        let mut want = gates_default_verdicts();
+        for v in want.values_mut() {
+            *v = "KILLED".into();
+        }
+        want.insert("fn-platform-gated".into(), "NOT_COMPILED".into());
+        assert_eq!(verdicts(&r), want, "{mode}: {}", run.stderr);
+        let configs: BTreeMap<String, String> = r["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| {
+                Some((
+                    m["id"].as_str().unwrap().to_string(),
+                    m["config"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
+        let ran_there = [
+            "arm-gated",
+            "block-gated",
+            "cfg-if-gated",
+            "statement-gated",
+            "cfg-attr-gated",
+            "inner-gated",
+        ];
+        assert_eq!(
+            configs,
+            ran_there
+                .iter()
+                .map(|id| (id.to_string(), "extra".to_string()))
+                .collect(),
+            "{mode}"
+        );
+        assert_eq!(r["configs"][0]["name"], "extra");
+        assert_eq!(r["configs"][0]["status"], "complete");
+        assert_eq!(r["configs"][0]["given"].as_array().unwrap().len(), 7);
+        assert_eq!(r["configs"][0]["ran"].as_array().unwrap().len(), 6);
+        let km = &r["kill_matrix"];
+        let row = km["tests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|t| t == "extras_add_up")
+            .expect("the configuration's test is a row");
+        let col = km["mutations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|m| m == "inner-gated")
+            .unwrap();
+        assert_eq!(km["cells"][row][col], "killed", "{mode}: {km}");
+        // Only the platform gate is left unmet: the exit code is 1 for it alone.
+        assert_eq!(r["summary"]["unmet"], 1, "{mode}");
+        assert_eq!(sb.tree(), before, "{mode}");
+    }
+}
+
+/// `check --list` on a catalog listing a test the targets hold only under a feature says
+/// so, naming the features, instead of offering an unrelated "nearest real test".
+#[test]
+fn check_list_names_a_test_that_exists_only_under_a_feature() {
+    let sb = Sandbox::of("cfg-gates", "mutations/gates.toml");
+    let text = sb.read("mutations/gates.toml").replace(
+        "  \"totals_add_the_extra_amount\",\n]",
+        "  \"totals_add_the_extra_amount\",\n  \"extras_add_up\",\n]",
+    );
+    sb.write("mutations/gates.toml", &text);
+    let run = sb.run(&["check", "--list", sb.catalog.to_str().unwrap()]);
+    run.expect_code(2).stderr_has(
+        "tests[5] \"extras_add_up\" is a test of the targets only with more features enabled (it is listed with all of the package's features: extra, fast)",
+    );
+    assert!(!run.stderr.contains("nearest real test"), "{}", run.stderr);
+}
+
+/// `init` on a member of a workspace (cargo-mutants' `workspace` tree): the example
+/// mutation names the member's file relative to the workspace root, so that, uncommented
+/// with a real `find`, the catalog loads and `check` finds no drift.
+#[test]
+fn the_starter_example_names_the_members_file_from_the_workspace_root() {
+    let sb = testdata("workspace");
+    let ws = sb.ws.to_str().unwrap();
+    let out = sb.ws.join("mutations/utils-starter.toml");
+    sb.run(&[
+        "init",
+        "--workspace",
+        ws,
+        "--package",
+        "cargo_mutants_testdata_workspace_utils",
+        "--output",
+        out.to_str().unwrap(),
+    ])
+    .expect_code(0);
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("# file = \"utils/src/lib.rs\"\n"), "{text}");
+    let example: String = text
+        .lines()
+        .skip_while(|l| *l != "# [[mutation]]")
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .map(|l| match l.split_once(" = ") {
+            Some(("find", _)) => "find = \"a * 3\"".to_string(),
+            Some(("replace", _)) => "replace = \"a + 3\"".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let head: String = text
+        .lines()
+        .take_while(|l| *l != "# [[mutation]]")
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&out, format!("{head}\n{example}\n")).unwrap();
+    sb.run(&["check", out.to_str().unwrap()]).expect_code(0);
+}
+
+/// `init` on a package with optional features lists the gated code its default features
+/// leave out and offers `[[config]]` sets; the offered set, uncommented, is one `check`
+/// accepts.
+#[test]
+fn init_lists_the_code_the_default_features_leave_out_and_offers_the_sets() {
+    let sb = Sandbox::of("cfg-gates", "mutations/gates.toml");
+    let ws = sb.ws.to_str().unwrap();
+    let out = sb.ws.join("mutations/starter.toml");
+    let run = sb.run(&["init", "--workspace", ws, "--output", out.to_str().unwrap()]);
+    run.expect_code(0).stdout_has(
+        "the default features leave 5 gated place(s) of the code out (features: extra)",
+    );
+    let text = std::fs::read_to_string(&out).unwrap();
+    for line in [
+        "#   src/lib.rs:8  #[cfg(feature = \"extra\")]\n",
+        "#   src/lib.rs:77  #![cfg(feature = \"extra\")]\n",
+        "# [[config]]\n# name = \"extra\"\n# features = [\"extra\"]\n",
+        "# [[config]]\n# name = \"all-features\"\n# all_features = true\n",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    let offered = text.replace(
+        "# [[config]]\n# name = \"extra\"\n# features = [\"extra\"]\n",
+        "[[config]]\nname = \"extra\"\nfeatures = [\"extra\"]\n",
+    );
+    std::fs::write(&out, offered).unwrap();
+    sb.run(&["check", out.to_str().unwrap()]).expect_code(0);
+}

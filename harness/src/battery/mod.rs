@@ -326,6 +326,16 @@ pub fn run_unwritten(
     report.started_unix = started_unix;
     let overheads = std::mem::take(&mut run.overheads);
     drop(run);
+    if report.status == Status::Complete && !catalog.spec.configs.is_empty() {
+        run_configs(
+            &catalog,
+            opts,
+            progress,
+            mode_kind,
+            &reports_root,
+            &mut report,
+        );
+    }
     Ok(Unwritten {
         report,
         catalog,
@@ -576,11 +586,172 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
         wall_seconds: 0.0,
         baseline: run.baseline.clone(),
         mutations,
+        configs: Vec::new(),
         kill_matrix,
         unfalsified,
         summary,
         exit_code,
     }
+}
+
+/// Runs the catalog's `[[config]]`s in order, each on the mutations still NOT_COMPILED in
+/// `report` (the catalog's own configuration compiles them into no unit), as a battery of
+/// the same catalog under that configuration's features, with the catalog's tests and the
+/// configuration's own, in a target directory of its own (`<target_dir>/config/<name>`).
+/// A mutation it compiles takes its verdict from there (`config` names it); one it does
+/// not stays NOT_COMPILED for the next. The kill matrix, UNFALSIFIED, the summary and the
+/// exit code are computed again over the whole; a configuration's refusal or interruption
+/// is the battery's exit code too, and so is a package whose features cannot be listed for
+/// `all_features` (that configuration refuses, CATALOG-DRIFT).
+fn run_configs(
+    catalog: &Catalog,
+    opts: &Options,
+    progress: &Progress,
+    mode_kind: Mode,
+    reports_root: &Path,
+    report: &mut BatteryReport,
+) {
+    use report::verdict::Verdict;
+    for cfg in &catalog.spec.configs {
+        let given: Vec<String> = report
+            .mutations
+            .iter()
+            .filter(|m| m.verdict == Verdict::NotCompiled)
+            .map(|m| m.id.clone())
+            .collect();
+        if given.is_empty() {
+            break;
+        }
+        let declared = if cfg.all_features {
+            match catalog.cargo().with_state_dir(&opts.state_dir).metadata() {
+                Ok(packages) => packages
+                    .iter()
+                    .find(|p| p.name == catalog.spec.package)
+                    .map(|p| p.features.clone())
+                    .unwrap_or_default(),
+                Err(e) => {
+                    report.exit_code = report.exit_code.worst(ExitCode::Refused);
+                    report.configs.push(schema::ConfigRun {
+                        name: cfg.name.clone(),
+                        features: Vec::new(),
+                        no_default_features: cfg.no_default_features,
+                        tests: cfg.tests.clone(),
+                        given,
+                        ran: Vec::new(),
+                        status: Status::Refused,
+                        refusal: Some(RefusalInfo {
+                            kind: RefusalKind::CatalogDrift,
+                            detail: format!("cannot list the package's features: {e}"),
+                        }),
+                        baseline: None,
+                    });
+                    continue;
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        let features = cfg.enabled(&declared);
+        let derived = catalog.for_config(cfg, &features, &given);
+        progress.line(&format!(
+            "configuration {} (features: {}{}): {} mutation(s) the catalog's own configuration does not compile",
+            cfg.name,
+            if features.is_empty() { "none".to_string() } else { features.join(", ") },
+            if cfg.no_default_features { ", no default features" } else { "" },
+            given.len()
+        ));
+        let sub_opts = Options {
+            only: None,
+            shard: None,
+            since: None,
+            incremental: false,
+            ..opts.clone()
+        };
+        let mut mode: Box<dyn ModeRun> = match mode_kind {
+            Mode::Rebuild => Box::new(rebuild::Rebuild::new(&derived, &sub_opts)),
+            Mode::Switch => Box::new(switch::Switch::new(&derived, &sub_opts)),
+        };
+        let mut run = Run::new(Shared {
+            catalog: &derived,
+            opts: &sub_opts,
+            progress,
+            exclude: vec![catalog.target_dir.clone(), reports_root.to_path_buf()],
+            diff: None,
+            mode: mode_kind,
+        });
+        let mut stop = run.go(mode.as_mut()).err();
+        if crate::system::interrupt::requested() {
+            stop = Some(Stop::Interrupted);
+        }
+        let sub = assemble(&derived, &sub_opts, &run, stop);
+        drop(run);
+        fold_config(report, sub, cfg, features);
+        if report.exit_code == ExitCode::Interrupted {
+            break;
+        }
+    }
+}
+
+/// Folds the battery of configuration `cfg` (enabling `features`) into `report`: each of
+/// its mutations it compiled replaces the NOT_COMPILED entry of the same id; then the
+/// kill matrix (over the catalog's tests and the configuration's), UNFALSIFIED, the
+/// summary and the exit code are computed again.
+fn fold_config(
+    report: &mut BatteryReport,
+    sub: BatteryReport,
+    cfg: &catalog::Config,
+    features: Vec<String>,
+) {
+    use report::verdict::Verdict;
+    let given: Vec<String> = sub.mutations.iter().map(|m| m.id.clone()).collect();
+    let mut ran = Vec::new();
+    for m in sub.mutations {
+        if m.verdict == Verdict::NotCompiled {
+            continue;
+        }
+        if let Some(slot) = report.mutations.iter_mut().find(|x| x.id == m.id) {
+            ran.push(m.id.clone());
+            *slot = schema::MutationReport {
+                config: Some(cfg.name.clone()),
+                ..m
+            };
+        }
+    }
+    let mut tests = report.kill_matrix.tests.clone();
+    for t in &cfg.tests {
+        if !tests.contains(t) {
+            tests.push(t.clone());
+        }
+    }
+    let cols: Vec<(String, Option<&BTreeMap<String, Outcome>>)> = report
+        .mutations
+        .iter()
+        .map(|m| (m.id.clone(), Some(&m.outcomes)))
+        .collect();
+    report.kill_matrix = KillMatrix::build(&tests, &cols);
+    if report.unfalsified.is_some() {
+        report.unfalsified = Some(report.kill_matrix.unfalsified());
+    }
+    report.summary = Summary::of(&report.mutations, report.unfalsified.as_ref());
+    let own = match sub.status {
+        Status::Complete => ExitCode::AllMet,
+        Status::Refused => ExitCode::Refused,
+        Status::Interrupted => ExitCode::Interrupted,
+    };
+    if report.status == Status::Complete {
+        report.exit_code = complete_exit_code(&report.summary).worst(own);
+    }
+    report.configs.push(schema::ConfigRun {
+        name: cfg.name.clone(),
+        features,
+        no_default_features: cfg.no_default_features,
+        tests: cfg.tests.clone(),
+        given,
+        ran,
+        status: sub.status,
+        refusal: sub.refusal,
+        baseline: sub.baseline,
+    });
 }
 
 /// The exit code of a battery that completed: 1 (weak) when an expectation is unmet or a

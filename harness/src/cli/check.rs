@@ -30,7 +30,7 @@ pub fn run(catalogs: &[PathBuf], list: Option<&Path>) -> ExitCode {
                         );
                     }
                     if let Some(state) = list
-                        && let Err(e) = check_listed(&c, state)
+                        && let Err(e) = check_listed(&c, state, &packages)
                     {
                         eprintln!("harness: CATALOG-DRIFT: {}: {e}", path.display());
                         code = ExitCode::Refused;
@@ -75,7 +75,7 @@ fn check_place(
 
 /// `check --list`: every listed test is one the targets hold (the nearest real one named
 /// when not), and every test of the targets under `select` is listed.
-fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
+fn check_listed(c: &Catalog, state: &Path, packages: &[PackageMeta]) -> Result<(), String> {
     let real = battery::select::starter::leaving_no_lock(&c.root, || {
         c.cargo().with_state_dir(state).list()
     })
@@ -86,15 +86,28 @@ fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
         &real,
         &c.spec.select,
     );
+    // A listed test the targets hold only with more features on is named as such, not
+    // as a misspelling of its nearest neighbour.
+    let gated = if drift.missing.is_empty() {
+        None
+    } else {
+        with_every_feature(c, state, packages)
+    };
     let mut parts: Vec<String> = drift
         .missing
         .iter()
         .map(|t| {
             let i = c.spec.tests.iter().position(|x| x == t).unwrap_or(0);
-            format!(
-                "tests[{i}] {t:?} is not a test of the targets ({})",
-                battery::select::nearest::describe(t, &real)
-            )
+            match &gated {
+                Some((features, all)) if all.contains(t) => format!(
+                    "tests[{i}] {t:?} is a test of the targets only with more features enabled (it is listed with all of the package's features: {}): enable its feature in `features`, or list it in the `tests` of a [[config]] that enables it",
+                    features.join(", ")
+                ),
+                _ => format!(
+                    "tests[{i}] {t:?} is not a test of the targets ({})",
+                    battery::select::nearest::describe(t, &real)
+                ),
+            }
         })
         .collect();
     for t in &drift.stale_skips {
@@ -121,6 +134,36 @@ fn check_listed(c: &Catalog, state: &Path) -> Result<(), String> {
     } else {
         Err(parts.join("; "))
     }
+}
+
+/// The tests the catalog's targets list with every feature of its package enabled (built
+/// in `<target_dir>/all-features`, so the catalog's own build stays fresh), with those
+/// features; `None` when the package declares no feature beyond its own configuration's
+/// or the listing fails (then nothing more is said).
+fn with_every_feature(
+    c: &Catalog,
+    state: &Path,
+    packages: &[PackageMeta],
+) -> Option<(Vec<String>, Vec<String>)> {
+    let p = packages.iter().find(|p| p.name == c.spec.package)?;
+    let features: Vec<String> = p
+        .features
+        .iter()
+        .filter(|f| f.as_str() != "default")
+        .cloned()
+        .collect();
+    if features.iter().all(|f| c.spec.features.contains(f)) {
+        return None;
+    }
+    let all = battery::select::starter::leaving_no_lock(&c.root, || {
+        c.cargo()
+            .with_target_dir(&c.target_dir.join("all-features"))
+            .with_features(&features, false)
+            .with_state_dir(state)
+            .list()
+    })
+    .ok()?;
+    Some((features, all))
 }
 
 /// The package and test targets named by the catalog exist (`cargo metadata`, no build);

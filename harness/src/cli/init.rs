@@ -41,5 +41,12 @@ pub fn run(
         out.display(),
         out.display()
     );
+    if !listing.left_out.is_empty() {
+        println!(
+            "the default features leave {} gated place(s) of the code out (features: {}); the catalog lists them and offers [[config]] sets that build them",
+            listing.left_out.len(),
+            listing.gated_features().join(", ")
+        );
+    }
     ExitCode::AllMet
 }

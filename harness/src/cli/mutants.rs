@@ -256,6 +256,7 @@ fn package_spec(
     // default features, as cargo-mutants does.
     spec.features = Vec::new();
     spec.no_default_features = false;
+    spec.configs = Vec::new();
     spec.select = String::new();
     spec.tests = Vec::new();
     spec.skipped = Vec::new();

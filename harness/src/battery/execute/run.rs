@@ -1363,6 +1363,7 @@ fn mutation_report(
         reached_by: ran.reached_by.clone(),
         timeout_seconds: ran.own_timeout,
         reused: false,
+        config: None,
     };
     (report, r.map(|r| r.outcomes.clone()))
 }

@@ -62,6 +62,10 @@ pub struct BatteryReport {
     pub baseline: Option<Baseline>,
     /// One entry per mutation that ran, in run order.
     pub mutations: Vec<MutationReport>,
+    /// The catalog's further configurations (`[[config]]`) that ran, in catalog order;
+    /// absent when none did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<ConfigRun>,
     /// Tests x mutations.
     pub kill_matrix: KillMatrix,
     /// Listed tests no mutation killed; `null` when not computed (refusal, `--only` or a
@@ -268,6 +272,34 @@ pub struct MutationReport {
     /// rather than found by this run.
     #[serde(default)]
     pub reused: bool,
+    /// The catalog's `[[config]]` this mutation ran under, when the catalog's own
+    /// configuration compiled it into no unit (see the report's `configs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+}
+
+/// One `[[config]]` of the catalog as the battery ran it: the mutations its own
+/// configuration left NOT_COMPILED, built and tested under this one's features.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConfigRun {
+    /// The configuration's name.
+    pub name: String,
+    /// The features it enabled (`all_features` resolved to the package's features).
+    pub features: Vec<String>,
+    /// Whether it built with `--no-default-features`.
+    pub no_default_features: bool,
+    /// The tests it ran besides the catalog's own (`tests` of the `[[config]]`).
+    pub tests: Vec<String>,
+    /// The mutations it was given (NOT_COMPILED so far), catalog order.
+    pub given: Vec<String>,
+    /// Those it compiled: their verdicts in `mutations` are this configuration's.
+    pub ran: Vec<String>,
+    /// Its run's status; a refusal or interruption there is the battery's exit code too.
+    pub status: Status,
+    /// Why it refused.
+    pub refusal: Option<RefusalInfo>,
+    /// Its own baseline build and runs.
+    pub baseline: Option<Baseline>,
 }
 
 /// Counts over the mutations that ran.

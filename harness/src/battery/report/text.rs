@@ -308,10 +308,21 @@ fn md_kill_matrix(s: &mut String, r: &BatteryReport) {
     s.push_str("\n</details>\n");
 }
 
-/// The NOTE of a mutation's row: its first reason and, when it was killed but not as the
-/// catalog expects, the tests that really killed it (a gap's reason names them already).
+/// The NOTE of a mutation's row: the `[[config]]` it ran under (when not the catalog's
+/// own), its first reason and, when it was killed but not as the catalog expects, the
+/// tests that really killed it (a gap's reason names them already).
 pub(crate) fn note(m: &MutationReport) -> String {
-    let mut n = m.reasons.first().cloned().unwrap_or_default();
+    let mut n = m
+        .config
+        .as_ref()
+        .map(|c| format!("under configuration {c}"))
+        .unwrap_or_default();
+    if let Some(r) = m.reasons.first() {
+        if !n.is_empty() {
+            n.push_str(": ");
+        }
+        n.push_str(r);
+    }
     if m.expectation == Expectation::Unmet
         && m.verdict == Verdict::Killed
         && m.role != Role::Gap

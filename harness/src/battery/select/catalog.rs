@@ -113,6 +113,55 @@ pub struct CatalogSpec {
     /// The mutations, in run order.
     #[serde(rename = "mutation", default)]
     pub mutations: Vec<Mutation>,
+    /// Further configurations (`[[config]]`): a mutation the catalog's own configuration
+    /// (`features`, `no_default_features`) compiles into no unit runs under the first of
+    /// these that compiles it, and gets its verdict there.
+    #[serde(rename = "config", default, skip_serializing_if = "Vec::is_empty")]
+    pub configs: Vec<Config>,
+}
+
+/// A further build configuration of a catalog (`[[config]]`): a feature set the mutations
+/// its own configuration leaves uncompiled are run under.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Its name (letters, digits, `-`, `_`, `.`), unique in the catalog.
+    pub name: String,
+    /// Cargo features enabled (`--features`).
+    #[serde(default)]
+    pub features: Vec<String>,
+    /// Build with `--no-default-features`.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub no_default_features: bool,
+    /// Enable every feature the package declares (as `--all-features`, the package's own).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub all_features: bool,
+    /// Tests the targets hold only under this configuration: run with the catalog's
+    /// `tests` there (a catalog's `tests` are those its own configuration lists).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<String>,
+}
+
+impl Config {
+    /// The features this configuration enables given the package's declared ones
+    /// (`declared`, for `all_features`).
+    pub fn enabled(&self, declared: &[String]) -> Vec<String> {
+        if self.all_features {
+            let mut all: Vec<String> = declared
+                .iter()
+                .filter(|f| f.as_str() != "default")
+                .cloned()
+                .collect();
+            for f in &self.features {
+                if !all.contains(f) {
+                    all.push(f.clone());
+                }
+            }
+            all
+        } else {
+            self.features.clone()
+        }
+    }
 }
 
 /// A test of the targets the battery leaves out, and why (`[[skip]]`).
@@ -301,7 +350,12 @@ impl CatalogSpec {
                 "package {package} turns its library's doc tests off (`doctest = false`), but doc_tests = true"
             ));
         }
-        for f in features.iter().flat_map(|f| f.split([',', ' '])) {
+        let config_features = spec.configs.iter().flat_map(|c| c.features.iter());
+        for f in features
+            .iter()
+            .chain(config_features)
+            .flat_map(|f| f.split([',', ' ']))
+        {
             if f.is_empty()
                 || f.contains('/')
                 || f == "default"
@@ -355,6 +409,26 @@ pub struct PreparedMutation {
 }
 
 impl Catalog {
+    /// This catalog under its configuration `cfg` enabling `features`, holding only the
+    /// mutations `ids`: the catalog's tests and the configuration's, no further
+    /// configurations, a target directory of its own (`<target_dir>/config/<name>`) and
+    /// the name `<name>.<config>` (its progress lines and scratch copy).
+    pub fn for_config(&self, cfg: &Config, features: &[String], ids: &[String]) -> Catalog {
+        let mut spec = self.spec.clone();
+        spec.features = features.to_vec();
+        spec.no_default_features = cfg.no_default_features;
+        spec.tests.extend(cfg.tests.iter().cloned());
+        spec.mutations.retain(|m| ids.contains(&m.id));
+        spec.configs = Vec::new();
+        Catalog {
+            path: self.path.clone(),
+            name: format!("{}.{}", self.name, cfg.name),
+            root: self.root.clone(),
+            target_dir: self.target_dir.join("config").join(&cfg.name),
+            spec,
+        }
+    }
+
     /// The cargo invocation of this catalog's tests: its workspace, package, targets,
     /// features and environment, built in its private target directory.
     pub fn cargo(&self) -> CargoCmd {
@@ -700,10 +774,63 @@ fn id_char(c: char) -> bool {
 /// are reported: its settings, its listed tests, then each mutation.
 fn validate_static(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
     validate_settings(spec, path)?;
-    let listed = validate_tests(spec, path)?;
+    let mut listed = validate_tests(spec, path)?;
+    validate_configs(spec, path)?;
+    // A mutation may be killed by a test only a further configuration holds.
+    listed.extend(
+        spec.configs
+            .iter()
+            .flat_map(|c| c.tests.iter().map(String::as_str)),
+    );
     let mut ids = BTreeMap::new();
     for (i, m) in spec.mutations.iter().enumerate() {
         validate_mutation(path, i, m, &listed, &mut ids)?;
+    }
+    Ok(())
+}
+
+/// The `[[config]]` tables: names unique and well formed, tests not already listed and
+/// not twice.
+fn validate_configs(spec: &CatalogSpec, path: &Path) -> Result<(), CatalogError> {
+    let mut names = std::collections::BTreeSet::new();
+    for (i, c) in spec.configs.iter().enumerate() {
+        let field = format!("config[{i}]");
+        if c.name.is_empty() || !c.name.chars().all(id_char) {
+            return Err(invalid(
+                path,
+                &format!("{field}.name"),
+                format!(
+                    "{:?} must be non-empty letters, digits, '-', '_' or '.'",
+                    c.name
+                ),
+            ));
+        }
+        if !names.insert(c.name.as_str()) {
+            return Err(invalid(
+                path,
+                &format!("{field}.name"),
+                format!("{:?} names two configurations", c.name),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (j, t) in c.tests.iter().enumerate() {
+            if spec.tests.contains(t) {
+                return Err(invalid(
+                    path,
+                    &format!("{field}.tests[{j}]"),
+                    format!(
+                        "{t:?} is in `tests` already (list here only the tests this configuration adds)"
+                    ),
+                ));
+            }
+            if !seen.insert(t) {
+                return Err(invalid(
+                    path,
+                    &format!("{field}.tests[{j}]"),
+                    format!("{t:?} is listed twice"),
+                ));
+            }
+        }
     }
     Ok(())
 }

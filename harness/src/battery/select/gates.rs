@@ -358,6 +358,88 @@ pub fn enabled_features(
     on
 }
 
+/// A `cfg` attribute inside a source file that the default features leave shut
+/// ([`left_out_by_default`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    /// 1-based line of the attribute.
+    pub line: usize,
+    /// The attribute as written, `#[cfg(feature = "extra")]`.
+    pub written: String,
+    /// The features its predicate names, in order of appearance.
+    pub features: Vec<String>,
+}
+
+impl Cfg {
+    fn feature_names(&self, out: &mut Vec<String>) {
+        match self {
+            Cfg::Feature(f) => {
+                if !out.contains(f) {
+                    out.push(f.clone());
+                }
+            }
+            Cfg::All(v) | Cfg::Any(v) => v.iter().for_each(|c| c.feature_names(out)),
+            Cfg::Not(c) => c.feature_names(out),
+            Cfg::Other => {}
+        }
+    }
+}
+
+/// Every `#[cfg(...)]` or `#![cfg(...)]` of `text` (Rust source; on any item, statement,
+/// arm, field...) whose predicate names a feature and that the features `on` decide to be
+/// shut (`Some(false)`; a predicate another condition decides is not listed). This is a
+/// reading of the source for `harness init`'s advice; a battery's verdicts take rustc's
+/// word instead ([`crate::battery::execute::cfg_probe`]). A file that does not parse
+/// lists nothing.
+pub fn left_out_by_default(text: &str, on: &BTreeSet<String>) -> Vec<LeftOut> {
+    struct Attrs<'a> {
+        src: &'a str,
+        on: &'a BTreeSet<String>,
+        out: Vec<LeftOut>,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Attrs<'_> {
+        fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+            use syn::spanned::Spanned;
+            if !a.path().is_ident("cfg") {
+                return;
+            }
+            let Ok(meta) = a.parse_args::<syn::Meta>() else {
+                return;
+            };
+            let cfg = parse_cfg(&meta);
+            if !cfg.mentions_feature() || cfg.eval(self.on) != Some(false) {
+                return;
+            }
+            let mut features = Vec::new();
+            cfg.feature_names(&mut features);
+            let written = self
+                .src
+                .get(a.span().byte_range())
+                .unwrap_or_default()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.out.push(LeftOut {
+                line: a.pound_token.spans[0].start().line,
+                written,
+                features,
+            });
+        }
+    }
+    let src = crate::battery::select::inert::parsable(text);
+    let Ok(file) = syn::parse_file(&src) else {
+        return Vec::new();
+    };
+    let mut v = Attrs {
+        src: &src,
+        on,
+        out: Vec::new(),
+    };
+    syn::visit::Visit::visit_file(&mut v, &file);
+    v.out.sort_by_key(|l| l.line);
+    v.out
+}
+
 /// `harness check`'s warnings, before anything is built: each mutation whose file a
 /// feature gate keeps out of the build under the catalog's features (its `features` and,
 /// unless `no_default_features`, the package's defaults, as `cargo metadata` gives them),
@@ -414,6 +496,38 @@ pub fn unreachable_mutations(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gates_the_default_features_shut_are_listed_with_their_features() {
+        let src = "#![cfg_attr(docsrs, feature(doc_cfg))]\nfn f(n: u8) -> u8 {\n    match n {\n        #[cfg(feature = \"extra\")]\n        1 => 2,\n        _ => 3,\n    }\n}\n#[cfg(any(feature = \"a\", feature = \"b\"))]\nfn g() {}\n#[cfg(feature = \"std\")]\nfn h() {}\n#[cfg(all(unix, feature = \"extra\"))]\nfn i() {}\n#[cfg(not(feature = \"std\"))]\nfn j() {}\n";
+        let on: BTreeSet<String> = ["std".to_string()].into();
+        let got = left_out_by_default(src, &on);
+        let lines: Vec<(usize, &str, Vec<String>)> = got
+            .iter()
+            .map(|l| (l.line, l.written.as_str(), l.features.clone()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (4, "#[cfg(feature = \"extra\")]", vec!["extra".to_string()]),
+                (
+                    9,
+                    "#[cfg(any(feature = \"a\", feature = \"b\"))]",
+                    vec!["a".to_string(), "b".to_string()]
+                ),
+                (
+                    13,
+                    "#[cfg(all(unix, feature = \"extra\"))]",
+                    vec!["extra".to_string()]
+                ),
+                (
+                    15,
+                    "#[cfg(not(feature = \"std\"))]",
+                    vec!["std".to_string()]
+                ),
+            ]
+        );
+    }
 
     fn write(dir: &Path, rel: &str, text: &str) {
         let p = dir.join(rel);

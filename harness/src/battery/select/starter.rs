@@ -65,6 +65,65 @@ pub struct Listing {
     /// The package's library root (else its first binary's), relative to the workspace
     /// root: the file the example mutation names, as a catalog's `file` is written.
     pub example_file: Option<PathBuf>,
+    /// The `cfg` gates in the package's `src/` that its default features leave shut (file
+    /// relative to the workspace root), file and line order: code a battery under the
+    /// default features cannot measure.
+    pub left_out: Vec<(PathBuf, crate::battery::select::gates::LeftOut)>,
+    /// The features the package enables by default (`default`, transitively).
+    pub default_on: std::collections::BTreeSet<String>,
+}
+
+impl Listing {
+    /// The features the gates of [`Listing::left_out`] name, in order of first appearance.
+    pub fn gated_features(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for f in self.left_out.iter().flat_map(|(_, l)| &l.features) {
+            if !out.contains(f) {
+                out.push(f.clone());
+            }
+        }
+        out
+    }
+}
+
+/// The `.rs` files under `dir`, sorted; unreadable folders are skipped.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let p = e.path();
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(p),
+                Ok(t) if t.is_file() && p.extension().is_some_and(|x| x == "rs") => out.push(p),
+                _ => {}
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The gates of `p`'s `src/` its default features shut (see [`Listing::left_out`]).
+fn left_out_of(
+    root: &Path,
+    p: &PackageMeta,
+) -> Vec<(PathBuf, crate::battery::select::gates::LeftOut)> {
+    let on = crate::battery::select::gates::enabled_features(&p.feature_table, &[], false);
+    let mut out = Vec::new();
+    for f in rust_files(&p.dir.join("src")) {
+        let Ok(text) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let rel = f.strip_prefix(root).unwrap_or(&f).to_path_buf();
+        for l in crate::battery::select::gates::left_out_by_default(&text, &on) {
+            out.push((rel.clone(), l));
+        }
+    }
+    out
 }
 
 /// The package of `packages` to list: `wanted`, or the only one.
@@ -120,6 +179,7 @@ pub fn spec_of(p: &PackageMeta, workspace: PathBuf) -> CatalogSpec {
         timeout_margin_secs: DEFAULT_TIMEOUT_MARGIN_SECS,
         skipped: Vec::new(),
         mutations: Vec::new(),
+        configs: Vec::new(),
     }
 }
 
@@ -198,11 +258,15 @@ fn list_in(root: &Path, package: Option<&str>, state: &Path) -> Result<Listing, 
         .crate_roots
         .iter()
         .find_map(|f| f.strip_prefix(root).ok().map(Path::to_path_buf));
+    let left_out = left_out_of(root, p);
+    let default_on = crate::battery::select::gates::enabled_features(&p.feature_table, &[], false);
     Ok(Listing {
         probe,
         tests,
         ignored,
         example_file,
+        left_out,
+        default_on,
     })
 }
 
@@ -266,6 +330,52 @@ pub fn catalog_text(listing: &Listing, catalog: &Path) -> String {
             "\n[[skip]]\ntest = {}\nreason = \"the test marks itself ignored (#[ignore], or an `ignore` doc test): a run reports it ignored, never passed\"\n",
             quoted(test)
         ));
+    }
+    if !listing.left_out.is_empty() {
+        t.push_str(&format!(
+            "\n# The default features leave {} gated place(s) of this package's code out of the\n\
+             # build (read from its `cfg` attributes); a mutation there is NOT_COMPILED unless\n\
+             # `features` or a further configuration below enables its gate:\n",
+            listing.left_out.len()
+        ));
+        const SHOWN: usize = 20;
+        for (file, l) in listing.left_out.iter().take(SHOWN) {
+            t.push_str(&format!(
+                "#   {}:{}  {}\n",
+                file.display(),
+                l.line,
+                l.written
+            ));
+        }
+        if listing.left_out.len() > SHOWN {
+            t.push_str(&format!(
+                "#   ... and {} more\n",
+                listing.left_out.len() - SHOWN
+            ));
+        }
+        t.push_str(
+            "# Further configurations: a mutation the catalog's own features leave out runs under\n\
+             # the first of these that compiles it (`tests`: tests only that configuration's\n\
+             # targets hold).\n",
+        );
+        let (on, off): (Vec<String>, Vec<String>) = listing
+            .gated_features()
+            .into_iter()
+            .partition(|f| listing.default_on.contains(f));
+        for f in off {
+            t.push_str(&format!(
+                "#\n# [[config]]\n# name = {}\n# features = [{}]\n",
+                quoted(&f),
+                quoted(&f)
+            ));
+        }
+        if !on.is_empty() {
+            // A gate shut by a default feature (`not(feature = "std")`) opens without it.
+            t.push_str(
+                "#\n# [[config]]\n# name = \"no-default-features\"\n# no_default_features = true\n",
+            );
+        }
+        t.push_str("#\n# [[config]]\n# name = \"all-features\"\n# all_features = true\n");
     }
     let killer = listing.tests.first().map(|k| quoted(k)).unwrap_or_default();
     let file = listing
