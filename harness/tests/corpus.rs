@@ -746,6 +746,7 @@ fn gates_default_verdicts() -> BTreeMap<String, String> {
         ("statement-gated", "NOT_COMPILED"),
         ("cfg-attr-gated", "NOT_COMPILED"),
         ("inner-gated", "NOT_COMPILED"),
+        ("file-platform-gated", "NOT_COMPILED"),
     ])
 }
 
@@ -766,8 +767,8 @@ fn first_reasons(r: &serde_json::Value) -> BTreeMap<String, String> {
 
 /// Inside compiled files, a mutation behind a `cfg` gate the build leaves out (a match arm,
 /// a block, a `let` statement, a function under `cfg(not(unix))`, a `cfg_attr`, a `cfg_if!`
-/// branch, an inline module shut by its inner `#![cfg]`) is NOT_COMPILED with its gate
-/// named, in both modes; the compiled controls beside them are KILLED; nothing is built
+/// branch, an inline module shut by its inner `#![cfg]`), and a file whose `mod`
+/// declaration is `cfg(windows)`, is NOT_COMPILED with its gate named, in both modes; the compiled controls beside them are KILLED; nothing is built
 /// per mutation for it, and the tree is left as it was.
 #[test]
 fn mutations_behind_cfg_gates_inside_compiled_files_are_not_compiled_with_the_gate_named() {
@@ -814,8 +815,8 @@ fn mutations_behind_cfg_gates_inside_compiled_files_are_not_compiled_with_the_ga
             assert!(why[id].contains(gate), "{mode}: {id}: {}", why[id]);
             assert!(why[id].contains("src/lib.rs"), "{mode}: {id}: {}", why[id]);
         }
-        assert_eq!(r["summary"]["not_compiled"], 7, "{mode}");
-        run.stderr_has("cfg probe: 9 mutation(s) behind cfg gates, 7 compiled in no unit");
+        assert_eq!(r["summary"]["not_compiled"], 8, "{mode}");
+        run.stderr_has("cfg probe: 10 mutation(s) behind cfg gates, 8 compiled in no unit");
         assert_eq!(sb.tree(), before, "{mode}");
     }
 }
@@ -854,6 +855,7 @@ fn with_the_features_on_the_gated_mutations_get_real_verdicts() {
         // The platform gate still shuts its function on Linux, and with `fast` on the
         // cfg_if! else branch is the one left out.
         want.insert("fn-platform-gated".into(), "NOT_COMPILED".into());
+        want.insert("file-platform-gated".into(), "NOT_COMPILED".into());
         want.insert("cfg-if-control".into(), "NOT_COMPILED".into());
         assert_eq!(verdicts(&r), want, "{mode}: {}", run.stderr);
         let why = first_reasons(&r);
@@ -877,7 +879,11 @@ fn with_the_features_on_the_gated_mutations_get_real_verdicts() {
             .collect();
         assert_eq!(
             exp,
-            owned(&[("cfg-if-control", "UNMET"), ("fn-platform-gated", "UNMET")]),
+            owned(&[
+                ("cfg-if-control", "UNMET"),
+                ("file-platform-gated", "UNMET"),
+                ("fn-platform-gated", "UNMET"),
+            ]),
             "{mode}"
         );
     }
@@ -886,7 +892,8 @@ fn with_the_features_on_the_gated_mutations_get_real_verdicts() {
 /// `mutants --via-harness` on the cfg-gate workspace, in both modes: every generated mutant
 /// in code the default build leaves out on Linux (an arm, a block, a `let` statement, a
 /// function under `cfg(not(unix))`, a `cfg_attr`-shut function, an inline module shut from
-/// inside) is "not compiled", where cargo-mutants calls it missed; every other mutant gets
+/// inside, a file whose `mod` declaration is `cfg(windows)`) is "not compiled", where
+/// cargo-mutants calls it missed; every other mutant gets
 /// cargo-mutants' own verdict. The gated lines are the fixture's, read by hand.
 #[test]
 fn via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled() {
@@ -896,7 +903,9 @@ fn via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled() {
         return;
     }
     let gated_lines = [8..=9, 17..=20, 31..=34, 37..=41, 63..=64, 70..=73, 77..=82];
-    let gated = |line: usize| gated_lines.iter().any(|r| r.contains(&line));
+    let gated = |file: &str, line: usize| {
+        file == "src/windows.rs" || gated_lines.iter().any(|r| r.contains(&line))
+    };
     let reference = Sandbox::of("cfg-gates", "mutations/gates.toml");
     std::fs::remove_dir_all(reference.ws.join("mutations")).unwrap();
     let want = cargo_mutants_verdicts(&reference.ws, &[]);
@@ -907,14 +916,17 @@ fn via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled() {
             &std::fs::read_to_string(sb.ws.join("reports/mutants/mutants.json")).unwrap(),
         )
         .unwrap();
-        let lines: BTreeMap<String, usize> = r["mutants"]
+        let lines: BTreeMap<String, (String, usize)> = r["mutants"]
             .as_array()
             .unwrap()
             .iter()
             .map(|m| {
                 (
                     m["name"].as_str().unwrap().to_string(),
-                    m["line"].as_u64().unwrap() as usize,
+                    (
+                        m["file"].as_str().unwrap().to_string(),
+                        m["line"].as_u64().unwrap() as usize,
+                    ),
                 )
             })
             .collect();
@@ -925,7 +937,8 @@ fn via_harness_reports_the_generated_mutants_of_gated_code_as_not_compiled() {
         );
         let mut not_compiled = 0;
         for (name, status) in &got {
-            if gated(lines[name]) {
+            let (file, line) = &lines[name];
+            if gated(file, *line) {
                 assert_eq!(status, "NOT_COMPILED", "{mode}: {name}\n{stderr}");
                 assert_eq!(want[name], "MISSED", "{mode}: {name}");
                 not_compiled += 1;
@@ -949,13 +962,14 @@ fn a_further_configuration_gives_the_uncompiled_mutations_real_verdicts() {
         let before = sb.tree();
         let run = sb.battery(&["--mode", mode]);
         run.expect_code(1);
-        run.stderr_has("configuration extra (features: extra, fast): 7 mutation(s) the catalog's own configuration does not compile");
+        run.stderr_has("configuration extra (features: extra, fast): 8 mutation(s) the catalog's own configuration does not compile");
         let r = sb.report_of("configs");
         let mut want = gates_default_verdicts();
         for v in want.values_mut() {
             *v = "KILLED".into();
         }
         want.insert("fn-platform-gated".into(), "NOT_COMPILED".into());
+        want.insert("file-platform-gated".into(), "NOT_COMPILED".into());
         assert_eq!(verdicts(&r), want, "{mode}: {}", run.stderr);
         let configs: BTreeMap<String, String> = r["mutations"]
             .as_array()
@@ -986,7 +1000,7 @@ fn a_further_configuration_gives_the_uncompiled_mutations_real_verdicts() {
         );
         assert_eq!(r["configs"][0]["name"], "extra");
         assert_eq!(r["configs"][0]["status"], "complete");
-        assert_eq!(r["configs"][0]["given"].as_array().unwrap().len(), 7);
+        assert_eq!(r["configs"][0]["given"].as_array().unwrap().len(), 8);
         assert_eq!(r["configs"][0]["ran"].as_array().unwrap().len(), 6);
         let km = &r["kill_matrix"];
         let row = km["tests"]
@@ -1002,8 +1016,8 @@ fn a_further_configuration_gives_the_uncompiled_mutations_real_verdicts() {
             .position(|m| m == "inner-gated")
             .unwrap();
         assert_eq!(km["cells"][row][col], "killed", "{mode}: {km}");
-        // Only the platform gate is left unmet: the exit code is 1 for it alone.
-        assert_eq!(r["summary"]["unmet"], 1, "{mode}");
+        // Only the platform gates are left unmet: the exit code is 1 for them alone.
+        assert_eq!(r["summary"]["unmet"], 2, "{mode}");
         assert_eq!(sb.tree(), before, "{mode}");
     }
 }

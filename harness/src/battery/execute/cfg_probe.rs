@@ -37,6 +37,7 @@ use std::path::{Path, PathBuf};
 use crate::battery::execute::scratch::sync_tree;
 use crate::battery::select::catalog::{Catalog, Mutation, PreparedMutation};
 use crate::battery::select::cfg_spans::{SpanGate, gates_around};
+use crate::battery::select::gates::Gate;
 use crate::battery::tree::{self, TreeScan};
 use crate::cargo::{CargoCmd, PackageMeta, parse_dep_info};
 
@@ -44,7 +45,8 @@ use crate::cargo::{CargoCmd, PackageMeta, parse_dep_info};
 /// directory.
 pub const PROBE_DIR: &str = "harness-cfg-probe";
 
-/// A selected mutation with gates around at least one occurrence of its changed bytes.
+/// A selected mutation with `cfg` gates on its file's way from a crate root, or around at
+/// least one occurrence of its changed bytes.
 #[derive(Debug, Clone)]
 pub struct Gated {
     /// Index of the mutation in the catalog.
@@ -54,12 +56,20 @@ pub struct Gated {
     /// Per occurrence of `find`: its 1-based line and the gates around its changed bytes
     /// (outermost first; empty for an occurrence in code compiled with its file).
     pub occurrences: Vec<(usize, Vec<SpanGate>)>,
+    /// The gates on the file's way from a crate root (on the `mod` declarations that load
+    /// it, its own `#![cfg]`), each with the file that holds it, relative to the root.
+    pub file_gates: Vec<(PathBuf, Gate)>,
 }
 
-/// The gates around each occurrence of `m` in its file's bytes (`pm.original`); `None`
-/// when no occurrence has one, or the file is not UTF-8 or does not parse (then nothing is
+/// The gates of `m` (in `pm`'s file, whose bytes are `pm.original`): those around each
+/// occurrence of its changed bytes, and `file_gates` (see [`Gated::file_gates`]). `None`
+/// when there is none, or the file is not UTF-8 or does not parse (then nothing is
 /// concluded about it here).
-pub fn gated(m: &Mutation, pm: &PreparedMutation) -> Option<Gated> {
+pub fn gated(
+    m: &Mutation,
+    pm: &PreparedMutation,
+    file_gates: Vec<(PathBuf, Gate)>,
+) -> Option<Gated> {
     let text = std::str::from_utf8(&pm.original).ok()?;
     if m.find.is_empty() {
         return None;
@@ -72,14 +82,12 @@ pub fn gated(m: &Mutation, pm: &PreparedMutation) -> Option<Gated> {
         let gates = gates_around(text, start..end).ok()?;
         occurrences.push((line, gates));
     }
-    occurrences
-        .iter()
-        .any(|(_, g)| !g.is_empty())
-        .then(|| Gated {
-            index: pm.index,
-            rel_path: pm.rel_path.clone(),
-            occurrences,
-        })
+    (!file_gates.is_empty() || occurrences.iter().any(|(_, g)| !g.is_empty())).then(|| Gated {
+        index: pm.index,
+        rel_path: pm.rel_path.clone(),
+        occurrences,
+        file_gates,
+    })
 }
 
 /// What the probe found: why each mutation whose changed bytes no unit compiled is
@@ -136,32 +144,54 @@ pub fn probe(
     let files_dir = base.join(&nonce);
     std::fs::create_dir_all(&files_dir).map_err(tree::io(&files_dir, "create directory"))?;
     let files_dir = files_dir.canonicalize().unwrap_or(files_dir);
-    let mut per_file: BTreeMap<&Path, String> = BTreeMap::new();
-    let mut controls: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
     let new_probe = |name: String| -> Result<PathBuf, tree::TreeError> {
         let p = files_dir.join(name);
         std::fs::write(&p, b"").map_err(tree::io(&p, "write"))?;
         Ok(p)
     };
-    for g in gated {
-        let items = per_file.entry(&g.rel_path).or_insert_with(|| {
-            "\n// harness: cfg probes (docs/design.md, the battery run)\n".to_string()
-        });
-        if !controls.contains_key(&g.rel_path) {
+    let mut per_file: BTreeMap<PathBuf, String> = BTreeMap::new();
+    let mut controls: BTreeMap<PathBuf, PathBuf> = BTreeMap::new();
+    // The control of `rel`: an ungated probe, compiled exactly when the file is.
+    let mut control_of =
+        |rel: &Path, per_file: &mut BTreeMap<PathBuf, String>| -> Result<(), tree::TreeError> {
+            if controls.contains_key(rel) {
+                return Ok(());
+            }
             let p = new_probe(format!("control-{}", controls.len()))?;
-            items.push_str(&probe_item(&[], &p));
-            controls.insert(g.rel_path.clone(), p);
-        }
+            per_file
+                .entry(rel.to_path_buf())
+                .or_insert_with(|| {
+                    "\n// harness: cfg probes (docs/battery-report.md, the run)\n".into()
+                })
+                .push_str(&probe_item(&[], &p));
+            controls.insert(rel.to_path_buf(), p);
+            Ok(())
+        };
+    for g in gated {
+        control_of(&g.rel_path, &mut per_file)?;
         for (k, (_, gates)) in g.occurrences.iter().enumerate() {
             let all: Vec<String> = gates.iter().flat_map(|x| x.probe.clone()).collect();
             let p = new_probe(format!("m{}-{k}", g.index))?;
-            items.push_str(&probe_item(&all, &p));
+            let mut items = probe_item(&all, &p);
             for (j, gate) in gates.iter().enumerate() {
                 let p = new_probe(format!("m{}-{k}-g{j}", g.index))?;
                 items.push_str(&probe_item(&gate.probe, &p));
             }
+            per_file.get_mut(&g.rel_path).map(|t| t.push_str(&items));
+        }
+        for (j, (file, gate)) in g.file_gates.iter().enumerate() {
+            if *file == g.rel_path {
+                // The file's own `#![cfg]`: a probe in it says nothing the control does not.
+                continue;
+            }
+            control_of(file, &mut per_file)?;
+            let p = new_probe(format!("f{}-{j}", g.index))?;
+            per_file
+                .get_mut(file)
+                .map(|t| t.push_str(&probe_item(&[gate.attr()], &p)));
         }
     }
+    let controls = controls;
     for (rel, items) in &per_file {
         let path = copy.join(rel);
         let mut text = std::fs::read(&path).map_err(tree::io(&path, "read"))?;
@@ -203,15 +233,14 @@ pub fn probe(
     if ev.inconclusive.is_some() {
         return Ok(ev);
     }
-    let missing: Vec<String> = controls
-        .iter()
-        .filter(|(_, p)| !seen.contains(*p))
-        .map(|(rel, _)| rel.display().to_string())
-        .collect();
-    if !missing.is_empty() {
+    if !controls.values().any(|p| seen.contains(p)) {
         ev.inconclusive = Some(format!(
-            "no checked unit compiled the ungated probe of {}",
-            missing.join(", ")
+            "no checked unit compiled the ungated probe of any of {}",
+            controls
+                .keys()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
         return Ok(ev);
     }
@@ -221,7 +250,52 @@ pub fn probe(
     } else {
         format!("; features: {}", features.0.join(", "))
     };
+    let package = &catalog.spec.package;
     for g in gated {
+        let file = g.rel_path.display();
+        if !controls.get(&g.rel_path).is_some_and(|c| seen.contains(c)) {
+            // The file itself is compiled into no unit: the gates on its way that rustc
+            // shut (their declaring file compiled, their probe not), else its own.
+            let mut shut: Vec<String> = Vec::new();
+            for (j, (holder, gate)) in g.file_gates.iter().enumerate() {
+                let holder_compiled = controls.get(holder).is_some_and(|c| seen.contains(c));
+                if *holder != g.rel_path && holder_compiled && !on(format!("f{}-{j}", g.index)) {
+                    shut.push(format!(
+                        "`{}` at {}:{}",
+                        gate.attr(),
+                        holder.display(),
+                        gate.line
+                    ));
+                }
+            }
+            if shut.is_empty() {
+                shut = g
+                    .file_gates
+                    .iter()
+                    .filter(|(holder, _)| *holder == g.rel_path)
+                    .map(|(holder, gate)| {
+                        format!(
+                            "`#![cfg({})]` at {}:{}",
+                            gate.predicate,
+                            holder.display(),
+                            gate.line
+                        )
+                    })
+                    .collect();
+            }
+            if shut.is_empty() {
+                // Not compiled, and no gate of its own to blame: not this module's to judge.
+                continue;
+            }
+            ev.not_compiled.insert(
+                g.index,
+                format!(
+                    "{file} is compiled into no unit of package {package} (rustc compiled no probe in it): kept out by {}{enabled}",
+                    shut.join(", ")
+                ),
+            );
+            continue;
+        }
         let compiled = (0..g.occurrences.len()).any(|k| on(format!("m{}-{k}", g.index)));
         if compiled {
             continue;
@@ -238,7 +312,6 @@ pub fn probe(
             }
         }
         let (line, _) = g.occurrences[0];
-        let file = g.rel_path.display();
         let why = if shut.is_empty() {
             let all: Vec<String> = g
                 .occurrences
@@ -246,14 +319,12 @@ pub fn probe(
                 .flat_map(|(_, gs)| gs.iter().map(SpanGate::describe))
                 .collect();
             format!(
-                "{file}:{line} is compiled into no target of package {} (rustc compiled no probe behind its gates together): kept out by {} in {file}{enabled}",
-                catalog.spec.package,
+                "{file}:{line} is compiled into no unit of package {package} (rustc compiled no probe behind its gates together): kept out by {} in {file}{enabled}",
                 all.join(" with ")
             )
         } else {
             format!(
-                "{file}:{line} is compiled into no target of package {} (rustc compiled no probe behind its gates): kept out by {} in {file}{enabled}",
-                catalog.spec.package,
+                "{file}:{line} is compiled into no unit of package {package} (rustc compiled no probe behind its gates): kept out by {} in {file}{enabled}",
                 shut.join(", ")
             )
         };

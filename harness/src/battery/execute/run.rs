@@ -378,7 +378,14 @@ impl<'a> Run<'a> {
             self.reuse = Some(self.plan_reuse(mode.root(), &packages));
         }
         let to_run = self.to_run();
-        let selected: Vec<&PreparedMutation> = to_run.iter().map(|&k| &self.prepared[k]).collect();
+        // rustc's word on the code behind cfg gates comes first: a mutation it compiles
+        // nowhere is never switched, built or run.
+        self.probe_cfg_gates(&packages, mode.root(), &to_run)?;
+        let selected: Vec<&PreparedMutation> = to_run
+            .iter()
+            .map(|&k| &self.prepared[k])
+            .filter(|pm| !self.not_compiled.contains_key(&pm.index))
+            .collect();
         let build = mode.build_baseline(&self.sh, packages.clone(), &selected);
         self.claim_run_lock()?;
         let build = build?;
@@ -394,29 +401,59 @@ impl<'a> Run<'a> {
         let root = mode.root().to_path_buf();
         for &k in &to_run {
             let pm = &self.prepared[k];
+            if self.not_compiled.contains_key(&pm.index) {
+                continue;
+            }
             if let Some(why) =
                 not_compiled(&build, &packages, &root, &root.join(&pm.rel_path), &c.spec)
             {
                 self.not_compiled.insert(pm.index, why);
             }
         }
-        self.probe_cfg_gates(&packages, &to_run)?;
         self.build = Some(build);
         Ok(())
     }
 
-    /// The selected mutations whose changed bytes lie behind `cfg` gates inside a compiled
-    /// file are probed once ([`cfg_probe`]): those rustc compiles in no unit of the
-    /// catalog's build are NOT_COMPILED with their gates named. Nothing runs when no
-    /// selected mutation has a gate.
-    fn probe_cfg_gates(&mut self, packages: &[PackageMeta], to_run: &[usize]) -> Result<(), Stop> {
+    /// The selected mutations with `cfg` gates on their file's way or around their changed
+    /// bytes are probed once ([`cfg_probe`]): those rustc compiles in no unit of the
+    /// catalog's build are NOT_COMPILED with their gates named. `root` is the tree the
+    /// mode builds (its `packages`). Nothing runs when no selected mutation has a gate.
+    fn probe_cfg_gates(
+        &mut self,
+        packages: &[PackageMeta],
+        root: &Path,
+        to_run: &[usize],
+    ) -> Result<(), Stop> {
         let c = self.sh.catalog;
-        let gated: Vec<cfg_probe::Gated> = to_run
-            .iter()
-            .map(|&k| &self.prepared[k])
-            .filter(|pm| !self.not_compiled.contains_key(&pm.index))
-            .filter_map(|pm| cfg_probe::gated(&c.spec.mutations[pm.index], pm))
-            .collect();
+        let mut modules: BTreeMap<PathBuf, crate::battery::select::gates::ModuleGates> =
+            BTreeMap::new();
+        let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        let mut gated: Vec<cfg_probe::Gated> = Vec::new();
+        for pm in to_run.iter().map(|&k| &self.prepared[k]) {
+            let abs = canon_root.join(&pm.rel_path);
+            let file_gates = match owning_package(packages, &abs) {
+                Some(owner) => {
+                    let dir = owner
+                        .dir
+                        .canonicalize()
+                        .unwrap_or_else(|_| owner.dir.clone());
+                    modules
+                        .entry(dir.clone())
+                        .or_insert_with(|| crate::battery::select::gates::ModuleGates::of(&dir))
+                        .on_the_way_to(&abs)
+                        .into_iter()
+                        .filter_map(|g| {
+                            let rel = g.file.strip_prefix(&canon_root).ok()?.to_path_buf();
+                            Some((rel, g))
+                        })
+                        .collect()
+                }
+                None => Vec::new(),
+            };
+            if let Some(g) = cfg_probe::gated(&c.spec.mutations[pm.index], pm, file_gates) {
+                gated.push(g);
+            }
+        }
         if gated.is_empty() {
             return Ok(());
         }

@@ -1,4 +1,4 @@
-//! Feature gates: the `cfg(feature = ...)` that keeps a source file out of a package's build.
+//! Module gates: the `cfg` (a feature, a platform, any predicate) that keeps a source file out of a package's build.
 //!
 //! A file is compiled only when every `mod` declaration on its way from a crate root is,
 //! so a `#[cfg(feature = "extra")] mod extra;` in `src/lib.rs` (or a `#![cfg(feature =
@@ -9,12 +9,14 @@
 //! it, in any other `a.rs` it is `a/x.rs` or `a/x/mod.rs`; `#[path = "..."]` is relative to
 //! the declaring file's folder); [`Gate::enabled`] evaluates its predicate against a set of
 //! enabled features where it can (`feature = "x"`, `all`, `any`, `not`; any other
-//! predicate is unknown).
+//! predicate is unknown: a platform gate such as `cfg(windows)` is rustc's to decide, see
+//! [`crate::battery::execute::cfg_probe`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-/// A `cfg` that mentions a feature, on the way to a file.
+/// A `cfg` on the way to a file (on a `mod` declaration that loads it, or its own
+/// `#![cfg]`); whether the features decide it is [`Gate::enabled`]'s to say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Gate {
     /// The file holding the attribute, as given in the scan (absolute when the package
@@ -83,6 +85,12 @@ impl Gate {
         self.cfg.eval(on)
     }
 
+    /// The attribute a probe item carries to be compiled exactly where this gate lets code
+    /// in: `#[cfg(PREDICATE)]`.
+    pub fn attr(&self) -> String {
+        format!("#[cfg({})]", self.predicate)
+    }
+
     /// `` `#[cfg(feature = "extra")]` at src/lib.rs:3 `` (the file relative to `root`).
     pub fn describe(&self, root: &Path) -> String {
         format!(
@@ -130,7 +138,8 @@ fn parse_cfg(meta: &syn::Meta) -> Cfg {
     }
 }
 
-/// The feature gates among `attrs` (`#[cfg(...)]` or `#![cfg(...)]` mentioning a feature).
+/// The `cfg` gates among `attrs` (`#[cfg(...)]` or `#![cfg(...)]`, any predicate: those
+/// the features do not decide evaluate to `None`).
 fn gates_of(attrs: &[syn::Attribute], file: &Path) -> Vec<Gate> {
     attrs
         .iter()
@@ -141,7 +150,7 @@ fn gates_of(attrs: &[syn::Attribute], file: &Path) -> Vec<Gate> {
             };
             let meta: syn::Meta = a.parse_args().ok()?;
             let cfg = parse_cfg(&meta);
-            cfg.mentions_feature().then(|| Gate {
+            Some(Gate {
                 file: file.to_path_buf(),
                 line: a.pound_token.spans[0].start().line,
                 predicate: list.tokens.to_string(),
@@ -240,10 +249,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The feature gates on the way to `file` (absolute) in the package whose folder is
+/// The `cfg` gates on the way to `file` (absolute) in the package whose folder is
 /// `package_dir`: the file's own `#![cfg(...)]`, the gates on a `mod` declaration that
 /// loads it, and (through a declaring file that is itself gated) those further up. Empty
-/// when nothing on its way mentions a feature, or when the sources do not parse.
+/// when nothing on its way is gated, or when the sources do not parse.
 pub fn feature_gate(package_dir: &Path, file: &Path) -> Vec<Gate> {
     ModuleGates::of(package_dir).on_the_way_to(file)
 }
