@@ -18,9 +18,10 @@
 //! node (a `cfg` predicate holds or not for a whole compilation of a crate), and an
 //! `include_bytes!` that survives lists its file in the unit's dep-info, which rustc writes
 //! right after expansion. The copy is checked (`cargo check`) as the catalog builds it:
-//! its package, targets and features, once in test mode (`--profile test`: the unit tests
-//! and test targets) and once as the targets build for the integration tests and doc tests
-//! (library and binaries, not in test mode). So the gates are decided by rustc under the
+//! its package and features, the library and binaries as they are built for the
+//! integration tests and doc tests (no dev-dependency needed), and, only when a gate names
+//! `test` or `doctest`, once more in test mode (`--profile test`: the unit tests and test
+//! targets, with the dev-dependencies). So the gates are decided by rustc under the
 //! run's own configuration (features, the target platform, `--cfg` flags and build scripts'
 //! `cargo:rustc-cfg`), never by an evaluation of the predicates here. A mutation none of
 //! whose probes any unit compiled is NOT_COMPILED, naming the gates whose own probes no unit
@@ -177,7 +178,9 @@ pub fn probe(
                 let p = new_probe(format!("m{}-{k}-g{j}", g.index))?;
                 items.push_str(&probe_item(&gate.probe, &p));
             }
-            per_file.get_mut(&g.rel_path).map(|t| t.push_str(&items));
+            if let Some(t) = per_file.get_mut(&g.rel_path) {
+                t.push_str(&items);
+            }
         }
         for (j, (file, gate)) in g.file_gates.iter().enumerate() {
             if *file == g.rel_path {
@@ -186,9 +189,9 @@ pub fn probe(
             }
             control_of(file, &mut per_file)?;
             let p = new_probe(format!("f{}-{j}", g.index))?;
-            per_file
-                .get_mut(file)
-                .map(|t| t.push_str(&probe_item(&[gate.attr()], &p)));
+            if let Some(t) = per_file.get_mut(file) {
+                t.push_str(&probe_item(&[gate.attr()], &p));
+            }
         }
     }
     let controls = controls;
@@ -208,7 +211,14 @@ pub fn probe(
         .with_features(features.0, features.1)
         .with_envs(&catalog.spec.env);
     let (has_lib, has_bins) = package.map_or((true, false), |p| (p.has_lib, !p.bins.is_empty()));
-    let checks = [cargo.check(), cargo.check_built(has_lib, has_bins)];
+    // The library and binaries as built for the integration and doc tests: no dev-dependency
+    // is needed. The test-mode check (`--profile test`, which checks the dev-dependencies
+    // too) runs only when a gate's predicate names `test` or `doctest`, the only predicates
+    // it decides otherwise.
+    let mut checks = vec![cargo.check_built(has_lib, has_bins)];
+    if gated.iter().any(names_test) {
+        checks.push(cargo.check());
+    }
     // The probed files go back to the user's bytes at once: the next sync would anyway.
     for rel in per_file.keys() {
         let (from, to) = (root.join(rel), copy.join(rel));
@@ -333,6 +343,22 @@ pub fn probe(
     Ok(ev)
 }
 
+/// Whether a gate of `g` names the `test` or `doctest` predicate (as a word outside string
+/// literals), which only a check in test mode decides.
+fn names_test(g: &Gated) -> bool {
+    let words = |p: &str| {
+        // Outside string literals: `feature = "test-utils"` names a feature, not `test`.
+        let bare: String = p.split('"').step_by(2).collect::<Vec<_>>().join(" ");
+        bare.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .any(|w| w == "test" || w == "doctest")
+    };
+    g.occurrences
+        .iter()
+        .flat_map(|(_, gates)| gates.iter().flat_map(|x| x.probe.iter()))
+        .any(|p| words(p))
+        || g.file_gates.iter().any(|(_, gate)| words(&gate.predicate))
+}
+
 /// One probe item: `attrs`, then an unnamed constant holding the bytes of `file` (empty).
 fn probe_item(attrs: &[String], file: &Path) -> String {
     let mut s = String::new();
@@ -404,6 +430,29 @@ mod tests {
             item,
             "#[cfg(unix)] #[cfg(feature = \"x\")] const _: &[u8] = include_bytes!(\"/p/m1-0\");\n"
         );
+    }
+
+    #[test]
+    fn only_a_gate_naming_test_or_doctest_asks_for_the_test_mode_check() {
+        let span = |probe: &str| SpanGate {
+            written: probe.into(),
+            on: "block".into(),
+            line: 1,
+            probe: vec![probe.into()],
+        };
+        let g = |probes: &[&str]| Gated {
+            index: 0,
+            rel_path: "src/lib.rs".into(),
+            occurrences: vec![(1, probes.iter().map(|p| span(p)).collect())],
+            file_gates: Vec::new(),
+        };
+        assert!(names_test(&g(&["#[cfg(test)]"])));
+        assert!(names_test(&g(&["#[cfg(unix)]", "#[cfg(not(doctest))]"])));
+        assert!(!names_test(&g(&["#[cfg(feature = \"test-utils\")]"])));
+        assert!(!names_test(&g(&[
+            "#[cfg(feature = \"testing\")]",
+            "#[cfg(unix)]"
+        ])));
     }
 
     #[test]
