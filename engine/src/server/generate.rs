@@ -66,8 +66,7 @@ pub(super) async fn chat_completions(
     let Some(template) = &app.template else {
         return bad_request(Some("messages"), "this model has no chat template");
     };
-    let (text, tool_format) = match super::tools::chat_prompt(template, &turns, &tools, &mut common)
-    {
+    let (text, tools) = match super::tools::chat_prompt(template, &turns, &tools, &mut common) {
         Ok(x) => x,
         Err(u) => return unsupported(&s, u),
     };
@@ -85,7 +84,7 @@ pub(super) async fn chat_completions(
                 .max(1)
         }
     };
-    let kind = Kind::Chat(tool_format);
+    let kind = Kind::Chat(tools);
     generate(s, app, kind, Prompt::Text(text), max_tokens, common).await
 }
 

@@ -14,9 +14,8 @@ use super::cancel::CancelGuard;
 use super::http::error;
 use super::logprobs;
 use super::state::{App, Out};
-use super::tools::{call_deltas, message_calls};
+use super::tools::{ToolParse, call_deltas, message_calls};
 use crate::batch::Finish;
-use crate::chat::tools::ToolFormat;
 
 /// Which endpoint a generation answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -25,7 +24,7 @@ pub(super) enum Kind {
     Completion,
     /// `/v1/chat/completions`, with the tool-call syntax to parse out of the reply when
     /// the model may call a tool.
-    Chat(Option<ToolFormat>),
+    Chat(Option<ToolParse>),
 }
 
 impl Kind {
@@ -74,9 +73,9 @@ fn call_finish_reason(f: &Finish) -> &'static str {
 }
 
 /// A streamed reply that may hold tool calls: all its text so far, and how much of it went
-/// out as content (the text before a call's start, [`ToolFormat::call_start`]).
+/// out as content (the text before a call's start, [`crate::chat::tools::ToolFormat::call_start`]).
 struct Held {
-    format: ToolFormat,
+    tools: ToolParse,
     full: String,
     sent: usize,
 }
@@ -86,6 +85,7 @@ impl Held {
     fn push(&mut self, piece: &str) -> String {
         self.full.push_str(piece);
         let limit = self
+            .tools
             .format
             .call_start(&self.full)
             .unwrap_or(self.full.len())
@@ -273,8 +273,8 @@ fn sse(
             return;
         }
         let mut held = match kind {
-            Kind::Chat(Some(format)) => Some(Held {
-                format,
+            Kind::Chat(Some(tools)) => Some(Held {
+                tools,
                 full: String::new(),
                 sent: 0,
             }),
@@ -356,7 +356,7 @@ fn sse(
                         None => tail,
                         Some(h) => {
                             h.full.push_str(&tail);
-                            calls = h.format.parse(&h.full);
+                            calls = h.tools.parse(&h.full);
                             match &calls {
                                 Some(p) => {
                                     let before = h.full[..h.sent].trim();

@@ -10,6 +10,25 @@ use crate::chat::tools::{
 };
 use crate::chat::{self, ChatTemplate};
 
+/// How to read a reply for tool calls: the model's syntax, and whether several calls are
+/// allowed (`parallel_tool_calls`; without, only the first call is kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ToolParse {
+    pub(super) format: ToolFormat,
+    pub(super) parallel: bool,
+}
+
+impl ToolParse {
+    /// The calls of `text` ([`ToolFormat::parse`]), the first only without parallel calls.
+    pub(super) fn parse(self, text: &str) -> Option<Parsed> {
+        let mut p = self.format.parse(text)?;
+        if !self.parallel {
+            p.calls.truncate(1);
+        }
+        Some(p)
+    }
+}
+
 /// The formats parsed, for error messages.
 const FORMATS: &str = "hermes (<tool_call>), llama3-json, mistral-json ([TOOL_CALLS][...]), \
                        mistral-args ([TOOL_CALLS]f[ARGS]), smollm2";
@@ -30,7 +49,7 @@ pub(super) fn chat_prompt(
     turns: &[Turn],
     tools: &ToolRequest,
     common: &mut Common,
-) -> Result<(String, Option<ToolFormat>), Unsupported> {
+) -> Result<(String, Option<ToolParse>), Unsupported> {
     let refuse = |field: String, message: String| Unsupported { field, message };
     let asked = tools.choice != ToolChoice::None;
     let format = template.tool_format();
@@ -89,7 +108,11 @@ pub(super) fn chat_prompt(
     let text = template
         .render_request(&request)
         .map_err(|e| refuse("messages".into(), e.to_string()))?;
-    Ok((text, format))
+    let parse = format.map(|format| ToolParse {
+        format,
+        parallel: tools.parallel,
+    });
+    Ok((text, parse))
 }
 
 /// The id of call `index` of response `response_id`: 9 letters and digits (what Mistral's
@@ -145,6 +168,27 @@ pub(super) fn call_deltas(parsed: &Parsed, response_id: &str) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Without `parallel_tool_calls` a reply's first call only is kept.
+    #[test]
+    fn without_parallel_calls_only_the_first_is_kept() {
+        let text = "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}\n</tool_call>\n\
+                    <tool_call>\n{\"name\": \"b\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+        let names = |parallel| -> Vec<String> {
+            ToolParse {
+                format: ToolFormat::Hermes,
+                parallel,
+            }
+            .parse(text)
+            .unwrap()
+            .calls
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
+        };
+        assert_eq!(names(true), ["a", "b"]);
+        assert_eq!(names(false), ["a"]);
+    }
 
     #[test]
     fn call_ids_are_nine_alphanumerics_and_distinct() {
