@@ -355,3 +355,53 @@ fn unenforceable_parameters_are_refused_naming_the_function() {
         .to_string();
     assert!(e.contains("`when`") && e.contains("`format`"), "{e}");
 }
+
+/// The text nodes on their own: a repetition takes `min` to `max` items with the
+/// separator between them and nothing else; a choice goes by its opening bytes and refuses
+/// openings it could not tell apart; text takes its bytes exactly, without whitespace.
+#[test]
+fn text_nodes_take_exactly_their_language() {
+    use engine::constrain::GrammarBuilder;
+    let mut b = GrammarBuilder::new();
+    let int = b.schema(&json!({"type": "integer"})).unwrap();
+    let x = b.text(b"x=").unwrap();
+    let y = b.text(b"yes").unwrap();
+    let item_x = b.seq(vec![x, int]).unwrap();
+    let choice = b
+        .choice(vec![(b"<a>".to_vec(), item_x), (b"<b>".to_vec(), y)])
+        .unwrap();
+    let rep = b.repeat(choice, b";", 2, 3).unwrap();
+    let open = b.text(b"[").unwrap();
+    let close = b.text(b"]").unwrap();
+    let root = b.seq(vec![open, rep, close]).unwrap();
+    let g = b.build(root);
+    for good in [
+        "[<a>x=1;<b>yes]",
+        "[<b>yes;<b>yes;<a>x=-20]",
+        "[<a>x= 7;<a>x=0]",
+    ] {
+        assert!(accepts(&g, good), "{good}");
+    }
+    for bad in [
+        "[<a>x=1]",
+        "[<b>yes;<b>yes;<b>yes;<b>yes]",
+        "[<c>yes;<b>yes]",
+        "[<a>x=1.5;<b>yes]",
+        "[<b>yes; <b>yes]",
+        " [<b>yes;<b>yes]",
+        "[<b>yes;<b>yes];",
+        "[<a>yes;<b>yes]",
+    ] {
+        assert!(!accepts(&g, bad), "{bad}");
+    }
+    let mut b = GrammarBuilder::new();
+    let y = b.text(b"y").unwrap();
+    assert!(
+        b.choice(vec![(b"ab".to_vec(), y), (b"abc".to_vec(), y)])
+            .is_err()
+    );
+    assert!(b.repeat(y, b"", 1, 2).is_err());
+    assert!(b.repeat(y, b",", 3, 2).is_err());
+    assert!(b.text(b"").is_err());
+    assert!(b.seq(vec![]).is_err());
+}
