@@ -6,7 +6,7 @@
 //! | Format | Templates | A call |
 //! |---|---|---|
 //! | [`ToolFormat::Hermes`] | Qwen2.5, Qwen3, QwQ, Hermes 2 Pro / 3 (`<tool_call>` and `{"name": <function-name>, ...` in the source) | `<tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>`, one block per call |
-//! | [`ToolFormat::Llama3`] | Llama 3.1, 3.2, 3.3 (`"parameters": dictionary` in the source) | `{"name": "f", "parameters": {...}}`, optionally after `<|python_tag|>`; one call |
+//! | [`ToolFormat::Llama3`] | Llama 3.1, 3.2, 3.3 (`"parameters": dictionary` in the source) | `{"name": "f", "parameters": {...}}`, optionally after `<\|python_tag\|>`; one call |
 //! | [`ToolFormat::MistralJson`] | Mistral Nemo (`[TOOL_CALLS]` without `[ARGS]`) | `[TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]` |
 //! | [`ToolFormat::MistralArgs`] | Mistral Small 3.2, Devstral, Ministral 3 (`[TOOL_CALLS]` and `[ARGS]`) | `[TOOL_CALLS]f[ARGS]{...}` per call |
 //! | [`ToolFormat::SmolLM2`] | SmolLM2, and any template that renders no tools | `<tool_call>[{"name": "f", "arguments": {...}}, ...]</tool_call>` |
