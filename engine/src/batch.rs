@@ -143,6 +143,8 @@ struct Running<'s> {
     /// Bytes of `text` released to the sink.
     released: usize,
     sampler: Sampler,
+    /// The logits row after the sampler's penalties and bias, reused from step to step.
+    adjusted: Vec<f32>,
     /// The constraint's state, when the spec has one.
     constraint: Option<Constraint>,
     /// The masked logits row of a constrained sequence, reused from step to step.
@@ -297,7 +299,8 @@ impl<'s> Batch<'s> {
         self.running.push(Running {
             key,
             seq,
-            sampler: Sampler::new(spec.sampling),
+            sampler: Sampler::new(spec.sampling.clone()),
+            adjusted: Vec::new(),
             constraint: spec.constraint.clone().map(Constraint::new),
             masked: Vec::new(),
             spec,
@@ -450,8 +453,15 @@ fn choose(
     row: &[f32],
     tokenizer: Option<&Tokenizer>,
 ) -> Result<(u32, Option<TokenLogprobs>), String> {
+    // Penalties and logit bias first: the row the token is drawn from (and its log
+    // probabilities) is the adjusted one.
+    let row: &[f32] = if r.sampler.adjust_into(row, &mut r.adjusted) {
+        &r.adjusted
+    } else {
+        row
+    };
     let Some(c) = r.constraint.as_mut() else {
-        let next = r.sampler.sample(row);
+        let next = r.sampler.draw(row).unwrap_or(0);
         return Ok((next, r.spec.logprobs.map(|n| token_logprobs(row, next, n))));
     };
     let Some(tok) = tokenizer else {
@@ -469,7 +479,7 @@ fn choose(
     if !c.mask_logits(vocab, row, &mut r.masked) {
         return Err(refused(ConstraintError::NoToken));
     }
-    let next = r.sampler.sample(&r.masked);
+    let next = r.sampler.draw(&r.masked).unwrap_or(0);
     c.advance(vocab, next).map_err(refused)?;
     let lp = r.spec.logprobs.map(|n| token_logprobs(&r.masked, next, n));
     Ok((next, lp))
@@ -486,6 +496,7 @@ fn accept(
         r.first = Some(Instant::now());
     }
     r.tokens.push(next);
+    r.sampler.observe(next);
     let eog = tokenizer.is_some_and(|t| t.is_eog(next));
     if let Some(tok) = tokenizer.filter(|_| !eog) {
         match r.decoder.push(tok, next) {

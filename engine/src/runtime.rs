@@ -301,6 +301,8 @@ pub enum BadRequest {
     /// A sampling setting out of range.
     #[error("sampling setting: {message}")]
     Sampling {
+        /// The setting ([`crate::kernels::sample::SamplerConfig`]'s field name).
+        field: &'static str,
         /// The sampler's message, naming the field and value.
         message: String,
     },
@@ -709,7 +711,7 @@ impl Engine {
             prompt: rows.remove(0),
             max_new_tokens: req.max_new_tokens,
             capped: false,
-            sampling: req.sampling,
+            sampling: req.sampling.clone(),
             stop: req.stop.clone(),
             stop_at_eog: req.stop_at_eog,
             logprobs: None,
@@ -815,7 +817,17 @@ impl Engine {
 
     /// Stage 1: the request's shape, its package declarations, its session and route.
     fn validate(&self, req: &GenerateRequest) -> Result<Plan, EngineError> {
-        req.sampling.validate().map_err(|e| BadRequest::Sampling {
+        let vocab = self
+            .core
+            .as_ref()
+            .map(|c| c.model.config().vocab)
+            .or_else(|| self.tokenizer.as_ref().map(|t| t.vocab_size()));
+        let checked = match vocab {
+            Some(v) => req.sampling.validate_for_vocab(v),
+            None => req.sampling.validate(),
+        };
+        checked.map_err(|e| BadRequest::Sampling {
+            field: e.field().unwrap_or("sampling"),
             message: e.to_string(),
         })?;
         match &req.prompt {
@@ -878,6 +890,15 @@ impl Engine {
                 ("top_k", req.sampling.top_k != d.top_k),
                 ("top_p", req.sampling.top_p != d.top_p),
                 ("min_p", req.sampling.min_p != d.min_p),
+                (
+                    "frequency_penalty",
+                    req.sampling.frequency_penalty != d.frequency_penalty,
+                ),
+                (
+                    "presence_penalty",
+                    req.sampling.presence_penalty != d.presence_penalty,
+                ),
+                ("logit_bias", !req.sampling.logit_bias.is_empty()),
                 ("constraint", req.constraint.is_some()),
             ];
             if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
@@ -972,7 +993,7 @@ impl Engine {
                     prompt,
                     max_new_tokens,
                     capped,
-                    sampling: req.sampling,
+                    sampling: req.sampling.clone(),
                     stop: req.stop.clone(),
                     stop_at_eog: req.stop_at_eog,
                     logprobs: None,

@@ -11,6 +11,7 @@ fn cfg(temperature: f32, top_k: usize, top_p: f32, min_p: f32, seed: u64) -> Sam
         top_p,
         min_p,
         seed,
+        ..SamplerConfig::default()
     }
 }
 
@@ -102,7 +103,7 @@ proptest! {
         mp in 0.0f32..0.5, seed in any::<u64>()
     ) {
         let c = cfg(t, k, p, mp, seed);
-        let (mut a, mut b) = (Sampler::new(c), Sampler::new(c));
+        let (mut a, mut b) = (Sampler::new(c.clone()), Sampler::new(c));
         let ta: Vec<u32> = (0..20).map(|_| a.sample(&x)).collect();
         let tb: Vec<u32> = (0..20).map(|_| b.sample(&x)).collect();
         prop_assert_eq!(ta, tb);
@@ -236,4 +237,155 @@ fn validate_names_the_bad_field() {
             other => panic!("{c:?}: expected an error naming {field}, got {other:?}"),
         }
     }
+}
+
+/// OpenAI's adjustment of one logit, written from its definition: `l - c * frequency -
+/// (c > 0) * presence + bias`, or `-inf` for a bias of -100.
+fn openai_adjusted(l: f32, count: u32, freq: f32, pres: f32, bias: Option<f32>) -> f32 {
+    if bias == Some(-100.0) {
+        return f32::NEG_INFINITY;
+    }
+    let seen = if count > 0 { 1.0 } else { 0.0 };
+    l - count as f32 * freq - seen * pres + bias.unwrap_or(0.0)
+}
+
+fn penalised(
+    freq: f32,
+    pres: f32,
+    bias: Vec<(u32, f32)>,
+    temperature: f32,
+    seed: u64,
+) -> SamplerConfig {
+    SamplerConfig {
+        temperature,
+        seed,
+        frequency_penalty: freq,
+        presence_penalty: pres,
+        logit_bias: bias.into(),
+        ..SamplerConfig::default()
+    }
+}
+
+proptest! {
+    /// The adjusted row is OpenAI's formula over the observed tokens, entry by entry.
+    #[test]
+    fn penalties_and_bias_follow_the_openai_formula(
+        x in proptest::collection::vec(-20.0f32..20.0, 1..40),
+        seen in proptest::collection::vec(0u32..40, 0..30),
+        freq in -2.0f32..=2.0,
+        pres in -2.0f32..=2.0,
+        bias in proptest::collection::btree_map(0u32..40, prop_oneof![Just(-100.0f32), -100.0f32..=100.0], 0..6),
+    ) {
+        let n = x.len() as u32;
+        let bias: Vec<(u32, f32)> = bias.into_iter().filter(|(id, _)| *id < n).collect();
+        let seen: Vec<u32> = seen.into_iter().filter(|&t| t < n).collect();
+        let mut s = Sampler::new(penalised(freq, pres, bias.clone(), 0.0, 0));
+        for &t in &seen {
+            s.observe(t);
+        }
+        let mut out = Vec::new();
+        let adjusts = freq != 0.0 || pres != 0.0 || !bias.is_empty();
+        prop_assert_eq!(s.adjust_into(&x, &mut out), adjusts);
+        if !adjusts {
+            return Ok(());
+        }
+        for (j, &l) in x.iter().enumerate() {
+            let count = seen.iter().filter(|&&t| t as usize == j).count() as u32;
+            let b = bias.iter().find(|(id, _)| *id as usize == j).map(|&(_, b)| b);
+            let want = openai_adjusted(l, count, freq, pres, b);
+            let got = out[j];
+            prop_assert!(
+                got == want || (got - want).abs() <= 1e-4 * want.abs().max(1.0),
+                "token {}: got {}, want {}", j, got, want
+            );
+        }
+        // Greedy draws the argmax of the adjusted row.
+        prop_assert_eq!(s.try_sample(&x).ok(), argmax(&out).map(|i| i as u32));
+    }
+
+    /// Without penalties or bias, greedy decoding is the plain argmax whatever was
+    /// generated before, and sampling draws the same stream as before the adjustments.
+    #[test]
+    fn without_adjustments_the_draws_are_unchanged(
+        x in proptest::collection::vec(-20.0f32..20.0, 1..40),
+        seen in proptest::collection::vec(0u32..40, 0..30),
+        t in 0.1f32..2.0,
+        seed in any::<u64>(),
+    ) {
+        let mut greedy = Sampler::new(SamplerConfig::default());
+        let mut hot = Sampler::new(cfg(t, 0, 1.0, 0.0, seed));
+        let mut reference = Sampler::new(cfg(t, 0, 1.0, 0.0, seed));
+        for &tok in &seen {
+            greedy.observe(tok);
+            hot.observe(tok);
+            prop_assert_eq!(greedy.try_sample(&x).ok(), argmax(&x).map(|i| i as u32));
+            prop_assert_eq!(hot.try_sample(&x), reference.draw(&x));
+        }
+    }
+
+    /// A banned token (bias -100) is never drawn, at any temperature, even when it holds
+    /// the largest logit; a bias of +100 on a token makes greedy decoding pick it.
+    #[test]
+    fn a_banned_token_is_never_drawn_and_plus_100_wins(
+        x in proptest::collection::vec(-20.0f32..20.0, 2..40),
+        t in 0.0f32..2.0,
+        seed in any::<u64>(),
+        pick in any::<prop::sample::Index>(),
+    ) {
+        let best = argmax(&x).unwrap() as u32;
+        let mut s = Sampler::new(penalised(0.0, 0.0, vec![(best, -100.0)], t, seed));
+        for _ in 0..20 {
+            prop_assert_ne!(s.sample(&x), best);
+        }
+        let favoured = pick.index(x.len()) as u32;
+        let mut g = Sampler::new(penalised(0.0, 0.0, vec![(favoured, 100.0)], 0.0, seed));
+        prop_assert_eq!(g.sample(&x), favoured);
+    }
+}
+
+/// Penalties change greedy decoding as OpenAI defines them: a token generated once loses
+/// `presence` (once) plus `frequency` per time, so a repeated favourite gives way.
+#[test]
+fn penalties_make_greedy_decoding_move_on() {
+    // Token 0 leads token 1 by 1.0 and token 2 by 2.5.
+    let x = [3.0f32, 2.0, 0.5];
+    // Presence 1.5: after token 0 once, it is at 1.5 < 2.0: token 1; then token 1 at 0.5.
+    let mut s = Sampler::new(penalised(0.0, 1.5, vec![], 0.0, 0));
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let t = s.sample(&x);
+        s.observe(t);
+        got.push(t);
+    }
+    assert_eq!(got, [0, 1, 0], "presence 1.5 over [3, 2, 0.5]");
+    // Frequency 0.6: token 0 at 3.0, 2.4, 1.8 ...; token 1 at 2.0, 1.4 ...
+    let mut s = Sampler::new(penalised(0.6, 0.0, vec![], 0.0, 0));
+    let mut got = Vec::new();
+    for _ in 0..5 {
+        let t = s.sample(&x);
+        s.observe(t);
+        got.push(t);
+    }
+    // 0 (3.0) -> 0 (2.4 > 2.0) -> 1 (1.8 < 2.0) -> 0 (1.8 > 1.4) -> 1? 0 at 1.2, 1 at 1.4.
+    assert_eq!(got, [0, 0, 1, 0, 1], "frequency 0.6 over [3, 2, 0.5]");
+}
+
+#[test]
+fn validate_checks_openai_ranges_and_the_vocabulary() {
+    for (c, field) in [
+        (penalised(2.5, 0.0, vec![], 0.0, 0), "frequency_penalty"),
+        (penalised(0.0, -2.1, vec![], 0.0, 0), "presence_penalty"),
+        (penalised(0.0, 0.0, vec![(1, 100.5)], 0.0, 0), "logit_bias"),
+    ] {
+        match c.validate() {
+            Err(SampleError::InvalidSetting { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    let c = penalised(0.0, 0.0, vec![(7, 1.0)], 0.0, 0);
+    assert_eq!(c.validate_for_vocab(8), Ok(()));
+    assert_eq!(
+        c.validate_for_vocab(7),
+        Err(SampleError::BiasToken { token: 7, vocab: 7 })
+    );
 }

@@ -1275,3 +1275,391 @@ mod structured {
         s.stop().await;
     }
 }
+
+/// Penalties and `logit_bias` over HTTP, against greedy decoding under OpenAI's definitions
+/// computed here from the model's own logits.
+mod penalties {
+    use engine::kv::{KV_DTYPE, KvCache};
+    use engine::runtime::{Engine, EngineOptions};
+    use engine::server::ServerConfig;
+    use serde_json::{Value, json};
+
+    use super::admission::{MODEL, Server};
+    use super::common::model_path;
+
+    /// Greedy decoding of `prompt` for at most `n` tokens (an end-of-generation token ends
+    /// it), each token the argmax of `l - c * frequency - (c > 0) * presence + bias` over
+    /// the model's logits `l` and the counts `c` of the tokens generated before it (bias
+    /// -100: banned). Returns the ids.
+    fn reference(
+        engine: &Engine,
+        prompt: &[u32],
+        n: usize,
+        frequency: f32,
+        presence: f32,
+        bias: &[(u32, f32)],
+    ) -> Vec<u32> {
+        let model = engine.model().unwrap();
+        let tok = engine.tokenizer().unwrap();
+        let mut kv = KvCache::new(model.kv_config(prompt.len() + n, KV_DTYPE)).unwrap();
+        let seq = kv.create_sequence();
+        let mut logits = model
+            .forward(&mut kv, seq, prompt, engine::model::Logits::Last)
+            .unwrap();
+        let mut out: Vec<u32> = Vec::new();
+        while out.len() < n {
+            let adjusted: Vec<f32> = logits
+                .iter()
+                .enumerate()
+                .map(|(j, &l)| {
+                    let c = out.iter().filter(|&&t| t as usize == j).count() as f32;
+                    let b = bias.iter().find(|(id, _)| *id as usize == j).map(|p| p.1);
+                    if b == Some(-100.0) {
+                        return f32::NEG_INFINITY;
+                    }
+                    let seen = if c > 0.0 { 1.0 } else { 0.0 };
+                    l - c * frequency - seen * presence + b.unwrap_or(0.0)
+                })
+                .collect();
+            let next = engine::kernels::sample::argmax(&adjusted).unwrap() as u32;
+            out.push(next);
+            if tok.is_eog(next) {
+                break;
+            }
+            model
+                .decode_batch_into(&mut kv, &[(seq, next)], &mut logits)
+                .unwrap();
+        }
+        out
+    }
+
+    /// The text of `ids`, end-of-generation tokens not rendered, without a trailing
+    /// U+FFFD (the server ends a reply on a whole character, where the tokenizer's decoding
+    /// of a cut one shows U+FFFD).
+    fn text(engine: &Engine, ids: &[u32]) -> String {
+        let tok = engine.tokenizer().unwrap();
+        let kept: Vec<u32> = ids.iter().copied().filter(|&t| !tok.is_eog(t)).collect();
+        tok.decode(&kept)
+            .unwrap()
+            .trim_end_matches('\u{FFFD}')
+            .to_string()
+    }
+
+    /// `/v1/completions` at temperature 0 with `frequency_penalty`, `presence_penalty` and
+    /// `logit_bias` answers the reference's greedy text, which differs from the text
+    /// without them; a bias outside the vocabulary is a 400 naming `logit_bias`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_completion_follows_openai_penalties_and_bias() {
+        let engine = Engine::load_gguf(
+            MODEL,
+            EngineOptions {
+                threads: 1,
+                ..EngineOptions::default()
+            },
+        )
+        .unwrap();
+        let s = Server::start(ServerConfig {
+            threads: 1,
+            ..ServerConfig::new(MODEL)
+        })
+        .await;
+        let prompt: Vec<u32> = (0..6).map(|i| 72 + (i * 5) % 30).collect();
+        let n = 24;
+        let plain = reference(&engine, &prompt, n, 0.0, 0.0, &[]);
+        // Ban the plain answer's first token, favour another, penalise repeats.
+        let bias = [(plain[0], -100.0), (90, 3.0)];
+        type Case<'a> = (f32, f32, &'a [(u32, f32)]);
+        let cases: [Case; 4] = [
+            (0.0, 0.0, &[]),
+            (0.8, 0.0, &[]),
+            (0.0, 1.5, &[]),
+            (0.5, 0.5, &bias),
+        ];
+        for (frequency, presence, bias) in cases {
+            let want = reference(&engine, &prompt, n, frequency, presence, bias);
+            if (frequency, presence) != (0.0, 0.0) {
+                assert_ne!(
+                    text(&engine, &want),
+                    text(&engine, &plain),
+                    "the case must change the output to test anything"
+                );
+            }
+            let logit_bias: serde_json::Map<String, Value> = bias
+                .iter()
+                .map(|(id, b)| (id.to_string(), json!(b)))
+                .collect();
+            let body = json!({"model": "tiny", "prompt": prompt, "max_tokens": n,
+                "temperature": 0, "frequency_penalty": frequency,
+                "presence_penalty": presence, "logit_bias": logit_bias});
+            let r = s.post("/v1/completions", body.clone()).await;
+            assert_eq!(r.status(), 200);
+            let answer: Value = r.json().await.unwrap();
+            let got = answer["choices"][0]["text"].as_str().unwrap();
+            assert_eq!(
+                got.trim_end_matches('\u{FFFD}'),
+                text(&engine, &want),
+                "{body}"
+            );
+        }
+        let vocab = engine.tokenizer().unwrap().vocab_size();
+        let body = json!({"model": "tiny", "prompt": prompt, "max_tokens": 2,
+            "logit_bias": {vocab.to_string(): 1}});
+        let r = s.post("/v1/completions", body).await;
+        assert_eq!(r.status(), 400);
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["param"], "logit_bias", "{e}");
+        s.stop().await;
+    }
+
+    /// On the chat route (SmolLM2): `logit_bias` +100 on one token makes every greedy
+    /// token that one; -100 on the plain answer's first token moves the answer off it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_chat_applies_logit_bias() {
+        let s = Server::start(ServerConfig {
+            threads: 2,
+            ..ServerConfig::new(model_path())
+        })
+        .await;
+        let ask = |bias: Value| {
+            json!({"model": "m", "max_tokens": 4, "temperature": 0, "logit_bias": bias,
+                   "logprobs": true,
+                   "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+        };
+        let tokens = |a: &Value| -> Vec<String> {
+            a["choices"][0]["logprobs"]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["token"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let plain: Value = s
+            .post("/v1/chat/completions", ask(json!({})))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let plain_tokens = tokens(&plain);
+        let r: Value = s
+            .post("/tokenize", json!({"content": plain_tokens[0]}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let first = r["tokens"][0].as_u64().unwrap();
+        let banned: Value = s
+            .post(
+                "/v1/chat/completions",
+                ask(json!({first.to_string(): -100})),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_ne!(tokens(&banned)[0], plain_tokens[0], "{banned}");
+        let r: Value = s
+            .post("/tokenize", json!({"content": " Paris"}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let paris = r["tokens"][0].as_u64().unwrap();
+        let favoured: Value = s
+            .post("/v1/chat/completions", ask(json!({paris.to_string(): 100})))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let piece: Value = s
+            .post("/detokenize", json!({"tokens": [paris]}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        let piece = piece["content"].as_str().unwrap();
+        assert_eq!(tokens(&favoured), vec![piece.to_string(); 4], "{favoured}");
+        s.stop().await;
+    }
+}
+
+/// Tool calls over HTTP on SmolLM2: a forced call (`required`, a named function) is a valid
+/// call of an offered function, streamed as the deltas a client accumulates, and its
+/// result continues the conversation; a forced call the engine cannot enforce is refused.
+mod tools {
+    use engine::server::ServerConfig;
+    use serde_json::{Value, json};
+
+    use super::admission::{Server, assert_valid, read_events};
+    use super::common::model_path;
+
+    fn offered() -> Value {
+        json!([
+            {"type": "function", "function": {"name": "get_weather",
+                "description": "Get the current weather in a city.",
+                "parameters": {"type": "object", "properties": {
+                    "city": {"type": "string"},
+                    "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                    "required": ["city"], "additionalProperties": false}}},
+            {"type": "function", "function": {"name": "search",
+                "description": "Search the web.",
+                "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                    "required": ["query"], "additionalProperties": false}}}
+        ])
+    }
+
+    fn ask(choice: Value, stream: bool) -> Value {
+        json!({"model": "m", "max_tokens": 200, "temperature": 0, "stream": stream,
+               "tools": offered(), "tool_choice": choice,
+               "messages": [{"role": "user", "content": "What is the weather in Paris?"}]})
+    }
+
+    /// The tool calls of a stream, accumulated by `index` as the `openai` client does
+    /// (`id`, `type` and `name` from the first delta, `arguments` concatenated), and the
+    /// finish reason.
+    async fn streamed_calls(r: &mut reqwest::Response) -> (Vec<Value>, String) {
+        let events = read_events(r, 10_000).await;
+        assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+        let mut calls: Vec<Value> = Vec::new();
+        let mut finish = String::new();
+        for e in &events[..events.len() - 1] {
+            let chunk: Value = serde_json::from_str(e).unwrap();
+            let Some(choice) = chunk["choices"].get(0) else {
+                continue;
+            };
+            if let Some(f) = choice["finish_reason"].as_str() {
+                finish = f.to_string();
+            }
+            for d in choice["delta"]["tool_calls"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                let i = d["index"].as_u64().unwrap() as usize;
+                if i == calls.len() {
+                    calls.push(json!({"id": d["id"], "type": d["type"],
+                        "function": {"name": d["function"]["name"], "arguments": ""}}));
+                }
+                let args = calls[i]["function"]["arguments"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+                    + d["function"]["arguments"].as_str().unwrap_or("");
+                calls[i]["function"]["arguments"] = args.into();
+            }
+        }
+        (calls, finish)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_forced_tool_call_is_valid_streams_as_deltas_and_continues() {
+        let s = Server::start(ServerConfig {
+            threads: 2,
+            ..ServerConfig::new(model_path())
+        })
+        .await;
+        let schemas: Vec<(String, Value)> = offered()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                let f = &t["function"];
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["parameters"].clone(),
+                )
+            })
+            .collect();
+        for (choice, only) in [
+            (json!("required"), None),
+            (
+                json!({"type": "function", "function": {"name": "search"}}),
+                Some("search"),
+            ),
+        ] {
+            let r = s
+                .post("/v1/chat/completions", ask(choice.clone(), false))
+                .await;
+            assert_eq!(r.status(), 200);
+            let answer: Value = r.json().await.unwrap();
+            let c = &answer["choices"][0];
+            assert_eq!(c["finish_reason"], "tool_calls", "{answer}");
+            assert!(c["message"]["content"].is_null(), "{answer}");
+            let calls = c["message"]["tool_calls"].as_array().unwrap();
+            assert!(!calls.is_empty());
+            for call in calls {
+                let id = call["id"].as_str().unwrap();
+                assert!(
+                    id.len() == 9 && id.bytes().all(|b| b.is_ascii_alphanumeric()),
+                    "{id}"
+                );
+                assert_eq!(call["type"], "function");
+                let name = call["function"]["name"].as_str().unwrap();
+                if let Some(only) = only {
+                    assert_eq!(name, only, "{answer}");
+                }
+                let schema = &schemas.iter().find(|(n, _)| n == name).unwrap().1;
+                assert_valid(call["function"]["arguments"].as_str().unwrap(), schema);
+            }
+            let mut st = s
+                .post("/v1/chat/completions", ask(choice.clone(), true))
+                .await;
+            assert_eq!(st.status(), 200);
+            let (streamed, finish) = streamed_calls(&mut st).await;
+            // Ids are per response; the calls are the same.
+            let unnamed = |calls: &[Value]| -> Vec<Value> {
+                calls
+                    .iter()
+                    .map(|c| json!([c["type"], c["function"]["name"], c["function"]["arguments"]]))
+                    .collect()
+            };
+            assert_eq!(unnamed(&streamed), unnamed(calls), "{choice}");
+            for c in &streamed {
+                assert_eq!(c["id"].as_str().unwrap().len(), 9, "{c}");
+            }
+            assert_eq!(finish, "tool_calls");
+
+            // The result continues the conversation.
+            let mut body = ask(json!("auto"), false);
+            let messages = body["messages"].as_array_mut().unwrap();
+            messages.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+            for call in calls {
+                messages.push(json!({"role": "tool", "tool_call_id": call["id"],
+                    "content": "18 degrees and sunny"}));
+            }
+            body["tool_choice"] = "none".into();
+            body["max_tokens"] = 24.into();
+            let r = s.post("/v1/chat/completions", body).await;
+            assert_eq!(r.status(), 200);
+            let answer: Value = r.json().await.unwrap();
+            let text = answer["choices"][0]["message"]["content"].as_str().unwrap();
+            assert!(!text.is_empty(), "{answer}");
+            assert!(answer["choices"][0]["message"].get("tool_calls").is_none());
+        }
+        s.stop().await;
+    }
+
+    /// A forced call whose parameters the engine cannot enforce is a 400 naming them (never
+    /// run unconstrained); with `auto` nothing is enforced and it runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn http_unenforceable_forced_call_fails_closed() {
+        let s = Server::start(ServerConfig {
+            threads: 2,
+            ..ServerConfig::new(model_path())
+        })
+        .await;
+        let mut body = ask(json!("required"), false);
+        body["tools"][1]["function"]["parameters"]["properties"]["query"]["format"] = "date".into();
+        body["max_tokens"] = 4.into();
+        let r = s.post("/v1/chat/completions", body.clone()).await;
+        assert_eq!(r.status(), 400);
+        let e: Value = r.json().await.unwrap();
+        assert_eq!(e["error"]["param"], "tools[1].function.parameters", "{e}");
+        assert!(
+            e["error"]["message"].as_str().unwrap().contains("`format`"),
+            "{e}"
+        );
+        body["tool_choice"] = "auto".into();
+        assert_eq!(s.post("/v1/chat/completions", body).await.status(), 200);
+        s.stop().await;
+    }
+}

@@ -37,6 +37,7 @@ pub mod clock;
 pub mod files;
 pub mod python;
 pub mod source;
+pub mod tools;
 
 use minijinja::value::ValueKind;
 use minijinja::{Environment, Error, ErrorKind, State, Value};
@@ -418,6 +419,7 @@ fn prepare_message(message: &Value, index: usize) -> Result<Value, ChatError> {
 pub struct ChatTemplate {
     env: Environment<'static>,
     special: SpecialTokens,
+    tool_format: Option<tools::ToolFormat>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -470,7 +472,11 @@ impl ChatTemplate {
         env.add_filter("count", python::length_filter);
         env.add_template_owned(TEMPLATE_NAME, source::rewrite_source(source))
             .map_err(ChatError::Syntax)?;
-        Ok(ChatTemplate { env, special })
+        Ok(ChatTemplate {
+            env,
+            special,
+            tool_format: tools::ToolFormat::detect(source),
+        })
     }
 
     /// A model's template (`tokenizer.chat_template`), or `source` instead of it, with the
@@ -499,6 +505,12 @@ impl ChatTemplate {
     /// The special-token variables this template is rendered with.
     pub fn special_tokens(&self) -> &SpecialTokens {
         &self.special
+    }
+
+    /// The tool-call syntax the template teaches ([`tools::ToolFormat::detect`]); `None`
+    /// when it renders tools in a syntax the engine does not parse.
+    pub fn tool_format(&self) -> Option<tools::ToolFormat> {
+        self.tool_format
     }
 
     /// Renders plain turns. With `add_generation_prompt` the template appends the opening of an

@@ -101,6 +101,30 @@ enum Frame {
         cand: u64,
         pos: u16,
     },
+    /// Inside a [`Node::Text`]: the bytes matched.
+    Text {
+        node: NodeId,
+        pos: u16,
+    },
+    /// Inside a [`Node::Seq`]: the part open (the frame above).
+    Seq {
+        node: NodeId,
+        at: u16,
+    },
+    /// Inside the openings of a [`Node::Choice`]: the alternatives still possible and the
+    /// bytes matched.
+    Choice {
+        node: NodeId,
+        cand: u64,
+        pos: u16,
+    },
+    /// A [`Node::Repeat`] after `count` items: `sep` bytes of the separator matched (0: right
+    /// after an item, or the item open above).
+    Repeat {
+        node: NodeId,
+        count: u32,
+        sep: u16,
+    },
 }
 
 /// The matcher's state over one grammar (the grammar is passed to each call).
@@ -183,13 +207,18 @@ impl MatchState {
                 Some(Frame::Lit { node, cand, pos }) => {
                     lit_complete(g, *node, *cand, *pos as usize)
                 }
+                Some(Frame::Repeat {
+                    node,
+                    count,
+                    sep: 0,
+                }) => matches!(g.node(*node), Node::Repeat { min, .. } if count >= min),
                 _ => false,
             };
             if !closes {
                 return false;
             }
             s.stack.pop();
-            s.value_done();
+            s.value_done(g);
         }
     }
 
@@ -219,16 +248,37 @@ impl MatchState {
         true
     }
 
-    /// The top frame's value is complete and popped: tell its parent.
-    fn value_done(&mut self) {
-        match self.stack.last_mut() {
-            None => self.done = true,
-            Some(Frame::Object { at, .. }) => *at = ObjAt::Member,
-            Some(Frame::Array { count, at, .. }) => {
-                *count = count.saturating_add(1);
-                *at = ArrAt::After;
+    /// The top frame's value is complete and popped: tell its parent (a sequence moves to its
+    /// next part, or ends and tells its own parent).
+    fn value_done(&mut self, g: &Grammar) {
+        loop {
+            match self.stack.last_mut() {
+                None => self.done = true,
+                Some(Frame::Object { at, .. }) => *at = ObjAt::Member,
+                Some(Frame::Array { count, at, .. }) => {
+                    *count = count.saturating_add(1);
+                    *at = ArrAt::After;
+                }
+                Some(Frame::Repeat { count, sep, .. }) => {
+                    *count = count.saturating_add(1);
+                    *sep = 0;
+                }
+                Some(Frame::Seq { node, at }) => {
+                    let Node::Seq(parts) = g.node(*node) else {
+                        unreachable!("a sequence frame holds a sequence node")
+                    };
+                    *at += 1;
+                    if let Some(&next) = parts.get(*at as usize) {
+                        // Bounded by the grammar's own nesting, not the output's.
+                        self.stack.push(Frame::Value(next));
+                    } else {
+                        self.stack.pop();
+                        continue;
+                    }
+                }
+                Some(other) => unreachable!("a value ended inside {other:?}"),
             }
-            Some(other) => unreachable!("a value ended inside {other:?}"),
+            return;
         }
     }
 
@@ -247,13 +297,17 @@ impl MatchState {
                 esc,
                 utf8,
                 range,
-            } => self.step_str(key, esc, utf8, range, b),
+            } => self.step_str(g, key, esc, utf8, range, b),
             Frame::Num {
                 at,
                 integer,
                 digits,
-            } => self.step_num(at, integer, digits, b),
+            } => self.step_num(g, at, integer, digits, b),
             Frame::Lit { node, cand, pos } => self.step_lit(g, node, cand, pos, b),
+            Frame::Text { node, pos } => self.step_text(g, node, pos, b),
+            Frame::Choice { node, cand, pos } => self.step_choice(g, node, cand, pos, b),
+            Frame::Repeat { node, count, sep } => self.step_repeat(g, node, count, sep, b),
+            Frame::Seq { .. } => unreachable!("a sequence frame always has its part above it"),
         }
     }
 
@@ -264,6 +318,42 @@ impl MatchState {
 
     /// A value of `node` is expected: whitespace, or the byte that opens one of its kinds.
     fn step_value(&mut self, g: &Grammar, node: NodeId, b: u8) -> Step {
+        // Text nodes take their bytes as they are: no whitespace before them.
+        match g.node(node) {
+            Node::Text(_) => {
+                self.set_top(Frame::Text { node, pos: 0 });
+                return Step::Again;
+            }
+            Node::Choice(_) => {
+                self.set_top(Frame::Choice {
+                    node,
+                    cand: u64::MAX,
+                    pos: 0,
+                });
+                return Step::Again;
+            }
+            Node::Seq(parts) => {
+                self.set_top(Frame::Seq { node, at: 0 });
+                return if self.push(Frame::Value(parts[0])) {
+                    Step::Again
+                } else {
+                    Step::No
+                };
+            }
+            Node::Repeat { item, .. } => {
+                self.set_top(Frame::Repeat {
+                    node,
+                    count: 0,
+                    sep: 0,
+                });
+                return if self.push(Frame::Value(*item)) {
+                    Step::Again
+                } else {
+                    Step::No
+                };
+            }
+            _ => {}
+        }
         if is_ws(b) {
             return Step::Space;
         }
@@ -321,7 +411,7 @@ impl MatchState {
             }
             (ObjAt::Open | ObjAt::Member, b'}') if required & !seen == 0 => {
                 self.stack.pop();
-                self.value_done();
+                self.value_done(g);
                 Step::Byte
             }
             (ObjAt::Member, b',') if more => {
@@ -364,7 +454,7 @@ impl MatchState {
             // At `Open` the count is 0: the array closes empty only when min is 0.
             (ArrAt::Open | ArrAt::After, b']') if count >= min => {
                 self.stack.pop();
-                self.value_done();
+                self.value_done(g);
                 Step::Byte
             }
             (ArrAt::After, b',') if count < max => {
@@ -438,7 +528,7 @@ impl MatchState {
 
     /// Inside a string (a free key when `key`): escapes, UTF-8 continuation bytes (`utf8` due,
     /// the first in `range`), printable bytes, the closing `"`.
-    fn step_str(&mut self, key: bool, esc: u8, utf8: u8, range: u8, b: u8) -> Step {
+    fn step_str(&mut self, g: &Grammar, key: bool, esc: u8, utf8: u8, range: u8, b: u8) -> Step {
         let hex = b.is_ascii_hexdigit();
         let (esc, utf8, range) = if esc != 0 {
             let esc = match (esc, b) {
@@ -475,7 +565,7 @@ impl MatchState {
                             *at = ObjAt::Key(FREE_KEY);
                         }
                     } else {
-                        self.value_done();
+                        self.value_done(g);
                     }
                     return Step::Byte;
                 }
@@ -503,7 +593,7 @@ impl MatchState {
 
     /// Inside a number (an integer when `integer`) at `at`, `digits` digits into its part: the
     /// next character, or the end of the number (the byte is then read again by the parent).
-    fn step_num(&mut self, at: NumAt, integer: bool, digits: u8, b: u8) -> Step {
+    fn step_num(&mut self, g: &Grammar, at: NumAt, integer: bool, digits: u8, b: u8) -> Step {
         let digit = b.is_ascii_digit();
         let next = match (at, b) {
             (NumAt::Start, b'-') => Some((NumAt::Minus, 0)),
@@ -534,7 +624,7 @@ impl MatchState {
             }
             None if accepting(at) && !digit => {
                 self.stack.pop();
-                self.value_done();
+                self.value_done(g);
                 Step::Again
             }
             None => Step::No,
@@ -561,10 +651,99 @@ impl MatchState {
         }
         if lit_complete(g, node, cand, p) {
             self.stack.pop();
-            self.value_done();
+            self.value_done(g);
             return Step::Again;
         }
         Step::No
+    }
+}
+
+impl MatchState {
+    /// Inside a text node, `pos` bytes matched: the next byte of its text.
+    fn step_text(&mut self, g: &Grammar, node: NodeId, pos: u16, b: u8) -> Step {
+        let Node::Text(text) = g.node(node) else {
+            unreachable!("a text frame holds a text node")
+        };
+        if text.get(pos as usize) != Some(&b) {
+            return Step::No;
+        }
+        if pos as usize + 1 == text.len() {
+            self.stack.pop();
+            self.value_done(g);
+        } else {
+            self.set_top(Frame::Text { node, pos: pos + 1 });
+        }
+        Step::Byte
+    }
+
+    /// Inside the openings of a choice, `cand` still possible after `pos` bytes: the byte
+    /// narrows them; the one whose opening it completes goes on with its rest.
+    fn step_choice(&mut self, g: &Grammar, node: NodeId, cand: u64, pos: u16, b: u8) -> Step {
+        let Node::Choice(alts) = g.node(node) else {
+            unreachable!("a choice frame holds a choice node")
+        };
+        let p = pos as usize;
+        let next = bits(cand)
+            .take_while(|&i| i < alts.len())
+            .filter(|&i| alts[i].0.get(p) == Some(&b))
+            .fold(0u64, |m, i| m | 1 << i);
+        if next == 0 {
+            return Step::No;
+        }
+        // No opening is a prefix of another: one that ends here is the only candidate.
+        match bits(next).find(|&i| alts[i].0.len() == p + 1) {
+            Some(i) => self.set_top(Frame::Value(alts[i].1)),
+            None => self.set_top(Frame::Choice {
+                node,
+                cand: next,
+                pos: pos + 1,
+            }),
+        }
+        Step::Byte
+    }
+
+    /// A repetition after `count` items, `sep` bytes of its separator matched: the
+    /// separator goes on (then the next item), or, right after an item, any other byte ends
+    /// the repetition (read again by the parent) once `min` items are in.
+    fn step_repeat(&mut self, g: &Grammar, node: NodeId, count: u32, sep: u16, b: u8) -> Step {
+        let Node::Repeat {
+            item,
+            sep: text,
+            min,
+            max,
+        } = g.node(node)
+        else {
+            unreachable!("a repeat frame holds a repeat node")
+        };
+        let at = sep as usize;
+        if at == 0 && !(count < *max && text.first() == Some(&b)) {
+            if count >= *min {
+                self.stack.pop();
+                self.value_done(g);
+                return Step::Again;
+            }
+            return Step::No;
+        }
+        if text.get(at) != Some(&b) {
+            return Step::No;
+        }
+        if at + 1 == text.len() {
+            self.set_top(Frame::Repeat {
+                node,
+                count,
+                sep: 0,
+            });
+            if !self.push(Frame::Value(*item)) {
+                return Step::No;
+            }
+        } else {
+            self.set_top(Frame::Repeat {
+                node,
+                count,
+                sep: sep + 1,
+            });
+        }
+        Step::Byte
     }
 }
 

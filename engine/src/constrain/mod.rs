@@ -1,4 +1,4 @@
-//! Constrained decoding: output that stays a prefix of JSON a schema admits (the schema subset, the byte matcher, the token mask).
+//! Constrained decoding: output that stays a prefix of JSON a schema admits, alone or inside fixed text (the schema subset, the byte matcher, the token mask).
 //!
 //! A request with a constraint carries a compiled [`Grammar`] ([`Grammar::json_object`] for
 //! OpenAI's `json_object`, [`Grammar::from_schema`] for `json_schema`). The decode loop keeps
@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 pub use mask::TokenVocab;
 pub use matcher::MatchState;
-pub use schema::{Grammar, SchemaError};
+pub use schema::{BuildError, Grammar, GrammarBuilder, SchemaError};
 
 /// One sequence's constraint: its grammar and the matcher's state over the output so far.
 #[derive(Debug, Clone)]

@@ -76,6 +76,154 @@ pub enum Node {
     /// One of these compact JSON texts (`enum`, `const`, and the literals `true`, `false`,
     /// `null`).
     Literals(Vec<Vec<u8>>),
+    /// Exactly these bytes, no whitespace around them: text around JSON values (a tool
+    /// call's `<tool_call>` tags, its fixed `{"name": "f", "arguments": ` opening).
+    Text(Vec<u8>),
+    /// The parts one after the other (at least one).
+    Seq(Vec<NodeId>),
+    /// One alternative, chosen by its opening bytes: `(opening, rest)` matches the opening
+    /// then `rest`. At most 64; no opening is empty or a prefix of another, so the opening's
+    /// last byte decides ([`GrammarBuilder::choice`]).
+    Choice(Vec<(Vec<u8>, NodeId)>),
+    /// `item`, then `sep` and `item` again, `min` to `max` items in all. Right after an item
+    /// the separator's first byte goes on; any other byte ends the repetition, so what
+    /// follows must not start with that byte.
+    Repeat {
+        /// The node of every item.
+        item: NodeId,
+        /// The bytes between two items (not empty).
+        sep: Vec<u8>,
+        /// Fewest items (at least 1).
+        min: u32,
+        /// Most items.
+        max: u32,
+    },
+}
+
+/// Builds a [`Grammar`] of JSON Schema values inside text: tool-call syntax such as
+/// `<tool_call>{"name": "f", "arguments": ARGS}</tool_call>`, where `ARGS` follows the
+/// function's parameter schema.
+#[derive(Debug)]
+pub struct GrammarBuilder {
+    g: Grammar,
+}
+
+/// A combination [`GrammarBuilder`] cannot match deterministically.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("grammar: {0}")]
+pub struct BuildError(pub String);
+
+impl Default for GrammarBuilder {
+    fn default() -> Self {
+        GrammarBuilder::new()
+    }
+}
+
+impl GrammarBuilder {
+    /// An empty builder (the fixed nodes only).
+    pub fn new() -> GrammarBuilder {
+        GrammarBuilder { g: Grammar::base() }
+    }
+
+    /// `schema` compiled into this grammar (its `$ref`s resolve inside `schema`).
+    ///
+    /// # Errors
+    /// [`SchemaError`] as [`Grammar::from_schema`].
+    pub fn schema(&mut self, schema: &Value) -> Result<NodeId, SchemaError> {
+        let mut c = Compiler {
+            g: std::mem::replace(&mut self.g, Grammar::base()),
+            document: schema,
+            compiled: HashMap::new(),
+            active: Vec::new(),
+        };
+        let id = c.compile(schema, "#", 0);
+        self.g = c.g;
+        id
+    }
+
+    /// Exactly `text` (not empty).
+    ///
+    /// # Errors
+    /// [`BuildError`] when `text` is empty.
+    pub fn text(&mut self, text: &[u8]) -> Result<NodeId, BuildError> {
+        if text.is_empty() {
+            return Err(BuildError("an empty text node".into()));
+        }
+        Ok(self.g.push(Node::Text(text.to_vec())))
+    }
+
+    /// `parts` in order (at least one).
+    ///
+    /// # Errors
+    /// [`BuildError`] when `parts` is empty.
+    pub fn seq(&mut self, parts: Vec<NodeId>) -> Result<NodeId, BuildError> {
+        if parts.is_empty() {
+            return Err(BuildError("an empty sequence".into()));
+        }
+        Ok(self.g.push(Node::Seq(parts)))
+    }
+
+    /// One of `alts` (`(opening, rest)`), chosen by the opening.
+    ///
+    /// # Errors
+    /// [`BuildError`] for no alternative, more than 64, an empty opening, or an opening that
+    /// is a prefix of another (the matcher could not tell them apart).
+    pub fn choice(&mut self, alts: Vec<(Vec<u8>, NodeId)>) -> Result<NodeId, BuildError> {
+        if alts.is_empty() || alts.len() > MAX_ALTERNATIVES {
+            return Err(BuildError(format!(
+                "a choice takes 1 to {MAX_ALTERNATIVES} alternatives, got {}",
+                alts.len()
+            )));
+        }
+        for (i, (a, _)) in alts.iter().enumerate() {
+            if a.is_empty() {
+                return Err(BuildError("an empty opening in a choice".into()));
+            }
+            if let Some((_, (b, _))) = alts
+                .iter()
+                .enumerate()
+                .find(|&(j, (b, _))| j != i && b.starts_with(a))
+            {
+                return Err(BuildError(format!(
+                    "the opening {:?} is a prefix of {:?}",
+                    String::from_utf8_lossy(a),
+                    String::from_utf8_lossy(b)
+                )));
+            }
+        }
+        Ok(self.g.push(Node::Choice(alts)))
+    }
+
+    /// `item` `min` to `max` times, `sep` between two.
+    ///
+    /// # Errors
+    /// [`BuildError`] for an empty `sep`, `min` 0 or `min > max`.
+    pub fn repeat(
+        &mut self,
+        item: NodeId,
+        sep: &[u8],
+        min: u32,
+        max: u32,
+    ) -> Result<NodeId, BuildError> {
+        if sep.is_empty() || min == 0 || min > max {
+            return Err(BuildError(format!(
+                "a repetition needs a separator and 1 <= min <= max, got {:?}, {min}, {max}",
+                String::from_utf8_lossy(sep)
+            )));
+        }
+        Ok(self.g.push(Node::Repeat {
+            item,
+            sep: sep.to_vec(),
+            min,
+            max,
+        }))
+    }
+
+    /// The grammar whose root is `root`.
+    pub fn build(mut self, root: NodeId) -> Grammar {
+        self.g.root = root;
+        self.g
+    }
 }
 
 /// A compiled schema: nodes and the root.

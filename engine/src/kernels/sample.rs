@@ -1,4 +1,7 @@
-//! Token selection from logits: argmax and seeded sampling with temperature, top-k, top-p, min-p.
+//! Token selection from logits: argmax and seeded sampling with temperature, top-k, top-p, min-p, after OpenAI's frequency and presence penalties and logit bias.
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
@@ -38,7 +41,7 @@ const ARGMAX_LANES: usize = 16;
 /// Settings of a [`Sampler`]. Every value has a defined meaning (see the fields), so a
 /// sampler can always be built; [`SamplerConfig::validate`] rejects values a request should
 /// not carry (NaN, negative, out of range).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SamplerConfig {
     /// Softmax temperature; logits are divided by it. `0` (or less) means greedy: [`argmax`].
     pub temperature: f32,
@@ -52,7 +55,27 @@ pub struct SamplerConfig {
     pub min_p: f32,
     /// Seed of the ChaCha8 stream the draws come from.
     pub seed: u64,
+    /// OpenAI's `frequency_penalty`: subtracted from a token's logit once for every time
+    /// the sequence has generated it so far. `0` turns it off.
+    pub frequency_penalty: f32,
+    /// OpenAI's `presence_penalty`: subtracted once from the logit of every token the
+    /// sequence has generated so far. `0` turns it off.
+    pub presence_penalty: f32,
+    /// OpenAI's `logit_bias`: `(token id, bias)` pairs, the bias added to the token's logit
+    /// before sampling; a bias of [`BAN_BIAS`] (or less) bans the token (its logit becomes
+    /// `-inf`). Empty turns it off. The biases of an id given twice add up.
+    pub logit_bias: Arc<[(u32, f32)]>,
 }
+
+/// The `logit_bias` value that bans a token (OpenAI: "values like -100 ... should result in
+/// a ban"); the bias is then not added but the logit set to `-inf`.
+pub const BAN_BIAS: f32 = -100.0;
+
+/// The largest penalty magnitude OpenAI accepts (`frequency_penalty`, `presence_penalty`).
+pub const MAX_PENALTY: f32 = 2.0;
+
+/// The largest bias magnitude OpenAI accepts in `logit_bias`.
+pub const MAX_BIAS: f32 = 100.0;
 
 impl Default for SamplerConfig {
     /// Greedy decoding: temperature 0, every filter off, seed 0.
@@ -63,6 +86,9 @@ impl Default for SamplerConfig {
             top_p: 1.0,
             min_p: 0.0,
             seed: 0,
+            frequency_penalty: 0.0,
+            presence_penalty: 0.0,
+            logit_bias: Arc::new([]),
         }
     }
 }
@@ -83,6 +109,16 @@ pub enum SampleError {
     /// The logits row is empty.
     #[error("cannot sample from an empty logits row")]
     EmptyLogits,
+    /// A `logit_bias` token id outside the vocabulary.
+    #[error(
+        "sampler setting `logit_bias` names token {token}, outside the vocabulary of {vocab} tokens"
+    )]
+    BiasToken {
+        /// The token id.
+        token: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
     /// No logit is a number greater than `-inf` (all NaN or `-inf`), so there is no
     /// distribution to draw from.
     #[error("cannot sample: none of the {vocab} logits is a finite number or +inf")]
@@ -92,9 +128,39 @@ pub enum SampleError {
     },
 }
 
+impl SampleError {
+    /// The [`SamplerConfig`] field at fault, if the error is about a setting.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            SampleError::InvalidSetting { field, .. } => Some(field),
+            SampleError::BiasToken { .. } => Some("logit_bias"),
+            _ => None,
+        }
+    }
+}
+
 impl SamplerConfig {
+    /// Whether penalties or a bias change the logits (otherwise the row is drawn from as
+    /// given, and greedy decoding is the plain [`argmax`]).
+    pub fn adjusts(&self) -> bool {
+        self.frequency_penalty != 0.0 || self.presence_penalty != 0.0 || !self.logit_bias.is_empty()
+    }
+
+    /// [`SamplerConfig::validate`], and every `logit_bias` id below `vocab`.
+    ///
+    /// # Errors
+    /// [`SampleError::InvalidSetting`] or [`SampleError::BiasToken`] naming the value.
+    pub fn validate_for_vocab(&self, vocab: usize) -> Result<(), SampleError> {
+        self.validate()?;
+        match self.logit_bias.iter().find(|(id, _)| *id as usize >= vocab) {
+            Some(&(token, _)) => Err(SampleError::BiasToken { token, vocab }),
+            None => Ok(()),
+        }
+    }
+
     /// Check that every field is in range: `temperature` finite and `≥ 0`, `top_p` in
-    /// `(0, 1]`, `min_p` in `[0, 1]`.
+    /// `(0, 1]`, `min_p` in `[0, 1]`, the penalties in `[-2, 2]` and each bias in
+    /// `[-100, 100]` (OpenAI's ranges).
     pub fn validate(&self) -> Result<(), SampleError> {
         let bad = |field, value, expected| {
             Err(SampleError::InvalidSetting {
@@ -112,6 +178,21 @@ impl SamplerConfig {
         if !(self.min_p >= 0.0 && self.min_p <= 1.0) {
             return bad("min_p", self.min_p, "a number in [0, 1]");
         }
+        for (field, v) in [
+            ("frequency_penalty", self.frequency_penalty),
+            ("presence_penalty", self.presence_penalty),
+        ] {
+            if !(-MAX_PENALTY..=MAX_PENALTY).contains(&v) {
+                return bad(field, v, "a number in [-2, 2]");
+            }
+        }
+        if let Some(&(_, b)) = self
+            .logit_bias
+            .iter()
+            .find(|(_, b)| !(-MAX_BIAS..=MAX_BIAS).contains(b))
+        {
+            return bad("logit_bias", b, "a bias in [-100, 100]");
+        }
         Ok(())
     }
 }
@@ -120,7 +201,10 @@ impl SamplerConfig {
 /// same order draws the same tokens, on every machine: the stream is ChaCha8
 /// (`rand_chacha`), and the order candidates are walked in depends only on the logits.
 ///
-/// One call of [`Sampler::sample`] with `temperature > 0`:
+/// Before the draw, when the configuration [adjusts](SamplerConfig::adjusts) them, the logits
+/// get OpenAI's penalties and bias ([`Sampler::adjust_into`]), over the tokens the caller
+/// reported as generated ([`Sampler::observe`]). One call of [`Sampler::sample`] with
+/// `temperature > 0` then:
 /// 1. candidates are the tokens whose logit is not NaN and not `-inf`, with logit `l / T`;
 ///    if some logit is `+inf`, the lowest such id is returned (it holds all the mass);
 /// 2. top-k keeps the `k` best; 3. probabilities `p = softmax(l / T)` over what is kept;
@@ -135,6 +219,10 @@ pub struct Sampler {
     cfg: SamplerConfig,
     rng: ChaCha8Rng,
     cands: Vec<(u32, f32)>,
+    /// How many times each generated token was generated (penalties only).
+    counts: HashMap<u32, u32>,
+    /// The adjusted row of the last [`Sampler::try_sample`].
+    adjusted: Vec<f32>,
 }
 
 impl Sampler {
@@ -143,15 +231,55 @@ impl Sampler {
     /// first to reject them instead.
     pub fn new(cfg: SamplerConfig) -> Sampler {
         Sampler {
-            cfg,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
             cands: Vec::new(),
+            counts: HashMap::new(),
+            adjusted: Vec::new(),
         }
     }
 
     /// The configuration this sampler was built with.
     pub fn config(&self) -> &SamplerConfig {
         &self.cfg
+    }
+
+    /// Record that the sequence generated `token` (the frequency and presence penalties
+    /// count what was recorded). Free when no penalty is set.
+    pub fn observe(&mut self, token: u32) {
+        if self.cfg.frequency_penalty != 0.0 || self.cfg.presence_penalty != 0.0 {
+            *self.counts.entry(token).or_insert(0) += 1;
+        }
+    }
+
+    /// `logits` (`[vocab]`) with OpenAI's adjustments, written to `out`: for each token `j`
+    /// generated `c[j] > 0` times so far, `l[j] - c[j] * frequency_penalty -
+    /// presence_penalty`; then `l[j] + bias[j]` for each `logit_bias` entry (`-inf` for a
+    /// bias of [`BAN_BIAS`]; an id outside the row is skipped). Returns `false`, leaving
+    /// `out` untouched, when the configuration adjusts nothing: the row is then used as
+    /// given.
+    pub fn adjust_into(&self, logits: &[f32], out: &mut Vec<f32>) -> bool {
+        if !self.cfg.adjusts() {
+            return false;
+        }
+        out.clear();
+        out.extend_from_slice(logits);
+        let (freq, pres) = (self.cfg.frequency_penalty, self.cfg.presence_penalty);
+        for (&id, &c) in &self.counts {
+            if let Some(l) = out.get_mut(id as usize) {
+                *l -= c as f32 * freq + pres;
+            }
+        }
+        for &(id, bias) in self.cfg.logit_bias.iter() {
+            if let Some(l) = out.get_mut(id as usize) {
+                *l = if bias <= BAN_BIAS {
+                    f32::NEG_INFINITY
+                } else {
+                    *l + bias
+                };
+            }
+        }
+        true
     }
 
     /// Pick the next token from `logits` (`[vocab]`).
@@ -162,10 +290,24 @@ impl Sampler {
         self.try_sample(logits).unwrap_or(0)
     }
 
-    /// Pick the next token from `logits` (`[vocab]`), or say why none can be picked.
+    /// Pick the next token from `logits` (`[vocab]`) after the penalties and bias
+    /// ([`Sampler::adjust_into`]), or say why none can be picked.
     ///
     /// Greedy (`temperature ≤ 0` or NaN) returns [`argmax`] and consumes no randomness.
     pub fn try_sample(&mut self, logits: &[f32]) -> Result<u32, SampleError> {
+        let mut adjusted = std::mem::take(&mut self.adjusted);
+        let r = if self.adjust_into(logits, &mut adjusted) {
+            self.draw(&adjusted)
+        } else {
+            self.draw(logits)
+        };
+        self.adjusted = adjusted;
+        r
+    }
+
+    /// Pick the next token from `logits` (`[vocab]`) as given (no penalty or bias: for a
+    /// row the caller already adjusted), or say why none can be picked.
+    pub fn draw(&mut self, logits: &[f32]) -> Result<u32, SampleError> {
         if logits.is_empty() {
             return Err(SampleError::EmptyLogits);
         }

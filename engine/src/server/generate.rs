@@ -19,7 +19,6 @@ use super::openai::{ChatRequest, Common, CompletionPrompt, CompletionRequest, Un
 use super::respond::{Answer, Kind, json_answer, stream_answer};
 use super::state::{App, Job, Out, Shared, admitted_job, lock, seconds_now};
 use crate::batch::SeqSpec;
-use crate::chat;
 use crate::kernels::sample::SamplerConfig;
 use crate::runtime::{BadRequest, EngineError, GenerateRequest, Prompt};
 use crate::scheduler::{AdmissionError, Demand, ReservationId, Submitted};
@@ -60,21 +59,16 @@ pub(super) async fn chat_completions(
     State(s): State<Shared>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let (app, (turns, tools, common)) = match accept(&s, body, ChatRequest::check) {
+    let (app, (turns, tools, mut common)) = match accept(&s, body, ChatRequest::check) {
         Ok(x) => x,
         Err(r) => return r,
     };
     let Some(template) = &app.template else {
         return bad_request(Some("messages"), "this model has no chat template");
     };
-    let request = chat::ChatRequest {
-        messages: minijinja::Value::from_serialize(&turns),
-        tools: tools.map(|t| minijinja::Value::from_serialize(&t)),
-        ..chat::ChatRequest::new(&[], true)
-    };
-    let text = match template.render_request(&request) {
-        Ok(t) => t,
-        Err(e) => return bad_request(Some("messages"), e.to_string()),
+    let (text, tools) = match super::tools::chat_prompt(template, &turns, &tools, &mut common) {
+        Ok(x) => x,
+        Err(u) => return unsupported(&s, u),
     };
     // Without max_tokens: up to this sequence's share of the default budget.
     let max_tokens = match common.max_tokens {
@@ -90,7 +84,8 @@ pub(super) async fn chat_completions(
                 .max(1)
         }
     };
-    generate(s, app, Kind::Chat, Prompt::Text(text), max_tokens, common).await
+    let kind = Kind::Chat(tools);
+    generate(s, app, kind, Prompt::Text(text), max_tokens, common).await
 }
 
 /// A field the engine cannot honour: `400` naming it.
@@ -153,7 +148,7 @@ async fn generate(
     let id = app.next_id.fetch_add(1, Ordering::Relaxed);
     let id = match kind {
         Kind::Completion => format!("cmpl-{id}"),
-        Kind::Chat => format!("chatcmpl-{id}"),
+        Kind::Chat(_) => format!("chatcmpl-{id}"),
     };
     let answer = Answer {
         created: seconds_now(),
@@ -182,6 +177,9 @@ fn request(prompt: Prompt, max_tokens: usize, common: &Common) -> GenerateReques
             temperature: common.temperature,
             top_p: common.top_p,
             seed,
+            frequency_penalty: common.frequency_penalty,
+            presence_penalty: common.presence_penalty,
+            logit_bias: common.logit_bias.as_slice().into(),
             ..SamplerConfig::default()
         })
         .with_stop(common.stop.clone())
@@ -214,6 +212,7 @@ fn prepare(
             s.metrics.refused("bad_request");
             let param = match &e {
                 EngineError::Tokenizer(_) => Some(kind.prompt_field()),
+                EngineError::BadRequest(BadRequest::Sampling { field, .. }) => Some(*field),
                 _ => None,
             };
             return Err(bad_request(param, e.to_string()));

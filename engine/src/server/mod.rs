@@ -27,7 +27,8 @@
 //!
 //! The modules: `edge` (the listener, the router, the endpoints that do not generate),
 //! `generate` (a generation request: built, then admitted, queued or refused) and `respond`
-//! (its JSON or streamed answer), `worker` (the thread that owns the batch), `load` (the
+//! (its JSON or streamed answer), `tools` (a chat request's tools: its prompt, the grammar of
+//! a forced call, the calls in OpenAI's shapes), `worker` (the thread that owns the batch), `load` (the
 //! model and the worker's start), and what they share (`state`, `cancel`, `http`).
 
 // Handlers return axum's `Response` as their error (it is what they answer), and
@@ -45,6 +46,7 @@ mod http;
 mod load;
 mod respond;
 mod state;
+mod tools;
 mod worker;
 
 use std::path::PathBuf;

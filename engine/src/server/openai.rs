@@ -2,8 +2,8 @@
 //!
 //! Source of the schema: OpenAI's API reference ("Create completion", "Create chat
 //! completion"). Unknown fields are refused (`deny_unknown_fields`); a field whose value
-//! would change the output in a way the engine does not implement (`n` > 1, penalties,
-//! `logit_bias`, tool calls, ...) is refused with [`Unsupported`] naming it;
+//! would change the output in a way the engine does not implement (`n` > 1, `echo`,
+//! audio, ...) is refused with [`Unsupported`] naming it;
 //! fields that only label a request (`user`, `metadata`, `store`, ...) are accepted and
 //! ignored.
 
@@ -13,7 +13,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::chat::tools::Function;
 use crate::constrain::Grammar;
+use crate::kernels::sample::{MAX_BIAS, MAX_PENALTY};
 
 /// `prompt`: a string, a list of strings, a list of token ids, or a list of id lists.
 #[derive(Debug, Clone, Deserialize)]
@@ -214,6 +216,195 @@ request_body! {
 /// A chat request's `tools` (OpenAI tool definitions, as sent).
 pub type Tools = Vec<Value>;
 
+/// `tool_choice`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// `"none"`: the model is not asked to call (the default without tools).
+    None,
+    /// `"auto"`: the model may call (the default with tools); a call in its reply is parsed.
+    Auto,
+    /// `"required"`: the reply is one or more calls (constrained).
+    Required,
+    /// `{"type": "function", "function": {"name": ...}}`: the reply calls this function
+    /// (constrained).
+    Function(String),
+}
+
+/// A chat request's tools after the checks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolRequest {
+    /// `tools` as sent (handed to the chat template); `None` when absent or empty.
+    pub tools: Option<Tools>,
+    /// The offered functions, in order.
+    pub functions: Vec<Function>,
+    /// `tool_choice` (its default filled in).
+    pub choice: ToolChoice,
+    /// `parallel_tool_calls` (default `true`): a reply may hold several calls.
+    pub parallel: bool,
+}
+
+impl ToolRequest {
+    /// The functions a constrained reply may call: all for `required`, the named one, none
+    /// for `auto` and `none` (unconstrained).
+    pub fn forced(&self) -> Option<Vec<Function>> {
+        match &self.choice {
+            ToolChoice::Required => Some(self.functions.clone()),
+            ToolChoice::Function(name) => Some(
+                self.functions
+                    .iter()
+                    .filter(|f| &f.name == name)
+                    .cloned()
+                    .collect(),
+            ),
+            ToolChoice::None | ToolChoice::Auto => None,
+        }
+    }
+}
+
+/// `tools[i]` as a function: `{"type": "function", "function": {"name", "description"?,
+/// "parameters"?, "strict"?}}`, the name OpenAI's `[a-zA-Z0-9_-]{1,64}`.
+fn function(i: usize, tool: &Value) -> Result<Function, Unsupported> {
+    let at = |field: &str| format!("tools[{i}]{field}");
+    let Some(obj) = tool.as_object() else {
+        return Err(refuse(
+            at(""),
+            "a tool is an object {\"type\": \"function\", \"function\": {...}}",
+        ));
+    };
+    match obj.get("type").and_then(Value::as_str) {
+        Some("function") => {}
+        other => {
+            return Err(refuse(
+                at(".type"),
+                format!(
+                    "tool type {} is not supported (function)",
+                    other.map_or("missing".to_string(), |t| format!("'{t}'"))
+                ),
+            ));
+        }
+    }
+    if let Some(k) = obj.keys().find(|k| *k != "type" && *k != "function") {
+        return Err(refuse(at(&format!(".{k}")), "unknown field of a tool"));
+    }
+    let Some(f) = obj.get("function").and_then(Value::as_object) else {
+        return Err(refuse(
+            at(".function"),
+            "a function tool needs a `function` object",
+        ));
+    };
+    if let Some(k) = f
+        .keys()
+        .find(|k| !["name", "description", "parameters", "strict"].contains(&k.as_str()))
+    {
+        return Err(refuse(
+            at(&format!(".function.{k}")),
+            "unknown field of a function",
+        ));
+    }
+    let name = f.get("name").and_then(Value::as_str).unwrap_or("");
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(refuse(
+            at(".function.name"),
+            format!(
+                "a function name is 1 to 64 of a-z, A-Z, 0-9, _ and -, got {:?}",
+                f.get("name")
+            ),
+        ));
+    }
+    let parameters = match f.get("parameters") {
+        None | Some(Value::Null) => {
+            serde_json::json!({"type": "object", "properties": {}, "additionalProperties": false})
+        }
+        Some(p) if p.is_object() => p.clone(),
+        Some(p) => {
+            return Err(refuse(
+                at(".function.parameters"),
+                format!("parameters are a JSON Schema object, got {p}"),
+            ));
+        }
+    };
+    Ok(Function {
+        name: name.to_string(),
+        parameters,
+    })
+}
+
+/// `tools`, `tool_choice` and `parallel_tool_calls` checked: each tool a function with a
+/// valid, distinct name; the choice one of OpenAI's shapes naming an offered function.
+fn tool_request(
+    tools: Option<Tools>,
+    choice: Option<Value>,
+    parallel: Option<bool>,
+) -> Result<ToolRequest, Unsupported> {
+    let tools = tools.filter(|t| !t.is_empty());
+    let functions = tools
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| function(i, t))
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, f) in functions.iter().enumerate() {
+        if functions[..i].iter().any(|g| g.name == f.name) {
+            return Err(refuse(
+                format!("tools[{i}].function.name"),
+                format!("function `{}` is offered twice", f.name),
+            ));
+        }
+    }
+    let choice = match &choice {
+        None | Some(Value::Null) if functions.is_empty() => ToolChoice::None,
+        None | Some(Value::Null) => ToolChoice::Auto,
+        Some(Value::String(c)) if c == "none" => ToolChoice::None,
+        Some(Value::String(c)) if c == "auto" => ToolChoice::Auto,
+        Some(Value::String(c)) if c == "required" => ToolChoice::Required,
+        Some(v @ Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("function") => {
+            match o["function"].get("name").and_then(Value::as_str) {
+                Some(n) => ToolChoice::Function(n.to_string()),
+                None => {
+                    return Err(refuse(
+                        "tool_choice",
+                        format!(
+                            "a named choice is {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {v}"
+                        ),
+                    ));
+                }
+            }
+        }
+        Some(other) => {
+            return Err(refuse(
+                "tool_choice",
+                format!(
+                    "must be \"none\", \"auto\", \"required\" or \
+                     {{\"type\": \"function\", \"function\": {{\"name\": ...}}}}, got {other}"
+                ),
+            ));
+        }
+    };
+    match &choice {
+        ToolChoice::Auto | ToolChoice::Required if functions.is_empty() => {
+            return Err(refuse("tool_choice", "needs `tools` to choose from"));
+        }
+        ToolChoice::Function(n) if !functions.iter().any(|f| &f.name == n) => {
+            return Err(refuse(
+                "tool_choice",
+                format!("function `{n}` is not among `tools`"),
+            ));
+        }
+        _ => {}
+    }
+    Ok(ToolRequest {
+        tools,
+        functions,
+        choice,
+        parallel: parallel.unwrap_or(true),
+    })
+}
+
 /// A field whose value the engine cannot honour.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
@@ -239,6 +430,12 @@ pub struct Common {
     pub top_p: f32,
     /// `seed`, if given.
     pub seed: Option<u64>,
+    /// `frequency_penalty` (default 0).
+    pub frequency_penalty: f32,
+    /// `presence_penalty` (default 0).
+    pub presence_penalty: f32,
+    /// `logit_bias` as `(token id, bias)`, in id order.
+    pub logit_bias: Vec<(u32, f32)>,
     /// Stop strings.
     pub stop: Vec<String>,
     /// `max_tokens` / `max_completion_tokens`, if given.
@@ -280,19 +477,14 @@ fn common(
         ("frequency_penalty", frequency_penalty),
         ("presence_penalty", presence_penalty),
     ] {
-        if v.is_some_and(|v| v != 0.0) {
+        if v.is_some_and(|v| !(-MAX_PENALTY..=MAX_PENALTY).contains(&v)) {
             return Err(refuse(
                 field,
-                "penalties are not supported; only 0 is accepted",
+                format!("must be between -2 and 2, got {}", v.unwrap_or_default()),
             ));
         }
     }
-    if logit_bias.as_ref().is_some_and(|b| !b.is_empty()) {
-        return Err(refuse(
-            "logit_bias",
-            "logit_bias is not supported; send {} or null",
-        ));
-    }
+    let logit_bias = logit_bias_pairs(logit_bias)?;
     let temperature = temperature.unwrap_or(1.0);
     if !(0.0..=2.0).contains(&temperature) {
         return Err(refuse(
@@ -324,6 +516,9 @@ fn common(
         temperature,
         top_p,
         seed: seed.map(|s| s as u64),
+        frequency_penalty: frequency_penalty.unwrap_or(0.0),
+        presence_penalty: presence_penalty.unwrap_or(0.0),
+        logit_bias,
         stop,
         max_tokens,
         stream,
@@ -333,6 +528,38 @@ fn common(
         logprobs: None,
         constraint: None,
     })
+}
+
+/// `logit_bias` (`{"token id": bias}`, OpenAI's shape) as `(id, bias)` pairs in id order.
+///
+/// # Errors
+/// [`Unsupported`] on `logit_bias` for a key that is not a token id (a decimal `u32`) or a
+/// bias outside `[-100, 100]`; the message names the key.
+fn logit_bias_pairs(b: &Option<BTreeMap<String, f32>>) -> Result<Vec<(u32, f32)>, Unsupported> {
+    let mut pairs = Vec::new();
+    for (key, &bias) in b.iter().flatten() {
+        let Ok(id) = key.parse::<u32>() else {
+            return Err(refuse(
+                "logit_bias",
+                format!("key \"{key}\" is not a token id (a non-negative integer)"),
+            ));
+        };
+        if !(-MAX_BIAS..=MAX_BIAS).contains(&bias) {
+            return Err(refuse(
+                "logit_bias",
+                format!("the bias of token {key} must be between -100 and 100, got {bias}"),
+            ));
+        }
+        pairs.push((id, bias));
+    }
+    pairs.sort_by_key(|&(id, _)| id);
+    if let Some(w) = pairs.windows(2).find(|w| w[0].0 == w[1].0) {
+        return Err(refuse(
+            "logit_bias",
+            format!("token {} is given twice", w[0].0),
+        ));
+    }
+    Ok(pairs)
 }
 
 /// The grammar of a `response_format` (chat; completions as an extension): `None` for `{"type": "text"}`,
@@ -485,10 +712,8 @@ impl ChatRequest {
     ///
     /// # Errors
     /// [`Unsupported`] naming the field.
-    /// The third value is `tools` as given, when sent with `tool_choice: "none"`: the
-    /// template renders them (as transformers' `apply_chat_template(tools=...)` does) and
-    /// the model is never asked to call one.
-    pub fn check(mut self) -> Result<(Vec<Turn>, Option<Tools>, Common), Unsupported> {
+    /// The second value is the request's tools ([`ToolRequest`]).
+    pub fn check(mut self) -> Result<(Vec<Turn>, ToolRequest, Common), Unsupported> {
         let nulls = [
             ("audio", self.audio.is_some()),
             ("function_call", self.function_call.is_some()),
@@ -497,35 +722,23 @@ impl ChatRequest {
             ("reasoning_effort", self.reasoning_effort.is_some()),
             ("verbosity", self.verbosity.is_some()),
             (
-                "tools",
-                self.tools.as_ref().is_some_and(|t| !t.is_empty())
-                    && self.tool_choice.as_ref().is_none_or(|c| c != "none"),
-            ),
-            (
                 "functions",
                 self.functions.as_ref().is_some_and(|t| !t.is_empty()),
             ),
         ];
         if let Some((field, _)) = nulls.iter().find(|(_, set)| *set) {
-            let why = if *field == "tools" {
-                "tools are accepted only with tool_choice: \"none\" (rendered into the prompt \
-                 by the chat template, never called): the server does not parse tool calls out \
-                 of the model's output (tool and tool-call messages in `messages` are accepted)"
-            } else if *field == "functions" {
-                "the deprecated functions are not supported; send tools with tool_choice: \"none\""
+            let why = if *field == "functions" {
+                "the deprecated functions are not supported; send tools"
             } else {
                 "this feature is not supported by the engine"
             };
             return Err(refuse(*field, why));
         }
-        if let Some(c) = &self.tool_choice
-            && c != "none"
-        {
-            return Err(refuse(
-                "tool_choice",
-                "only \"none\" is supported: tools are rendered into the prompt, never called",
-            ));
-        }
+        let tools = tool_request(
+            self.tools.take(),
+            self.tool_choice.take(),
+            self.parallel_tool_calls,
+        )?;
         if let Some(m) = &self.modalities
             && m.iter().any(|m| m != "text")
         {
@@ -565,7 +778,6 @@ impl ChatRequest {
             .enumerate()
             .map(|(i, m)| turn(i, m))
             .collect::<Result<Vec<_>, _>>()?;
-        let tools = self.tools.filter(|t| !t.is_empty());
         Ok((turns, tools, common))
     }
 }
@@ -662,29 +874,127 @@ mod tests {
             .map(|(turns, _, common)| (turns, common))
     }
 
-    /// `tools` pass through to the template with `tool_choice: "none"` and are refused,
-    /// naming `tools`, with any other choice (the default, "auto", included).
+    fn tools_of(v: Value) -> Result<ToolRequest, Unsupported> {
+        serde_json::from_value::<ChatRequest>(v)
+            .unwrap()
+            .check()
+            .map(|(_, tools, _)| tools)
+    }
+
+    /// `tool_choice` in each of OpenAI's shapes, its defaults (`auto` with tools, `none`
+    /// without), and `parallel_tool_calls`; `tools` reach the template as sent.
     #[test]
-    fn tools_are_accepted_with_tool_choice_none_only() {
+    fn tool_choice_shapes_and_defaults() {
         let tool = serde_json::json!({"type": "function", "function": {"name": "weather",
             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
         let base = serde_json::json!({"model": "m", "tools": [tool],
             "messages": [{"role": "user", "content": "hi"}]});
-        let mut none = base.clone();
-        none["tool_choice"] = "none".into();
-        let (_, tools, _) = serde_json::from_value::<ChatRequest>(none)
-            .unwrap()
-            .check()
-            .unwrap();
-        assert_eq!(tools, Some(vec![tool]));
-        for choice in [Value::Null, "auto".into(), "required".into()] {
+        for (choice, want) in [
+            (Value::Null, ToolChoice::Auto),
+            ("auto".into(), ToolChoice::Auto),
+            ("none".into(), ToolChoice::None),
+            ("required".into(), ToolChoice::Required),
+            (
+                serde_json::json!({"type": "function", "function": {"name": "weather"}}),
+                ToolChoice::Function("weather".into()),
+            ),
+        ] {
             let mut b = base.clone();
+            b["tool_choice"] = choice.clone();
+            let t = tools_of(b).unwrap();
+            assert_eq!(t.choice, want, "{choice}");
+            assert_eq!(t.tools, Some(vec![tool.clone()]));
+            assert_eq!(t.functions[0].name, "weather");
+            assert!(t.parallel);
+        }
+        let mut b = base.clone();
+        b["parallel_tool_calls"] = false.into();
+        assert!(!tools_of(b).unwrap().parallel);
+        let none =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        assert_eq!(tools_of(none).unwrap().choice, ToolChoice::None);
+        let mut b = base.clone();
+        b["tool_choice"] = "required".into();
+        assert_eq!(
+            tools_of(b).unwrap().forced().unwrap()[0].name,
+            "weather",
+            "required forces the offered functions"
+        );
+    }
+
+    /// Malformed tools and choices are refused naming the field at fault.
+    #[test]
+    fn bad_tools_and_choices_name_their_field() {
+        let tool = |name: &str| serde_json::json!({"type": "function", "function": {"name": name}});
+        let cases = [
+            (
+                serde_json::json!([tool("a b")]),
+                Value::Null,
+                "tools[0].function.name",
+            ),
+            (
+                serde_json::json!([tool("a"), tool("a")]),
+                Value::Null,
+                "tools[1].function.name",
+            ),
+            (
+                serde_json::json!([{"type": "custom", "custom": {}}]),
+                Value::Null,
+                "tools[0].type",
+            ),
+            (
+                serde_json::json!([{"type": "function", "function": {"name": "a", "parameters": 3}}]),
+                Value::Null,
+                "tools[0].function.parameters",
+            ),
+            (
+                serde_json::json!([tool("a")]),
+                "sometimes".into(),
+                "tool_choice",
+            ),
+            (
+                serde_json::json!([tool("a")]),
+                serde_json::json!({"type": "function", "function": {"name": "b"}}),
+                "tool_choice",
+            ),
+            (serde_json::json!([]), "required".into(), "tool_choice"),
+        ];
+        for (tools, choice, field) in cases {
+            let mut b = serde_json::json!({"model": "m", "tools": tools,
+                "messages": [{"role": "user", "content": "hi"}]});
             if !choice.is_null() {
-                b["tool_choice"] = choice.clone();
+                b["tool_choice"] = choice;
             }
+            let e = tools_of(b.clone()).unwrap_err();
+            assert_eq!(e.field, field, "{b}: {}", e.message);
+        }
+    }
+
+    /// Penalties and `logit_bias` reach the sampler settings; out of range, or a key that is
+    /// not a token id, is refused naming the field.
+    #[test]
+    fn penalties_and_logit_bias_are_checked() {
+        let base =
+            serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+        let mut b = base.clone();
+        b["frequency_penalty"] = 0.5.into();
+        b["presence_penalty"] = (-1.5).into();
+        b["logit_bias"] = serde_json::json!({"17": -100, "3": 2.5});
+        let (_, c) = chat(b).unwrap();
+        assert_eq!(c.frequency_penalty, 0.5);
+        assert_eq!(c.presence_penalty, -1.5);
+        assert_eq!(c.logit_bias, vec![(3, 2.5), (17, -100.0)]);
+        for (k, v) in [
+            ("frequency_penalty", serde_json::json!(2.5)),
+            ("presence_penalty", serde_json::json!(-3)),
+            ("logit_bias", serde_json::json!({"x": 1})),
+            ("logit_bias", serde_json::json!({"1": 101})),
+            ("logit_bias", serde_json::json!({"1": 1, "01": 2})),
+        ] {
+            let mut b = base.clone();
+            b[k] = v.clone();
             let e = chat(b).unwrap_err();
-            assert_eq!(e.field, "tools", "{choice}");
-            assert!(e.message.contains("tool_choice"), "{}", e.message);
+            assert_eq!(e.field, k, "{v}: {}", e.message);
         }
     }
 
@@ -697,10 +1007,14 @@ mod tests {
             ("n", serde_json::json!(2), "n"),
             (
                 "presence_penalty",
-                serde_json::json!(0.5),
+                serde_json::json!(2.5),
                 "presence_penalty",
             ),
-            ("tools", serde_json::json!([{"type": "function"}]), "tools"),
+            (
+                "tools",
+                serde_json::json!([{"type": "function"}]),
+                "tools[0].function",
+            ),
             ("temperature", serde_json::json!(3.0), "temperature"),
         ] {
             let mut b = base.clone();

@@ -14,6 +14,7 @@ use super::cancel::CancelGuard;
 use super::http::error;
 use super::logprobs;
 use super::state::{App, Out};
+use super::tools::{ToolParse, call_deltas, message_calls};
 use crate::batch::Finish;
 
 /// Which endpoint a generation answers.
@@ -21,8 +22,9 @@ use crate::batch::Finish;
 pub(super) enum Kind {
     /// `/v1/completions`.
     Completion,
-    /// `/v1/chat/completions`.
-    Chat,
+    /// `/v1/chat/completions`, with the tool-call syntax to parse out of the reply when
+    /// the model may call a tool.
+    Chat(Option<ToolParse>),
 }
 
 impl Kind {
@@ -30,7 +32,7 @@ impl Kind {
     pub(super) fn prompt_field(self) -> &'static str {
         match self {
             Kind::Completion => "prompt",
-            Kind::Chat => "messages",
+            Kind::Chat(_) => "messages",
         }
     }
 }
@@ -61,6 +63,39 @@ fn finish_reason(f: &Finish) -> &'static str {
     }
 }
 
+/// `finish_reason` of a reply that holds tool calls: `tool_calls` when it ended on its own
+/// (`stop`), else as [`finish_reason`].
+fn call_finish_reason(f: &Finish) -> &'static str {
+    match finish_reason(f) {
+        "stop" => "tool_calls",
+        other => other,
+    }
+}
+
+/// A streamed reply that may hold tool calls: all its text so far, and how much of it went
+/// out as content (the text before a call's start, [`crate::chat::tools::ToolFormat::call_start`]).
+struct Held {
+    tools: ToolParse,
+    full: String,
+    sent: usize,
+}
+
+impl Held {
+    /// Take `piece`; the text now known to be content.
+    fn push(&mut self, piece: &str) -> String {
+        self.full.push_str(piece);
+        let limit = self
+            .tools
+            .format
+            .call_start(&self.full)
+            .unwrap_or(self.full.len())
+            .max(self.sent);
+        let out = self.full[self.sent..limit].to_string();
+        self.sent = limit;
+        out
+    }
+}
+
 /// The answer of a request that did not ask to stream: the worker's events collected into
 /// one JSON body (with log probabilities when `top_logprobs` is given), or the
 /// error that ended it.
@@ -72,7 +107,7 @@ pub(super) async fn json_answer(
 ) -> Response {
     let object = match answer.kind {
         Kind::Completion => "text_completion",
-        Kind::Chat => "chat.completion",
+        Kind::Chat(_) => "chat.completion",
     };
     let mut text = String::new();
     let mut lps = Vec::new();
@@ -106,12 +141,24 @@ pub(super) async fn json_answer(
                         "logprobs": top_logprobs.map(|_| logprobs::completion(tok, &lps, 0)),
                         "finish_reason": finish_reason(&finish),
                     }),
-                    Kind::Chat => json!({
-                        "index": 0,
-                        "logprobs": top_logprobs.map(|_| logprobs::chat(tok, &lps)),
-                        "finish_reason": finish_reason(&finish),
-                        "message": {"role": "assistant", "content": text, "refusal": null},
-                    }),
+                    Kind::Chat(tools) => {
+                        let lp = top_logprobs.map(|_| logprobs::chat(tok, &lps));
+                        match tools.and_then(|f| f.parse(&text)) {
+                            Some(p) => json!({
+                                "index": 0, "logprobs": lp,
+                                "finish_reason": call_finish_reason(&finish),
+                                "message": {"role": "assistant",
+                                    "content": (!p.content.is_empty()).then_some(&p.content),
+                                    "refusal": null,
+                                    "tool_calls": message_calls(&p, &answer.id)},
+                            }),
+                            None => json!({
+                                "index": 0, "logprobs": lp,
+                                "finish_reason": finish_reason(&finish),
+                                "message": {"role": "assistant", "content": text, "refusal": null},
+                            }),
+                        }
+                    }
                 };
                 return axum::Json(json!({
                     "id": answer.id, "object": object, "created": answer.created,
@@ -193,7 +240,7 @@ fn sse(
     let (out, events) = mpsc::channel::<Result<SseEvent, Infallible>>(16);
     let object = match kind {
         Kind::Completion => "text_completion",
-        Kind::Chat => "chat.completion.chunk",
+        Kind::Chat(_) => "chat.completion.chunk",
     };
     let (cid, cmodel) = (id.clone(), model.clone());
     let chunk = move |text: Option<&str>, lp: Value, finish: Option<&str>, first: bool| {
@@ -201,7 +248,7 @@ fn sse(
             Kind::Completion => json!({
                 "text": text.unwrap_or(""), "index": 0, "logprobs": lp, "finish_reason": finish,
             }),
-            Kind::Chat => {
+            Kind::Chat(_) => {
                 let mut delta = serde_json::Map::new();
                 if first {
                     delta.insert("role".into(), "assistant".into());
@@ -222,9 +269,37 @@ fn sse(
             let out = out.clone();
             async move { out.send(Ok(ev)).await.is_ok() }
         };
-        if kind == Kind::Chat && !send(chunk(Some(""), Value::Null, None, true)).await {
+        if matches!(kind, Kind::Chat(_)) && !send(chunk(Some(""), Value::Null, None, true)).await {
             return;
         }
+        let mut held = match kind {
+            Kind::Chat(Some(tools)) => Some(Held {
+                tools,
+                full: String::new(),
+                sent: 0,
+            }),
+            _ => None,
+        };
+        // The last chunk when the client asked for usage.
+        let usage_chunk = |completion_tokens: usize| {
+            let body = json!({
+                "id": id, "object": object, "created": created, "model": model, "choices": [],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": completion_tokens,
+                    "total_tokens": prompt_tokens + completion_tokens,
+                },
+            });
+            SseEvent::default().data(body.to_string())
+        };
+        // A delta of tool calls, in a chunk of its own.
+        let delta_chunk = |delta: Value, finish: Option<&str>| {
+            let body = json!({
+                "id": id, "object": object, "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish}],
+            });
+            SseEvent::default().data(body.to_string())
+        };
         // Bytes of generated text before the next token (completions' `text_offset`).
         let mut offset = 0usize;
         loop {
@@ -243,7 +318,7 @@ fn sse(
                     // no text (the content is then ""), so every token's entry is sent.
                     let lp = match (lp, kind) {
                         (None, _) => Value::Null,
-                        (Some(lp), Kind::Chat) => {
+                        (Some(lp), Kind::Chat(_)) => {
                             json!({"content": [logprobs::chat_entry(tok, &lp)], "refusal": null})
                         }
                         (Some(lp), Kind::Completion) => {
@@ -251,6 +326,10 @@ fn sse(
                             offset += logprobs::token_len(tok, lp.id);
                             v
                         }
+                    };
+                    let t = match &mut held {
+                        Some(h) => h.push(&t),
+                        None => t,
                     };
                     if (!t.is_empty() || !lp.is_null())
                         && !send(chunk(Some(&t), lp, None, false)).await
@@ -270,24 +349,42 @@ fn sse(
                     finish,
                 } => {
                     guard.finished = true;
+                    // With tools: the held text is calls (their deltas) or, if it parses as
+                    // none, content after all.
+                    let mut calls = None;
+                    let tail = match &mut held {
+                        None => tail,
+                        Some(h) => {
+                            h.full.push_str(&tail);
+                            calls = h.tools.parse(&h.full);
+                            match &calls {
+                                Some(p) => {
+                                    let before = h.full[..h.sent].trim();
+                                    p.content.strip_prefix(before).unwrap_or("").to_string()
+                                }
+                                None => h.full[h.sent..].to_string(),
+                            }
+                        }
+                    };
                     if !tail.is_empty() {
                         send(chunk(Some(&tail), Value::Null, None, false)).await;
                     }
+                    for delta in calls.iter().flat_map(|p| call_deltas(p, &id)) {
+                        send(delta_chunk(delta, None)).await;
+                    }
                     match finish {
+                        Ok(f) if calls.is_some() => {
+                            let reason = call_finish_reason(&f);
+                            send(delta_chunk(json!({}), Some(reason))).await;
+                            if include_usage {
+                                send(usage_chunk(completion_tokens)).await;
+                            }
+                        }
                         Ok(f) => {
                             let text = (kind == Kind::Completion).then_some("");
                             send(chunk(text, Value::Null, Some(finish_reason(&f)), false)).await;
                             if include_usage {
-                                let body = json!({
-                                    "id": id, "object": object, "created": created,
-                                    "model": model, "choices": [],
-                                    "usage": {
-                                        "prompt_tokens": prompt_tokens,
-                                        "completion_tokens": completion_tokens,
-                                        "total_tokens": prompt_tokens + completion_tokens,
-                                    },
-                                });
-                                send(SseEvent::default().data(body.to_string())).await;
+                                send(usage_chunk(completion_tokens)).await;
                             }
                         }
                         Err(e) => {

@@ -371,13 +371,13 @@ fn constrained(
     let mut lengths = Vec::new();
     let rate = |tokens: usize, secs: f64| tokens.saturating_sub(1) as f64 / secs.max(1e-9);
     for run in 0..=runs {
-        let mut free =
-            GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens).with_sampling(sampling);
+        let mut free = GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens)
+            .with_sampling(sampling.clone());
         free.stop_at_eog = false;
         let r = engine.generate_with(&free, &mut |_| {}, &mut |_, _| Flow::Continue)?;
         let free_rate = rate(r.tokens().len(), r.decode_secs);
         let bound = GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens)
-            .with_sampling(sampling)
+            .with_sampling(sampling.clone())
             .with_constraint(grammar.clone());
         let r = engine.generate_with(&bound, &mut |_| {}, &mut |_, _| Flow::Continue)?;
         if run > 0 {

@@ -87,6 +87,7 @@ pub(crate) fn request(text: String, s: &SampleArgs) -> GenerateRequest {
             top_p: s.top_p,
             min_p: s.min_p,
             seed: s.seed,
+            ..SamplerConfig::default()
         })
         .with_stop(s.stop.clone())
 }
