@@ -514,7 +514,7 @@ fn a_feature_gated_mutation_is_not_compiled_and_the_rest_get_verdicts() {
         assert_eq!(gated["expectation"], "UNMET");
         let why = gated["reasons"][0].as_str().unwrap();
         assert!(
-            why.contains("`cfg(feature = \"extra\")` at src/lib.rs:3"),
+            why.contains("kept out by `#[cfg(feature = \"extra\")]` at src/lib.rs:3"),
             "{mode}: {why}"
         );
         assert_eq!(r["summary"]["not_compiled"], 1, "{mode}");

@@ -1329,6 +1329,14 @@ pub(crate) fn verdict_line(
             }
             Verdict::Survived => format!("{tag}: missed"),
             Verdict::NoCoverage => format!("{tag}: missed, no listed test reaches it"),
+            // Not a miss: rustc compiles the mutated code into no unit (the reason says
+            // which gate keeps it out).
+            Verdict::NotCompiled => format!(
+                "{tag}: not compiled ({})",
+                j.reasons
+                    .first()
+                    .map_or("", |r| r.trim_start_matches("not compiled under the catalog's configuration: "))
+            ),
             v => format!("{tag}: {v}"),
         };
     }
@@ -1651,6 +1659,12 @@ mod tests {
         assert_eq!(caught, "[2/9] gen-2: caught by t::one");
         let missed = verdict_line("[3/9] gen-3", &m, &judged(&m, &[], &["t::one"]), true);
         assert_eq!(missed, "[3/9] gen-3: missed");
+        let shut = verdict::judge(&m, &Observation::NotCompiled("src/lib.rs:3 is shut"));
+        let line = verdict_line("[4/9] gen-4", &m, &shut, true);
+        assert!(
+            line.starts_with("[4/9] gen-4: not compiled (src/lib.rs:3 is shut; no test ran"),
+            "{line}"
+        );
         for line in [caught, missed] {
             assert!(!line.contains("UNMET") && !line.contains("gap"), "{line}");
         }
