@@ -393,3 +393,40 @@ fn must_run_list_names_doc_tests_and_the_audit_finds_them() {
     assert_eq!(broken[1].1, Verdict::Ok, "{broken:?}");
     assert_eq!(broken[2].1, Verdict::Ok, "{broken:?}");
 }
+
+#[test]
+fn flaky_result_fail_makes_a_test_that_passed_on_retry_a_failure_in_log_and_junit() {
+    // nextest --flaky-result fail: JUnit reports the flaky test as a failure
+    // (`type="flaky failure"`), the human log's recap says `FLKY-FL 2/3` and its summary
+    // counts it failed. Every outcome of the log must be JUnit's.
+    let truth = junit("corpus-nextest-flaky-fail-junit.xml");
+    let key = (
+        "acme-codec::round_trip".to_string(),
+        "flaky_once".to_string(),
+    );
+    assert_eq!(
+        truth.get(&key),
+        Some(&false),
+        "JUnit says the flaky test failed"
+    );
+    for name in [
+        "corpus-nextest-flaky-fail.log",
+        "corpus-nextest-flaky-fail-junit.xml",
+    ] {
+        let log = parse(name);
+        let got = outcomes(&log);
+        for (k, passed) in &truth {
+            let o = got[k];
+            assert_eq!(
+                *passed,
+                matches!(o, Outcome::Passed | Outcome::Flaky),
+                "{name} {k:?}: {o:?}"
+            );
+        }
+        assert_eq!(got[&key], Outcome::Failed, "{name}");
+        let report = audit_one(log, &[must("acme-codec::round_trip", "flaky_once")]);
+        assert_eq!(report.tests[0].verdict, Verdict::Failed, "{name}");
+        assert_eq!(report.tests[0].lanes[0].attempts, 2, "{name}");
+        assert_eq!(report.exit_code, ExitCode::Weak, "{name}");
+    }
+}

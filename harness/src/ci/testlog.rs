@@ -750,6 +750,22 @@ pub fn parse_junit<R: BufRead>(reader: R) -> Result<RunLog, String> {
                 TestCaseStatus::Success { flaky_runs } => {
                     (Outcome::Flaky, flaky_runs.len() as u32 + 1)
                 }
+                // nextest `--flaky-result fail`: `<failure type="flaky failure" message="test
+                // passed on attempt 2/3 but is configured to fail when flaky">` beside its
+                // `flakyFailure` runs (which quick-junit does not keep under a failure): the
+                // attempts are the message's.
+                TestCaseStatus::NonSuccess {
+                    ty,
+                    message,
+                    reruns,
+                    ..
+                } if ty.as_deref() == Some("flaky failure") => (
+                    Outcome::Failed,
+                    message
+                        .as_deref()
+                        .and_then(flaky_failure_attempts)
+                        .unwrap_or(reruns.len() as u32 + 1),
+                ),
                 TestCaseStatus::NonSuccess { reruns, .. } => {
                     (Outcome::Failed, reruns.len() as u32 + 1)
                 }
@@ -1229,10 +1245,45 @@ impl<'k> TextParser<'k> {
             return;
         };
         if self.after_summary {
-            // The closing recap: it only repeats verdicts known from the lines above.
+            // The closing recap repeats verdicts known from the lines above, except
+            // `FLKY-FL a/b`: a test that passed on a retry and that the run counts failed
+            // (`--flaky-result fail`).
+            if status.status.starts_with("FLKY-FL") {
+                self.flaky_failed(&status);
+            }
             return;
         }
         self.record_status(&status, outcome);
+    }
+
+    /// The recap's `FLKY-FL a/b`: the test (flaky by the lines above) is failed, after a
+    /// attempts; one the lines above did not show is recorded so.
+    fn flaky_failed(&mut self, status: &nextest::StatusLine<'_>) {
+        let (package, target) = split_binary_id(status.binary_id);
+        let line = self.line_no;
+        let found = self
+            .log
+            .targets
+            .iter_mut()
+            .filter(|r| r.package.as_deref() == Some(package.as_str()) && r.target == target)
+            .find_map(|run| {
+                let i = run.tests.iter().position(|r| r.path == status.test)?;
+                Some((run, i))
+            });
+        match found {
+            Some((run, i)) => {
+                let prev = &mut run.tests[i];
+                let before = prev.outcome;
+                prev.outcome = Outcome::Failed;
+                prev.line = line;
+                if let Some(a) = status.attempt {
+                    prev.attempts = prev.attempts.max(a);
+                }
+                run.counts.add(before, -1);
+                run.counts.add(Outcome::Failed, 1);
+            }
+            None => self.record_status(status, Outcome::Failed),
+        }
     }
 
     /// Records one nextest status line's verdict `outcome` for its test: a new result, or
@@ -1326,6 +1377,13 @@ fn outcome_of(s: libtest::Status) -> Outcome {
         libtest::Status::Failed => Outcome::Failed,
         libtest::Status::Ignored => Outcome::Ignored,
     }
+}
+
+/// The attempt a flaky test passed on, from nextest's flaky-failure message (`test passed on
+/// attempt 2/3 but is configured to fail when flaky`).
+fn flaky_failure_attempts(message: &str) -> Option<u32> {
+    let rest = &message[message.find("attempt ")? + "attempt ".len()..];
+    rest.split('/').next()?.trim().parse().ok()
 }
 
 fn outcome_of_nextest(o: nextest::Outcome) -> Outcome {
