@@ -430,3 +430,60 @@ fn flaky_result_fail_makes_a_test_that_passed_on_retry_a_failure_in_log_and_juni
         assert_eq!(report.exit_code, ExitCode::Weak, "{name}");
     }
 }
+
+#[test]
+fn nextest_recordings_give_the_outcomes_and_attempts_of_the_same_runs_junit() {
+    // Recorded runs (nextest's experimental `record`, the event log of a portable recording)
+    // of the corpus' runs whose JUnit is kept: every test's outcome and attempts are JUnit's.
+    for (recording, junit_file) in [
+        (
+            "corpus-nextest-recording.run.log.zst",
+            "corpus-nextest-ci-junit.xml",
+        ),
+        (
+            "corpus-nextest-flaky-fail-recording.run.log.zst",
+            "corpus-nextest-flaky-fail-junit.xml",
+        ),
+        (
+            "corpus-nextest-break-recording.run.log.zst",
+            "corpus-nextest-break-junit.xml",
+        ),
+    ] {
+        let rec = parse(recording);
+        assert_eq!(rec.format, LogFormat::NextestRecording);
+        let truth = parse(junit_file);
+        let attempts = |log: &RunLog| -> BTreeMap<(String, String), (Outcome, u32)> {
+            let mut out = BTreeMap::new();
+            for t in &log.targets {
+                let id = match t.target.as_str() {
+                    "lib" => t.package.clone().unwrap_or_default(),
+                    other => format!("{}::{other}", t.package.as_deref().unwrap_or("?")),
+                };
+                // nextest's JUnit leaves ignored tests out (`junit.report-skipped`).
+                for r in t.tests.iter().filter(|r| r.outcome != Outcome::Ignored) {
+                    out.insert((id.clone(), r.path.clone()), (r.outcome, r.attempts));
+                }
+            }
+            out
+        };
+        assert_eq!(
+            attempts(&rec),
+            attempts(&truth),
+            "{recording} against {junit_file}"
+        );
+    }
+    let key = (
+        "acme-codec::round_trip".to_string(),
+        "flaky_once".to_string(),
+    );
+    let flaky = outcomes(&parse("corpus-nextest-recording.run.log.zst"));
+    assert_eq!(flaky[&key], Outcome::Flaky);
+    // The two ignored tests (the human log's `2 skipped`) are ignored, not absent.
+    let ignored = flaky.values().filter(|o| **o == Outcome::Ignored).count();
+    assert_eq!(ignored, 2);
+    let failed = parse("corpus-nextest-flaky-fail-recording.run.log.zst");
+    assert_eq!(outcomes(&failed)[&key], Outcome::Failed);
+    let report = audit_one(failed, &[must("acme-codec::round_trip", "flaky_once")]);
+    assert_eq!(report.tests[0].verdict, Verdict::Failed);
+    assert_eq!(report.exit_code, ExitCode::Weak);
+}

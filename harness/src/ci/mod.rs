@@ -4,5 +4,6 @@ pub mod audit;
 pub mod cibase;
 pub mod gate;
 pub mod nextest;
+pub mod recording;
 pub mod targets;
 pub mod testlog;

@@ -65,6 +65,14 @@ pub enum LogError {
         /// Why, and the line as cleaned.
         text: String,
     },
+    /// The log looked like a nextest recording but could not be read.
+    #[error("cannot read nextest recording {path}: {message}")]
+    Recording {
+        /// The recording's path.
+        path: PathBuf,
+        /// What is wrong (the event line at fault).
+        message: String,
+    },
     /// The log holds no line of any known test-runner format.
     #[error(
         "{path}: no test-runner output found (expected cargo test, cargo nextest, JUnit XML or libtest --list output)"
@@ -90,6 +98,9 @@ pub enum LogFormat {
     /// libtest's JSON event lines, as `cargo nextest run --message-format libtest-json`
     /// writes them (test names `package::crate$path`); other lines are skipped.
     LibtestJson,
+    /// A nextest recorded run (0.9.123+): a portable recording (`.zip`), its `run.log.zst`,
+    /// or the event lines ([`crate::ci::recording`]).
+    NextestRecording,
 }
 
 impl fmt::Display for LogFormat {
@@ -100,6 +111,7 @@ impl fmt::Display for LogFormat {
             LogFormat::Junit => "JUnit XML",
             LogFormat::LibtestList => "libtest --list",
             LogFormat::LibtestJson => "libtest JSON",
+            LogFormat::NextestRecording => "nextest recording",
         })
     }
 }
@@ -704,6 +716,14 @@ pub fn parse_file_filtered(
         .take(1 << 16)
         .read_to_end(&mut head)
         .map_err(io)?;
+    if crate::ci::recording::looks_like(&head) {
+        reader.read_to_end(&mut head).map_err(io)?;
+        let rec = crate::ci::recording::read(&head).map_err(|message| LogError::Recording {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        return Ok(from_recording(&rec));
+    }
     let format = detect_format(&String::from_utf8_lossy(&head));
     let chained = std::io::BufReader::new(std::io::Cursor::new(head).chain(reader));
     let log = match format {
@@ -1377,6 +1397,64 @@ fn outcome_of(s: libtest::Status) -> Outcome {
         libtest::Status::Failed => Outcome::Failed,
         libtest::Status::Ignored => Outcome::Ignored,
     }
+}
+
+/// A nextest recording's tests as a run log: one target per binary id, in event order; a
+/// run cancelled before every test finished is cut short (fail-fast).
+pub fn from_recording(rec: &crate::ci::recording::Recording) -> RunLog {
+    use crate::ci::recording::RecordedOutcome;
+    let mut log = RunLog::empty(LogFormat::NextestRecording);
+    log.announced = rec.initial_run_count;
+    log.lines = rec.lines;
+    for t in &rec.tests {
+        let (package, target) = split_binary_id(&t.binary_id);
+        let idx = match log
+            .targets
+            .iter()
+            .position(|r| r.package.as_deref() == Some(package.as_str()) && r.target == target)
+        {
+            Some(i) => i,
+            None => {
+                log.targets
+                    .push(TargetRun::new(Some(package), target, None, t.line));
+                log.targets.len() - 1
+            }
+        };
+        let outcome = match t.outcome {
+            RecordedOutcome::Passed => Outcome::Passed,
+            RecordedOutcome::Flaky => Outcome::Flaky,
+            RecordedOutcome::Failed => Outcome::Failed,
+            RecordedOutcome::Ignored => Outcome::Ignored,
+        };
+        let run = &mut log.targets[idx];
+        run.counts.add(outcome, 1);
+        run.tests.push(TestResult {
+            path: t.name.clone(),
+            outcome,
+            attempts: t.attempts,
+            line: t.line,
+        });
+    }
+    if rec.cut_short()
+        && let Some((reason, line)) = &rec.cancelled
+    {
+        let after_target = rec
+            .tests
+            .iter()
+            .rev()
+            .find(|t| t.outcome == RecordedOutcome::Failed)
+            .map(|t| t.binary_id.clone());
+        log.fail_fast = Some(FailFast {
+            line: *line,
+            evidence: format!("run cancelled ({reason})"),
+            after_target,
+            not_run: match (rec.initial_run_count, rec.finished_count) {
+                (Some(i), Some(f)) => Some(i.saturating_sub(f)),
+                _ => None,
+            },
+        });
+    }
+    log
 }
 
 /// The attempt a flaky test passed on, from nextest's flaky-failure message (`test passed on
