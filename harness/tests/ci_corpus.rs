@@ -69,6 +69,7 @@ fn audit_one(log: RunLog, tests: &[MustRun]) -> audit::AuditReport {
             runs: None,
             log: None,
             description: None,
+            job: None,
         }],
     };
     audit::audit(&cfg, &[(Some("log".into()), Some(log))], tests)

@@ -446,6 +446,7 @@ fn audit_log(
             runs: None,
             log: None,
             description: Some(command.to_string()),
+            job: None,
         }],
     };
     let logs = [(Some(log.display().to_string()), Some(parsed))];

@@ -3,6 +3,7 @@
 pub mod audit;
 pub mod cibase;
 pub mod gate;
+pub mod jobs;
 pub mod nextest;
 pub mod recording;
 pub mod targets;
