@@ -7,21 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::Sandbox;
-
-fn sarif_validator() -> jsonschema::Validator {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas/sarif-schema-2.1.0.json");
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    jsonschema::validator_for(&schema).expect("the SARIF schema compiles")
-}
-
-fn schema_errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
-    v.iter_errors(doc)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
-        .collect()
-}
+use common::{Sandbox, sarif_errors as schema_errors, sarif_validator};
 
 const CATALOG: &str = r#"name = "survivor"
 workspace = ".."
