@@ -135,6 +135,7 @@ fn bench_audit(figures: &mut Vec<Figure>) {
         logs: vec![],
         must_run: dir.path().join("must-run.txt"),
         manifest_path: None,
+        jobs: None,
         format: OutputFormat::Json,
     };
     let rss_before = rss_kib();

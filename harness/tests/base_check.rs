@@ -34,6 +34,8 @@ fn check(
         commits: commits.to_vec(),
         merge: merge.map(str::to_string),
         pr_head: None,
+
+        ..Questions::default()
     };
     cibase::check(repo, jobs, &questions, log)
 }
@@ -601,7 +603,7 @@ fn cli_exit_codes_and_formats() {
     ]);
     assert_eq!(code, 0);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["schema"], "harness.base-check/3");
+    assert_eq!(v["schema"], "harness.base-check/4");
     assert_eq!(v["jobs"][0]["answers"][0]["in_base"]["answer"], "no");
     let (code, _, _) = harness(&[
         "base-check",

@@ -69,6 +69,7 @@ fn audit_one(log: RunLog, tests: &[MustRun]) -> audit::AuditReport {
             runs: None,
             log: None,
             description: None,
+            job: None,
         }],
     };
     audit::audit(&cfg, &[(Some("log".into()), Some(log))], tests)
@@ -392,4 +393,98 @@ fn must_run_list_names_doc_tests_and_the_audit_finds_them() {
     assert_eq!(broken[0].1, Verdict::Failed, "{broken:?}");
     assert_eq!(broken[1].1, Verdict::Ok, "{broken:?}");
     assert_eq!(broken[2].1, Verdict::Ok, "{broken:?}");
+}
+
+#[test]
+fn flaky_result_fail_makes_a_test_that_passed_on_retry_a_failure_in_log_and_junit() {
+    // nextest --flaky-result fail: JUnit reports the flaky test as a failure
+    // (`type="flaky failure"`), the human log's recap says `FLKY-FL 2/3` and its summary
+    // counts it failed. Every outcome of the log must be JUnit's.
+    let truth = junit("corpus-nextest-flaky-fail-junit.xml");
+    let key = (
+        "acme-codec::round_trip".to_string(),
+        "flaky_once".to_string(),
+    );
+    assert_eq!(
+        truth.get(&key),
+        Some(&false),
+        "JUnit says the flaky test failed"
+    );
+    for name in [
+        "corpus-nextest-flaky-fail.log",
+        "corpus-nextest-flaky-fail-junit.xml",
+    ] {
+        let log = parse(name);
+        let got = outcomes(&log);
+        for (k, passed) in &truth {
+            let o = got[k];
+            assert_eq!(
+                *passed,
+                matches!(o, Outcome::Passed | Outcome::Flaky),
+                "{name} {k:?}: {o:?}"
+            );
+        }
+        assert_eq!(got[&key], Outcome::Failed, "{name}");
+        let report = audit_one(log, &[must("acme-codec::round_trip", "flaky_once")]);
+        assert_eq!(report.tests[0].verdict, Verdict::Failed, "{name}");
+        assert_eq!(report.tests[0].lanes[0].attempts, 2, "{name}");
+        assert_eq!(report.exit_code, ExitCode::Weak, "{name}");
+    }
+}
+
+#[test]
+fn nextest_recordings_give_the_outcomes_and_attempts_of_the_same_runs_junit() {
+    // Recorded runs (nextest's experimental `record`, the event log of a portable recording)
+    // of the corpus' runs whose JUnit is kept: every test's outcome and attempts are JUnit's.
+    for (recording, junit_file) in [
+        (
+            "corpus-nextest-recording.run.log.zst",
+            "corpus-nextest-ci-junit.xml",
+        ),
+        (
+            "corpus-nextest-flaky-fail-recording.run.log.zst",
+            "corpus-nextest-flaky-fail-junit.xml",
+        ),
+        (
+            "corpus-nextest-break-recording.run.log.zst",
+            "corpus-nextest-break-junit.xml",
+        ),
+    ] {
+        let rec = parse(recording);
+        assert_eq!(rec.format, LogFormat::NextestRecording);
+        let truth = parse(junit_file);
+        let attempts = |log: &RunLog| -> BTreeMap<(String, String), (Outcome, u32)> {
+            let mut out = BTreeMap::new();
+            for t in &log.targets {
+                let id = match t.target.as_str() {
+                    "lib" => t.package.clone().unwrap_or_default(),
+                    other => format!("{}::{other}", t.package.as_deref().unwrap_or("?")),
+                };
+                // nextest's JUnit leaves ignored tests out (`junit.report-skipped`).
+                for r in t.tests.iter().filter(|r| r.outcome != Outcome::Ignored) {
+                    out.insert((id.clone(), r.path.clone()), (r.outcome, r.attempts));
+                }
+            }
+            out
+        };
+        assert_eq!(
+            attempts(&rec),
+            attempts(&truth),
+            "{recording} against {junit_file}"
+        );
+    }
+    let key = (
+        "acme-codec::round_trip".to_string(),
+        "flaky_once".to_string(),
+    );
+    let flaky = outcomes(&parse("corpus-nextest-recording.run.log.zst"));
+    assert_eq!(flaky[&key], Outcome::Flaky);
+    // The two ignored tests (the human log's `2 skipped`) are ignored, not absent.
+    let ignored = flaky.values().filter(|o| **o == Outcome::Ignored).count();
+    assert_eq!(ignored, 2);
+    let failed = parse("corpus-nextest-flaky-fail-recording.run.log.zst");
+    assert_eq!(outcomes(&failed)[&key], Outcome::Failed);
+    let report = audit_one(failed, &[must("acme-codec::round_trip", "flaky_once")]);
+    assert_eq!(report.tests[0].verdict, Verdict::Failed);
+    assert_eq!(report.exit_code, ExitCode::Weak);
 }

@@ -78,8 +78,38 @@ fn green_gate_runs_the_default_test_command_audits_it_and_runs_the_battery() {
     let sb = Sandbox::new();
     let before = sb.tree();
     let cat = sb.catalog.to_str().unwrap();
-    // No --test-command: the sample has no scripts/test, so the fallback runs.
-    let run = sb.run(&["gate", cat, "--only", MET]);
+    // No --test-command: the sample has no scripts/test, so the fallback runs. As a GitHub
+    // Actions step, it prints the surviving known gap as a notice on its line.
+    let run = common::Run::from(
+        sb.cmd()
+            .args(["gate", cat, "--only", MET])
+            .env("GITHUB_ACTIONS", "true")
+            .output()
+            .unwrap(),
+    );
+    let src = sb.read("src/lib.rs");
+    let gap_line = src[..src.find("n % 2 == 0").unwrap()].matches('\n').count() + 1;
+    let notices: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("::")).collect();
+    assert_eq!(notices.len(), 1, "{}", run.stdout);
+    assert!(
+        notices[0].starts_with(&format!("::notice file=src/lib.rs,line={gap_line},")),
+        "{}",
+        notices[0]
+    );
+    // The gate's SARIF holds one run per battery, valid against the SARIF 2.1.0 schema.
+    let sarif: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/gate/gate.sarif")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        common::sarif_errors(&common::sarif_validator(), &sarif),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        sarif["runs"][0]["results"][0]["ruleId"],
+        "harness/known-gap"
+    );
+    assert!(sb.ws.join("reports/gate/codequality.json").is_file());
     run.expect_code(0)
         .stdout_has("gate: PASS (exit 0)")
         .stderr_has(

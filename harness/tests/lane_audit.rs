@@ -236,6 +236,7 @@ fn args(lanes: &str, must_run: &str, logs: &[&str]) -> LaneAuditArgs {
         logs: logs.iter().map(|s| s.to_string()).collect(),
         must_run: fixture(must_run),
         manifest_path: None,
+        jobs: None,
         format: OutputFormat::Table,
     }
 }
@@ -299,6 +300,7 @@ fn truncated_required_lane_fails_the_audit_even_when_another_lane_passed() {
         ],
         must_run: must,
         manifest_path: None,
+        jobs: None,
         format: OutputFormat::Json,
     };
     let report = audit::audit_files(&a).unwrap();
@@ -445,4 +447,49 @@ fn keep_filter_drops_other_results_but_counts_them() {
             t.label()
         );
     }
+}
+
+#[test]
+fn a_required_lane_whose_job_was_skipped_ran_nothing_though_its_log_is_green() {
+    // GitHub reports a skipped required job as a success; the run's job list says it was
+    // skipped: its (green) log is not read and the must-run tests only it ran are islands.
+    let green = fixture("lanes-green.toml").display().to_string();
+    let catalog = fixture("catalog.toml").display().to_string();
+    let skipped = fixture("jobs-unit-skipped.json").display().to_string();
+    let ran = fixture("jobs-all-ran.json").display().to_string();
+    let base = ["lane-audit", "--lanes", &green, "--must-run", &catalog];
+    let (code, out, err) = harness(&[&base[..], &["--jobs", &ran]].concat());
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) =
+        harness(&[&base[..], &["--jobs", &skipped, "--format", "json"]].concat());
+    assert_eq!(code, 1, "{out}{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["islands"].as_array().unwrap().len(), 2, "{out}");
+    let unit = &v["tests"][0]["lanes"][0];
+    assert_eq!(unit["lane"], "unit");
+    assert_eq!(unit["status"], "job-did-not-run");
+    let findings = v["lanes"][0]["findings"][0].as_str().unwrap();
+    assert!(
+        findings.starts_with(
+            "its job did not run (skipped): GitHub reports a skipped required job as a success"
+        ),
+        "{findings}"
+    );
+    // A lane whose job the list does not hold is an error naming it (exit 2).
+    let lanes = fixture("lanes.toml").display().to_string();
+    let must = fixture("must-run.txt").display().to_string();
+    let (code, _, err) = harness(&[
+        "lane-audit",
+        "--lanes",
+        &lanes,
+        "--must-run",
+        &must,
+        "--jobs",
+        &skipped,
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("no job named \"quick\"") && err.contains("lane quick"),
+        "{err}"
+    );
 }

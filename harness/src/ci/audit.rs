@@ -82,6 +82,19 @@ pub enum AuditError {
     /// `cargo metadata` of `--manifest-path` failed.
     #[error(transparent)]
     Metadata(crate::ci::targets::TargetsError),
+    /// The job list (`--jobs`) could not be read, or names no job of a lane.
+    #[error(transparent)]
+    Jobs(crate::ci::jobs::JobsError),
+    /// A lane's job is not in the job list.
+    #[error("--jobs {path}: no job named {job:?} (lane {lane}; set `job` in the lanes file)")]
+    NoJob {
+        /// The job list.
+        path: PathBuf,
+        /// The lane.
+        lane: String,
+        /// The job name looked for.
+        job: String,
+    },
     /// A lane's log could not be read or parsed.
     #[error("lane {lane}: {source}")]
     Log {
@@ -119,6 +132,9 @@ pub struct Lane {
     /// Free text: the command or trigger.
     #[serde(default)]
     pub description: Option<String>,
+    /// The lane's job name in the run's job list (`--jobs`); absent: the lane's name.
+    #[serde(default)]
+    pub job: Option<String>,
 }
 
 impl LanesConfig {
@@ -439,6 +455,9 @@ pub enum LaneStatus {
     Ambiguous,
     /// The lane has no log.
     NoLog,
+    /// The lane's job did not run (the job list says `skipped`, `cancelled`, `manual`, ...):
+    /// GitHub reports a skipped required job as a success.
+    JobDidNotRun,
 }
 
 impl LaneStatus {
@@ -474,6 +493,7 @@ impl LaneStatus {
             }
             LaneStatus::Ambiguous => "cannot tell which package's target (give --manifest-path)",
             LaneStatus::NoLog => "no log",
+            LaneStatus::JobDidNotRun => "its job did not run (skipped)",
         }
     }
 }
@@ -789,8 +809,26 @@ pub fn audit(
     logs: &[(Option<String>, Option<RunLog>)],
     must_run: &[MustRun],
 ) -> AuditReport {
+    audit_jobs(cfg, logs, must_run, &vec![None; cfg.lanes.len()])
+}
+
+/// [`audit`], knowing from the run's job list which lanes' jobs did not run
+/// (`not_run[i]`: the job's state, for `cfg.lanes[i]`): such a lane ran nothing, whatever
+/// log is given, and a must-run test no other required lane executed is an island.
+pub fn audit_jobs(
+    cfg: &LanesConfig,
+    logs: &[(Option<String>, Option<RunLog>)],
+    must_run: &[MustRun],
+    not_run: &[Option<String>],
+) -> AuditReport {
+    let none: Option<RunLog> = None;
+    let logs: Vec<(Option<String>, &Option<RunLog>)> = logs
+        .iter()
+        .zip(not_run)
+        .map(|((p, l), skip)| (p.clone(), if skip.is_some() { &none } else { l }))
+        .collect();
     let mut lanes = Vec::new();
-    for (lane, (path, log)) in cfg.lanes.iter().zip(logs) {
+    for ((lane, (path, log)), skip) in cfg.lanes.iter().zip(&logs).zip(not_run) {
         let mut report = LaneReport {
             name: lane.name.clone(),
             required: lane.required,
@@ -813,6 +851,15 @@ pub fn audit(
                 })
                 .collect();
             report.findings = log.findings().iter().map(Finding::to_string).collect();
+        } else if let Some(state) = skip {
+            report.findings.push(format!(
+                "its job did not run ({state}){}",
+                if lane.required {
+                    ": GitHub reports a skipped required job as a success, but it ran no test"
+                } else {
+                    ""
+                }
+            ));
         } else {
             report.findings.push("no log given".to_string());
         }
@@ -824,10 +871,17 @@ pub fn audit(
         let hits: Vec<LaneHit> = cfg
             .lanes
             .iter()
-            .zip(logs)
-            .map(|(lane, (_, log))| {
+            .zip(&logs)
+            .zip(not_run)
+            .map(|((lane, (_, log)), skip)| {
                 let found = match log {
                     Some(log) => lane_status(log, test),
+                    None if skip.is_some() => Lookup {
+                        status: LaneStatus::JobDidNotRun,
+                        attempts: 0,
+                        line: None,
+                        inferred: None,
+                    },
                     None => Lookup {
                         status: LaneStatus::NoLog,
                         attempts: 0,
@@ -877,8 +931,9 @@ pub fn audit(
     let required_without_log = cfg
         .lanes
         .iter()
-        .zip(logs)
-        .any(|(l, (_, log))| l.required && log.is_none());
+        .zip(&logs)
+        .zip(not_run)
+        .any(|((l, (_, log)), skip)| l.required && log.is_none() && skip.is_none());
     let exit_code = if required_without_log || tests.iter().any(|t| t.verdict == Verdict::Unknown) {
         ExitCode::Refused
     } else if tests.iter().any(|t| t.verdict != Verdict::Ok) {
@@ -1096,6 +1151,12 @@ pub struct LaneAuditArgs {
     /// only when the log leaves one choice, and the report says the match was inferred).
     #[arg(long, value_name = "Cargo.toml")]
     pub manifest_path: Option<PathBuf>,
+    /// The run's job list (GitHub's `gh api repos/O/R/actions/runs/ID/jobs`, GitLab's
+    /// pipeline jobs): a lane whose job was skipped (or cancelled, manual) ran nothing,
+    /// though GitHub reports a skipped required job as a success. Lanes are found by their
+    /// `job` (default: their name).
+    #[arg(long, value_name = "JOBS.json")]
+    pub jobs: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
@@ -1155,7 +1216,25 @@ pub fn audit_files(args: &LaneAuditArgs) -> Result<AuditReport, AuditError> {
             None => logs.push((None, None)),
         }
     }
-    Ok(audit(&cfg, &logs, &must_run))
+    let mut not_run = vec![None; cfg.lanes.len()];
+    if let Some(path) = &args.jobs {
+        let jobs = crate::ci::jobs::load(path).map_err(AuditError::Jobs)?;
+        for (i, lane) in cfg.lanes.iter().enumerate() {
+            let name = lane.job.as_deref().unwrap_or(&lane.name);
+            let job = jobs
+                .iter()
+                .find(|j| j.name == name)
+                .ok_or_else(|| AuditError::NoJob {
+                    path: path.clone(),
+                    lane: lane.name.clone(),
+                    job: name.to_string(),
+                })?;
+            if job.did_not_run {
+                not_run[i] = Some(job.state.clone());
+            }
+        }
+    }
+    Ok(audit_jobs(&cfg, &logs, &must_run, &not_run))
 }
 
 /// `harness lane-audit`: print the report; returns the exit code (0, 1 or 2).
@@ -1282,6 +1361,7 @@ tests::panics - should panic
             runs: Some(vec!["lanes_sample::beta".into()]),
             log: None,
             description: None,
+            job: None,
         };
         let t = |p: &str, tg: &str| MustRun {
             package: Some(p.into()),

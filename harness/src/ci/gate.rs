@@ -8,8 +8,9 @@
 //!    is an *island*; a run cut short by fail-fast leaves its unreached tests *truncated*;
 //! 2. does each battery hold (every expectation MET, no test UNFALSIFIED)?
 //!
-//! It writes `gate.json` (schema [`GATE_SCHEMA`]), `gate.md` and the kept log `test.log`
-//! under `<reports>/gate/`, besides each battery's own reports under `<reports>/<name>/`.
+//! It writes `gate.json` (schema [`GATE_SCHEMA`]), `gate.md`, the kept log `test.log` and
+//! the batteries' findings on the diff (`gate.sarif`, `codequality.json`) under
+//! `<reports>/gate/`, besides each battery's own reports under `<reports>/<name>/`.
 //! When the audit fails, the batteries are not run (a battery needs green listed tests;
 //! its baseline would only repeat the audit's answer) and the report says so.
 
@@ -445,6 +446,7 @@ fn audit_log(
             runs: None,
             log: None,
             description: Some(command.to_string()),
+            job: None,
         }],
     };
     let logs = [(Some(log.display().to_string()), Some(parsed))];
@@ -757,7 +759,9 @@ fn battery_reason(r: &BatteryReport) -> String {
     }
 }
 
-/// Writes `gate.json` and `gate.md` into `dir`; returns their paths.
+/// Writes `gate.json`, `gate.md`, and the findings of the batteries that ran (each survived
+/// mutant and unmet expectation) as `gate.sarif` (one SARIF run per battery) and
+/// `codequality.json` into `dir`; returns their paths.
 ///
 /// # Errors
 /// [`GateError::Reports`] naming the file.
@@ -773,7 +777,21 @@ pub fn write(dir: &Path, r: &GateReport) -> Result<Vec<PathBuf>, GateError> {
         path: md.clone(),
         source,
     })?;
-    Ok(vec![json, md])
+    let ran: Vec<&BatteryReport> = r
+        .batteries
+        .iter()
+        .filter_map(|b| b.report.as_ref())
+        .collect();
+    let findings =
+        crate::battery::report::files::write_findings(dir, "gate", &ran).map_err(|source| {
+            GateError::Reports {
+                path: dir.join("gate.sarif"),
+                source,
+            }
+        })?;
+    let mut out = vec![json, md];
+    out.extend(findings);
+    Ok(out)
 }
 
 /// Adds one level to every Markdown heading of `md` (to nest a section under the gate's).

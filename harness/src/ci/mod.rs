@@ -3,6 +3,8 @@
 pub mod audit;
 pub mod cibase;
 pub mod gate;
+pub mod jobs;
 pub mod nextest;
+pub mod recording;
 pub mod targets;
 pub mod testlog;

@@ -10,7 +10,8 @@
 //! - STATUS: a final status (`PASS`, `FAIL`, `FAIL + LEAK`, `XFAIL`, `LEAK`, `LEAK-FAIL`,
 //!   `TIMEOUT`, `SIG<NAME>`, `ABORT`, `ABORT SIG n`, `SKIP`), an attempt's
 //!   (`TRY n <STATUS>`, short forms `LKFAIL`, `TMT` included), the closing recap's
-//!   `FLAKY a/b`, or an event that is no outcome (`SLOW`, `TRY n SLOW`, `TERMINATING`,
+//!   `FLAKY a/b` (passed on attempt a of b) and `FLKY-FL a/b` (the same under
+//!   `--flaky-result fail`, counted failed), or an event that is no outcome (`SLOW`, `TRY n SLOW`, `TERMINATING`,
 //!   `TRY n TRMNTG`, `RETRY a/b`, `DELAY a/b`, `START`).
 //! - DURATION: `[   0.005s]`, `[>  0.500s]` (slow), `[         ]` (retry), or the progress
 //!   bar's elapsed time `[ 00:00:01]` (the bar's list of running tests, not an event).
@@ -31,7 +32,7 @@ pub enum Outcome {
     Passed,
     /// Passed on a retry after failing (the recap's `FLAKY a/b`).
     Flaky,
-    /// Failed (`FAIL`, `XFAIL`, `LEAK-FAIL`, `TIMEOUT`, `SIG<NAME>`, `ABORT`, ...).
+    /// Failed (`FAIL`, `XFAIL`, `LEAK-FAIL`, `TIMEOUT`, `SIG<NAME>`, `ABORT`, `FLKY-FL a/b`, ...).
     Failed,
     /// Skipped (`SKIP`).
     Ignored,
@@ -110,6 +111,12 @@ fn read_status(words: &[&str]) -> Result<(Option<Outcome>, Option<u32>), String>
         ["FLAKY", pair] => {
             let (a, _) = is_count_pair(pair).ok_or_else(bad)?;
             Ok((Some(Outcome::Flaky), Some(a as u32)))
+        }
+        // `--flaky-result fail` (or the profile's `flaky-result = "fail"`): it passed on
+        // attempt a, and the run counts it failed.
+        ["FLKY-FL", pair] => {
+            let (a, _) = is_count_pair(pair).ok_or_else(bad)?;
+            Ok((Some(Outcome::Failed), Some(a as u32)))
         }
         ["TRY", n, rest @ ..] => {
             let n: u32 = n.parse().map_err(|_| bad())?;

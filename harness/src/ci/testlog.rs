@@ -65,6 +65,14 @@ pub enum LogError {
         /// Why, and the line as cleaned.
         text: String,
     },
+    /// The log looked like a nextest recording but could not be read.
+    #[error("cannot read nextest recording {path}: {message}")]
+    Recording {
+        /// The recording's path.
+        path: PathBuf,
+        /// What is wrong (the event line at fault).
+        message: String,
+    },
     /// The log holds no line of any known test-runner format.
     #[error(
         "{path}: no test-runner output found (expected cargo test, cargo nextest, JUnit XML or libtest --list output)"
@@ -90,6 +98,9 @@ pub enum LogFormat {
     /// libtest's JSON event lines, as `cargo nextest run --message-format libtest-json`
     /// writes them (test names `package::crate$path`); other lines are skipped.
     LibtestJson,
+    /// A nextest recorded run (0.9.123+): a portable recording (`.zip`), its `run.log.zst`,
+    /// or the event lines ([`crate::ci::recording`]).
+    NextestRecording,
 }
 
 impl fmt::Display for LogFormat {
@@ -100,6 +111,7 @@ impl fmt::Display for LogFormat {
             LogFormat::Junit => "JUnit XML",
             LogFormat::LibtestList => "libtest --list",
             LogFormat::LibtestJson => "libtest JSON",
+            LogFormat::NextestRecording => "nextest recording",
         })
     }
 }
@@ -704,6 +716,14 @@ pub fn parse_file_filtered(
         .take(1 << 16)
         .read_to_end(&mut head)
         .map_err(io)?;
+    if crate::ci::recording::looks_like(&head) {
+        reader.read_to_end(&mut head).map_err(io)?;
+        let rec = crate::ci::recording::read(&head).map_err(|message| LogError::Recording {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        return Ok(from_recording(&rec));
+    }
     let format = detect_format(&String::from_utf8_lossy(&head));
     let chained = std::io::BufReader::new(std::io::Cursor::new(head).chain(reader));
     let log = match format {
@@ -750,6 +770,22 @@ pub fn parse_junit<R: BufRead>(reader: R) -> Result<RunLog, String> {
                 TestCaseStatus::Success { flaky_runs } => {
                     (Outcome::Flaky, flaky_runs.len() as u32 + 1)
                 }
+                // nextest `--flaky-result fail`: `<failure type="flaky failure" message="test
+                // passed on attempt 2/3 but is configured to fail when flaky">` beside its
+                // `flakyFailure` runs (which quick-junit does not keep under a failure): the
+                // attempts are the message's.
+                TestCaseStatus::NonSuccess {
+                    ty,
+                    message,
+                    reruns,
+                    ..
+                } if ty.as_deref() == Some("flaky failure") => (
+                    Outcome::Failed,
+                    message
+                        .as_deref()
+                        .and_then(flaky_failure_attempts)
+                        .unwrap_or(reruns.len() as u32 + 1),
+                ),
                 TestCaseStatus::NonSuccess { reruns, .. } => {
                     (Outcome::Failed, reruns.len() as u32 + 1)
                 }
@@ -1229,10 +1265,45 @@ impl<'k> TextParser<'k> {
             return;
         };
         if self.after_summary {
-            // The closing recap: it only repeats verdicts known from the lines above.
+            // The closing recap repeats verdicts known from the lines above, except
+            // `FLKY-FL a/b`: a test that passed on a retry and that the run counts failed
+            // (`--flaky-result fail`).
+            if status.status.starts_with("FLKY-FL") {
+                self.flaky_failed(&status);
+            }
             return;
         }
         self.record_status(&status, outcome);
+    }
+
+    /// The recap's `FLKY-FL a/b`: the test (flaky by the lines above) is failed, after a
+    /// attempts; one the lines above did not show is recorded so.
+    fn flaky_failed(&mut self, status: &nextest::StatusLine<'_>) {
+        let (package, target) = split_binary_id(status.binary_id);
+        let line = self.line_no;
+        let found = self
+            .log
+            .targets
+            .iter_mut()
+            .filter(|r| r.package.as_deref() == Some(package.as_str()) && r.target == target)
+            .find_map(|run| {
+                let i = run.tests.iter().position(|r| r.path == status.test)?;
+                Some((run, i))
+            });
+        match found {
+            Some((run, i)) => {
+                let prev = &mut run.tests[i];
+                let before = prev.outcome;
+                prev.outcome = Outcome::Failed;
+                prev.line = line;
+                if let Some(a) = status.attempt {
+                    prev.attempts = prev.attempts.max(a);
+                }
+                run.counts.add(before, -1);
+                run.counts.add(Outcome::Failed, 1);
+            }
+            None => self.record_status(status, Outcome::Failed),
+        }
     }
 
     /// Records one nextest status line's verdict `outcome` for its test: a new result, or
@@ -1326,6 +1397,71 @@ fn outcome_of(s: libtest::Status) -> Outcome {
         libtest::Status::Failed => Outcome::Failed,
         libtest::Status::Ignored => Outcome::Ignored,
     }
+}
+
+/// A nextest recording's tests as a run log: one target per binary id, in event order; a
+/// run cancelled before every test finished is cut short (fail-fast).
+pub fn from_recording(rec: &crate::ci::recording::Recording) -> RunLog {
+    use crate::ci::recording::RecordedOutcome;
+    let mut log = RunLog::empty(LogFormat::NextestRecording);
+    log.announced = rec.initial_run_count;
+    log.lines = rec.lines;
+    for t in &rec.tests {
+        let (package, target) = split_binary_id(&t.binary_id);
+        let idx = match log
+            .targets
+            .iter()
+            .position(|r| r.package.as_deref() == Some(package.as_str()) && r.target == target)
+        {
+            Some(i) => i,
+            None => {
+                log.targets
+                    .push(TargetRun::new(Some(package), target, None, t.line));
+                log.targets.len() - 1
+            }
+        };
+        let outcome = match t.outcome {
+            RecordedOutcome::Passed => Outcome::Passed,
+            RecordedOutcome::Flaky => Outcome::Flaky,
+            RecordedOutcome::Failed => Outcome::Failed,
+            RecordedOutcome::Ignored => Outcome::Ignored,
+        };
+        let run = &mut log.targets[idx];
+        run.counts.add(outcome, 1);
+        run.tests.push(TestResult {
+            path: t.name.clone(),
+            outcome,
+            attempts: t.attempts,
+            line: t.line,
+        });
+    }
+    if rec.cut_short()
+        && let Some((reason, line)) = &rec.cancelled
+    {
+        let after_target = rec
+            .tests
+            .iter()
+            .rev()
+            .find(|t| t.outcome == RecordedOutcome::Failed)
+            .map(|t| t.binary_id.clone());
+        log.fail_fast = Some(FailFast {
+            line: *line,
+            evidence: format!("run cancelled ({reason})"),
+            after_target,
+            not_run: match (rec.initial_run_count, rec.finished_count) {
+                (Some(i), Some(f)) => Some(i.saturating_sub(f)),
+                _ => None,
+            },
+        });
+    }
+    log
+}
+
+/// The attempt a flaky test passed on, from nextest's flaky-failure message (`test passed on
+/// attempt 2/3 but is configured to fail when flaky`).
+fn flaky_failure_attempts(message: &str) -> Option<u32> {
+    let rest = &message[message.find("attempt ")? + "attempt ".len()..];
+    rest.split('/').next()?.trim().parse().ok()
 }
 
 fn outcome_of_nextest(o: nextest::Outcome) -> Outcome {

@@ -195,6 +195,7 @@ pub fn run(state: &Path, args: &BatteryArgs) -> ExitCode {
         let c = match res {
             Ok(r) => {
                 print!("{}", report::text::table(&r.report));
+                super::annotate::print_batteries([&r.report]);
                 if let Some(f) = &r.report.refusal {
                     eprintln!("harness: {}: {}", f.kind, f.detail);
                 }

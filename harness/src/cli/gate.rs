@@ -89,6 +89,12 @@ pub fn run(state: &Path, args: &GateArgs) -> ExitCode {
     match res {
         Ok(out) => {
             print!("{}", crate::ci::gate::summary(&out.report));
+            super::annotate::print_batteries(
+                out.report
+                    .batteries
+                    .iter()
+                    .filter_map(|b| b.report.as_ref()),
+            );
             for w in &out.written {
                 println!("report: {}", w.display());
             }

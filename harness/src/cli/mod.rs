@@ -6,6 +6,7 @@
 //! owns them: [`lock::LockArgs`], [`battery::BatteryRunArgs`] (also `gate`'s) and
 //! [`ReportsArgs`] here.
 
+pub mod annotate;
 pub mod base_check;
 pub mod battery;
 pub mod cache;

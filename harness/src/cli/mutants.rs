@@ -132,8 +132,9 @@ pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
         }
     };
     print!("{}", mutants::markdown(&report));
+    super::annotate::print_mutants(&report, &args.workspace);
     let dir = mutants_dir(args, &args.workspace);
-    match mutants::write_reports(&dir, &report) {
+    match mutants::write_reports(&dir, &report, &args.workspace) {
         Ok(paths) => {
             for p in paths {
                 println!("report: {}", p.display());
@@ -536,8 +537,9 @@ fn via_harness_batteries(
     let reports: Vec<&report::schema::BatteryReport> = runs.iter().map(|r| &r.report).collect();
     let report = mutants::from_battery(&reports, listed, mutants::CARGO_MUTANTS_VERSION, named);
     print!("{}", mutants::markdown(&report));
+    super::annotate::print_mutants(&report, &base.root);
     let dir = mutants_dir(args, &base.root);
-    let written = mutants::write_reports(&dir, &report);
+    let written = mutants::write_reports(&dir, &report, &base.root);
     for p in runs
         .iter()
         .flat_map(|r| r.written.iter())

@@ -153,9 +153,11 @@ pub fn run(
     let r = super::from_battery(&[&run.report], &listed, CARGO_MUTANTS_VERSION, &[]);
     let mdir = reports_root.join(&name);
     written.extend(
-        super::write_reports(&mdir, &r).map_err(|source| BatteryError::Reports {
-            path: mdir.clone(),
-            source,
+        super::write_reports(&mdir, &r, &run.report.catalog.workspace).map_err(|source| {
+            BatteryError::Reports {
+                path: mdir.clone(),
+                source,
+            }
         })?,
     );
     out.caught = r.caught;

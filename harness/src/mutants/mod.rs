@@ -670,9 +670,40 @@ pub fn markdown(r: &MutantsReport) -> String {
     s
 }
 
-/// Writes `mutants.json` and `mutants.md` into `dir`; returns their paths.
-pub fn write_reports(dir: &Path, r: &MutantsReport) -> std::io::Result<Vec<PathBuf>> {
+/// The findings of a mutants report on the diff: one per missed mutant, the file relative
+/// to the repository that holds `workspace` (the tree the mutants' files are relative to).
+pub fn findings(
+    r: &MutantsReport,
+    workspace: &Path,
+) -> Vec<crate::battery::report::findings::Finding> {
+    use crate::battery::report::findings;
+    let root = findings::repository_root(workspace);
+    findings::of_generated("mutants", &r.mutants, workspace, root.as_deref())
+}
+
+/// Writes `mutants.json`, `mutants.md`, and its findings (each missed mutant) as
+/// `mutants.sarif` and `codequality.json` into `dir`; `workspace` is the tree the mutants'
+/// files are relative to. Returns their paths.
+pub fn write_reports(
+    dir: &Path,
+    r: &MutantsReport,
+    workspace: &Path,
+) -> std::io::Result<Vec<PathBuf>> {
+    use crate::battery::report::{codequality, sarif};
     std::fs::create_dir_all(dir)?;
+    let found = findings(r, workspace);
+    let sarif_path = dir.join("mutants.sarif");
+    std::fs::write(
+        &sarif_path,
+        serde_json::to_string_pretty(&sarif::log(&["mutants".to_string()], &found))
+            .expect("serializes")
+            + "\n",
+    )?;
+    let quality = dir.join("codequality.json");
+    std::fs::write(
+        &quality,
+        serde_json::to_string_pretty(&codequality::report(&found)).expect("serializes") + "\n",
+    )?;
     let json = dir.join("mutants.json");
     std::fs::write(
         &json,
@@ -680,7 +711,7 @@ pub fn write_reports(dir: &Path, r: &MutantsReport) -> std::io::Result<Vec<PathB
     )?;
     let md = dir.join("mutants.md");
     std::fs::write(&md, markdown(r))?;
-    Ok(vec![json, md])
+    Ok(vec![json, md, sarif_path, quality])
 }
 
 /// Options of [`run_tool`].

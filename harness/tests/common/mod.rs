@@ -384,3 +384,19 @@ pub fn cargo_mutants_present(test: &str) -> bool {
     eprintln!("skipped: {why}");
     false
 }
+
+/// The SARIF 2.1.0 schema vendored in fixtures/schemas/ (OASIS), compiled.
+pub fn sarif_validator() -> jsonschema::Validator {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/schemas/sarif-schema-2.1.0.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).expect("the SARIF schema compiles")
+}
+
+/// Where `doc` breaks the SARIF 2.1.0 schema (empty: it is valid).
+pub fn sarif_errors(v: &jsonschema::Validator, doc: &serde_json::Value) -> Vec<String> {
+    v.iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
+}

@@ -1,6 +1,8 @@
 //! A battery's report directory (`<reports>/<catalog>/`), its files written together.
 //!
-//! `battery.json`, `battery.md`, `mutation-report.json` and `index.html`.
+//! `battery.json`, `battery.md`, `mutation-report.json`, `index.html`, and the findings on
+//! the diff: `battery.sarif` (SARIF 2.1.0, for code scanning) and `codequality.json`
+//! (GitLab's code-quality report).
 
 use std::path::{Path, PathBuf};
 
@@ -11,8 +13,9 @@ pub fn report_dir(root: &Path, name: &str) -> PathBuf {
     root.join(name)
 }
 
-/// Writes `battery.json`, `battery.md`, `index.html` and (when the battery completed)
-/// `mutation-report.json` into `dir`. Returns the written paths.
+/// Writes `battery.json`, `battery.md`, `index.html`, `battery.sarif`, `codequality.json`
+/// and (when the battery completed) `mutation-report.json` into `dir`. Returns the written
+/// paths.
 pub fn write_all(dir: &Path, r: &BatteryReport) -> std::io::Result<Vec<PathBuf>> {
     let doc = if r.status == Status::Complete {
         Some(crate::battery::report::stryker::stryker(r)?)
@@ -56,5 +59,33 @@ pub fn write_with(
     let page = dir.join("index.html");
     std::fs::write(&page, crate::battery::report::html::page(r, stryker_doc))?;
     out.push(page);
+    out.extend(write_findings(dir, "battery", &[r])?);
     Ok(out)
+}
+
+/// Writes `<stem>.sarif` (one run per report) and `codequality.json` with the findings of
+/// `reports` into `dir`; returns their paths.
+pub fn write_findings(
+    dir: &Path,
+    stem: &str,
+    reports: &[&BatteryReport],
+) -> std::io::Result<Vec<PathBuf>> {
+    use crate::battery::report::{codequality, findings, sarif};
+    let mut all = Vec::new();
+    for r in reports {
+        let root = findings::repository_root(&r.catalog.workspace);
+        all.extend(findings::of_battery(r, root.as_deref()));
+    }
+    let names: Vec<String> = reports.iter().map(|r| r.catalog.name.clone()).collect();
+    let sarif_path = dir.join(format!("{stem}.sarif"));
+    std::fs::write(
+        &sarif_path,
+        serde_json::to_string_pretty(&sarif::log(&names, &all)).expect("serializes") + "\n",
+    )?;
+    let quality = dir.join("codequality.json");
+    std::fs::write(
+        &quality,
+        serde_json::to_string_pretty(&codequality::report(&all)).expect("serializes") + "\n",
+    )?;
+    Ok(vec![sarif_path, quality])
 }

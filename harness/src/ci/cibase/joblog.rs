@@ -105,6 +105,30 @@ impl CheckoutStep {
             .ok()
     }
 
+    /// A GitHub merge queue's branch (`gh-readonly-queue/<base>/pr-<n>-<sha>`, the
+    /// `merge_group` event's ref, fetched as `refs/remotes/origin/gh-readonly-queue/...`):
+    /// (base branch, pull request number).
+    pub fn merge_queue(&self) -> Option<(String, u64)> {
+        let r = self.ref_name.as_deref()?;
+        let rest = &r[r.find("gh-readonly-queue/")? + "gh-readonly-queue/".len()..];
+        let (base, last) = rest.rsplit_once('/')?;
+        let n = last.strip_prefix("pr-")?.split('-').next()?.parse().ok()?;
+        (!base.is_empty()).then(|| (base.to_string(), n))
+    }
+
+    /// Whether the step checked out a GitLab merge train's ref (`refs/merge-requests/<iid>/train`).
+    pub fn is_train(&self) -> bool {
+        self.ref_name
+            .as_deref()
+            .is_some_and(|r| r.starts_with("refs/merge-requests/") && r.ends_with("/train"))
+    }
+
+    /// Whether the commit the step checked out is one the CI made to test a request: a merge
+    /// ref's ([`Self::merge_request`]) or a merge queue's ([`Self::merge_queue`]).
+    pub fn ci_made(&self) -> bool {
+        self.merge_request().is_some() || self.merge_queue().is_some()
+    }
+
     /// The best full sha of the commit checked out: `git log -1`, else the fetched one.
     pub fn commit(&self) -> Option<&str> {
         self.full.as_deref().or(self.fetched.as_deref())
@@ -409,7 +433,10 @@ impl JobParser {
             if is_full_sha(src) {
                 step.fetched = Some(src.to_ascii_lowercase());
             }
-            if dst.contains("/pull/") || dst.contains("/merge-requests/") {
+            if dst.contains("/pull/")
+                || dst.contains("/merge-requests/")
+                || dst.contains("gh-readonly-queue/")
+            {
                 step.ref_name.get_or_insert_with(|| dst.to_string());
             }
         }

@@ -5,8 +5,10 @@
 //! what follows made by [`report`] and rendered by [`render`].
 //!
 //! A job tested a merge with a base and a head only when the CI made that merge (GitHub's
-//! `refs/pull/<n>/merge`, GitLab's merged-results `refs/merge-requests/<iid>/merge` and
-//! merge-train `.../train`); a job that checked out the request's head ref or a branch
+//! `refs/pull/<n>/merge`, GitLab's merged-results `refs/merge-requests/<iid>/merge`) or a
+//! merge queue did (GitHub's `merge_group` branch `gh-readonly-queue/<base>/pr-<n>-<sha>`,
+//! GitLab's merge-train `.../train`: the base, the requests queued ahead and this one,
+//! taken apart by [`queue`]); a job that checked out the request's head ref or a branch
 //! tested that commit itself, and is asked only whether a commit is in it.
 //!
 //! Answers are yes, no or unknown. Unknown is never folded into no: a shallow history
@@ -19,6 +21,7 @@
 
 pub mod history;
 pub mod joblog;
+pub mod queue;
 mod render;
 pub mod report;
 mod tested;
@@ -83,6 +86,10 @@ pub struct BaseCheckArgs {
     /// (commits pushed or the branch force-pushed after the job's merge was made).
     #[arg(long, value_name = "SHA")]
     pub pr_head: Option<String>,
+    /// A merge queue's or train's base branch (a branch name or any revision), instead of the
+    /// one the queue's ref (GitHub) or the train commit's message (GitLab) names.
+    #[arg(long, value_name = "BRANCH")]
+    pub base_branch: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: OutputFormat,
@@ -116,6 +123,7 @@ pub fn check_files(args: &BaseCheckArgs) -> Result<BaseReport, BaseError> {
         commits,
         merge: args.merge.clone(),
         pr_head: args.pr_head.clone(),
+        base_branch: args.base_branch.clone(),
     };
     Ok(check(
         &repo,

@@ -82,6 +82,38 @@ fn tested_line(j: &JobReport, code: fn(&str) -> String) -> String {
             s(&j.base),
             s(&j.head)
         ),
+        Some(TestedKind::Queue) => format!(
+            "tested queue entry {}, made by the {}{}: base {}, head {}{}",
+            s(&j.tested),
+            if j.job.ci == CiKind::Gitlab {
+                "merge train"
+            } else {
+                "merge queue"
+            },
+            j.tested_ref
+                .as_deref()
+                .map_or(String::new(), |r| format!(" ({})", code(r))),
+            s(&j.base),
+            s(&j.head),
+            j.queue.as_ref().map_or(String::new(), |q| {
+                let ahead: Vec<String> = q
+                    .ahead
+                    .iter()
+                    .map(|e| match e.request {
+                        Some(n) => format!("#{n} {}", code(short(&e.commit))),
+                        None => code(short(&e.commit)),
+                    })
+                    .collect();
+                format!(
+                    "; queued ahead: {}",
+                    if ahead.is_empty() {
+                        "none".to_string()
+                    } else {
+                        ahead.join(", ")
+                    }
+                )
+            })
+        ),
         Some(TestedKind::Commit) => format!(
             "tested commit {}, checked out {}: not a merge the CI made, the job tested this commit itself",
             s(&j.tested),
@@ -103,7 +135,12 @@ fn backticked(s: &str) -> String {
 }
 
 fn ci_merge(j: &JobReport) -> bool {
-    j.kind == Some(TestedKind::CiMerge)
+    j.kind.is_some_and(TestedKind::has_roles)
+}
+
+/// What brought each answer into a queue entry (empty outside a queue).
+fn came_with_word(a: &CommitAnswer) -> String {
+    a.came_with.clone().unwrap_or_else(|| "-".to_string())
 }
 
 fn in_base_word(a: &CommitAnswer) -> &'static str {
@@ -153,7 +190,36 @@ fn job_table(out: &mut String, j: &JobReport) {
     if let Some(h) = &j.pr_head {
         let _ = writeln!(out, "  pr head {}: {}", h.rev, h.reason);
     }
-    if !j.answers.is_empty() && ci_merge(j) {
+    if !j.answers.is_empty() && j.kind == Some(TestedKind::Queue) {
+        let rows: Vec<[String; 7]> = j
+            .answers
+            .iter()
+            .map(|a| {
+                [
+                    a.label.clone(),
+                    a.rev.clone(),
+                    a.commit.as_deref().map_or("-", short).to_string(),
+                    in_base_word(a).to_string(),
+                    answer_word(a.in_tested.answer).to_string(),
+                    came_with_word(a),
+                    reason_text(a),
+                ]
+            })
+            .collect();
+        indented(
+            out,
+            &[
+                "LABEL",
+                "REV",
+                "COMMIT",
+                "IN BASE",
+                "IN TESTED",
+                "CAME WITH",
+                "REASON",
+            ],
+            &rows,
+        );
+    } else if !j.answers.is_empty() && ci_merge(j) {
         let rows: Vec<[String; 6]> = j
             .answers
             .iter()
@@ -242,7 +308,25 @@ fn job_markdown(out: &mut String, j: &JobReport) {
     if let Some(h) = &j.pr_head {
         let _ = writeln!(out, "- pull request head `{}`: {}", h.rev, md(&h.reason));
     }
-    if !j.answers.is_empty() && ci_merge(j) {
+    if !j.answers.is_empty() && j.kind == Some(TestedKind::Queue) {
+        let _ = writeln!(
+            out,
+            "\n| Commit | Rev | In base | In tested | Came with | Reason |"
+        );
+        let _ = writeln!(out, "| --- | --- | --- | --- | --- | --- |");
+        for a in &j.answers {
+            let _ = writeln!(
+                out,
+                "| {} | `{}` | {} | {} | {} | {} |",
+                md(&a.label),
+                a.rev,
+                in_base_word(a),
+                answer_word(a.in_tested.answer),
+                md(&came_with_word(a)),
+                md(&reason_text(a))
+            );
+        }
+    } else if !j.answers.is_empty() && ci_merge(j) {
         let _ = writeln!(out, "\n| Commit | Rev | In base | In merge | Reason |");
         let _ = writeln!(out, "| --- | --- | --- | --- | --- |");
         for a in &j.answers {

@@ -7,10 +7,11 @@ use crate::system::exit::ExitCode;
 
 use super::history::{Answer, Histories, Reasoned, Shallow, ask, resolve};
 use super::joblog::{CiKind, Job, JobStatus, is_full_sha, is_hex};
+use super::queue::Queue;
 use super::tested::{Tested, TestedKind, tested};
 
 /// JSON schema identifier of [`BaseReport`].
-pub const BASE_SCHEMA: &str = "harness.base-check/3";
+pub const BASE_SCHEMA: &str = "harness.base-check/4";
 
 /// A named commit's answers for one job.
 #[derive(Debug, Clone, Serialize)]
@@ -26,12 +27,18 @@ pub struct CommitAnswer {
     pub in_base: Option<Reasoned>,
     /// Whether it is in the tested commit (for a CI-made merge: in the tested merge).
     pub in_tested: Reasoned,
+    /// A queue entry ([`TestedKind::Queue`]) whose answers are known: what brought it into
+    /// the tested commit (`base`, `request #31 queued ahead`, `this request's head`), or
+    /// `none` when it is not in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub came_with: Option<String>,
 }
 
 impl CommitAnswer {
     /// Whether any answer is unknown.
     pub fn is_unknown(&self) -> bool {
         self.in_tested.answer == Answer::Unknown
+            || self.came_with.as_deref() == Some("unknown")
             || self
                 .in_base
                 .as_ref()
@@ -96,6 +103,10 @@ pub struct JobReport {
     pub notes: Vec<String>,
     /// The tested head against `--pr-head`, when given.
     pub pr_head: Option<HeadCheck>,
+    /// A merge queue's or train's entry: its base branch, the requests queued ahead and its
+    /// own ([`TestedKind::Queue`] once the queue was taken apart).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<Queue>,
     /// One per `--commit`.
     pub answers: Vec<CommitAnswer>,
     /// What follows for this job.
@@ -108,6 +119,7 @@ impl JobReport {
     pub fn is_definite(&self) -> bool {
         let roles = match self.kind {
             Some(TestedKind::CiMerge) => self.base.is_some(),
+            Some(TestedKind::Queue) => self.base.is_some() && self.queue.is_some(),
             Some(TestedKind::Commit) => self.tested.is_some(),
             None => false,
         };
@@ -142,6 +154,8 @@ pub struct Questions {
     pub merge: Option<String>,
     /// The pull request's current head (`--pr-head`).
     pub pr_head: Option<String>,
+    /// A queue's base branch (`--base-branch`), instead of the one its ref or message names.
+    pub base_branch: Option<String>,
 }
 
 /// A sha the log names as a step's evidence.
@@ -213,7 +227,8 @@ fn check_job<'r>(
     job: Job,
     questions: &Questions,
 ) -> JobReport {
-    let t = tested(repo, &job, questions.merge.as_deref());
+    let mut t = tested(repo, &job, questions.merge.as_deref());
+    let queue = queue_of(repo, histories, shallow, &mut t, questions);
     let mut notes = t.notes.clone();
     for r in [&t.problem, &t.missing].into_iter().flatten() {
         notes.push(r.reason.clone());
@@ -221,7 +236,13 @@ fn check_job<'r>(
     let answers = questions
         .commits
         .iter()
-        .map(|(label, rev)| answer(repo, histories, shallow, shas, &t, label, rev))
+        .map(|(label, rev)| {
+            let mut a = answer(repo, histories, shallow, shas, &t, label, rev);
+            if let Some(q) = &queue {
+                a.came_with = Some(came_with(repo, histories, shallow, q, &a));
+            }
+            a
+        })
         .collect::<Vec<_>>();
     let pr_head = questions
         .pr_head
@@ -232,7 +253,7 @@ fn check_job<'r>(
     } else {
         (t.kind, t.commit.clone(), t.base.clone(), t.head.clone())
     };
-    let follows = follows(&job, &t, kind, &answers, pr_head.as_ref());
+    let follows = follows(&job, &t, kind, &answers, pr_head.as_ref(), queue.as_ref());
     JobReport {
         job,
         tested_step: t.step,
@@ -243,8 +264,131 @@ fn check_job<'r>(
         head,
         notes,
         pr_head,
+        queue,
         answers,
         follows,
+    }
+}
+
+/// A queue entry's queue: walked from the tested commit down to its base branch; sets the
+/// tested base, or the problem that keeps the roles unknown. The request number the ref
+/// names must be the one the tested commit's message names.
+fn queue_of<'r>(
+    repo: &'r Repository,
+    histories: &mut Histories<'r>,
+    shallow: &Shallow,
+    t: &mut Tested,
+    questions: &Questions,
+) -> Option<Queue> {
+    if t.kind != Some(TestedKind::Queue) || t.problem.is_some() || t.missing.is_some() {
+        return None;
+    }
+    if let (Some(r), Some(m)) = (t.request, t.message_request)
+        && r != m
+    {
+        t.problem = Some(Reasoned::new(
+            Answer::Unknown,
+            format!(
+                "contradictory evidence: the queue's ref names request {r} but the tested commit's message names {m}"
+            ),
+        ));
+        return None;
+    }
+    let oid = t.commit.as_deref().and_then(|c| Oid::from_str(c).ok())?;
+    let branch = match (questions.base_branch.clone(), t.base_branch.clone()) {
+        (Some(b), _) | (None, Some(b)) => b,
+        (None, None) => {
+            t.problem = Some(Reasoned::new(
+                Answer::Unknown,
+                "the queue's base branch is named neither by its ref nor by the tested commit's message: give --base-branch",
+            ));
+            return None;
+        }
+    };
+    match super::queue::walk(repo, histories, shallow, oid, &branch) {
+        Ok(q) => {
+            t.base = Some(q.base.clone());
+            t.notes.push(format!(
+                "queue on {} ({} at {}): built on {}, {} request(s) queued ahead{}",
+                q.base_branch,
+                q.base_ref,
+                short(&q.base_tip),
+                short(&q.base),
+                q.ahead.len(),
+                if q.ahead.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({})",
+                        q.ahead
+                            .iter()
+                            .map(entry_name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ));
+            Some(q)
+        }
+        Err(r) => {
+            t.problem = Some(r);
+            None
+        }
+    }
+}
+
+/// `#31 (145c5e95749a)` or the entry's sha alone.
+fn entry_name(e: &super::queue::QueueEntry) -> String {
+    match e.request {
+        Some(n) => format!("#{n} ({})", short(&e.commit)),
+        None => format!("{} ({})", short(&e.commit), e.subject),
+    }
+}
+
+/// What brought a commit into a queue entry's tested commit: the base, the first entry
+/// queued ahead that holds it, this request's own entry (its head, or the entry's merge
+/// itself); `none` when it is not in the tested commit.
+fn came_with<'r>(
+    repo: &'r Repository,
+    histories: &mut Histories<'r>,
+    shallow: &Shallow,
+    q: &Queue,
+    a: &CommitAnswer,
+) -> String {
+    if a.is_unknown() {
+        return "unknown".to_string();
+    }
+    if a.in_base.as_ref().is_some_and(|b| b.answer == Answer::Yes) {
+        return "base".to_string();
+    }
+    if a.in_tested.answer == Answer::No {
+        return "none".to_string();
+    }
+    let Some(commit) = a.commit.as_deref().and_then(|c| Oid::from_str(c).ok()) else {
+        return "unknown".to_string();
+    };
+    for e in &q.ahead {
+        let Ok(tip) = Oid::from_str(&e.commit) else {
+            continue;
+        };
+        match ask(repo, histories, shallow, tip, "queue entry", commit).answer {
+            Answer::Yes => {
+                return format!("{} queued ahead", entry_name(e)).replacen('#', "request #", 1);
+            }
+            Answer::No => {}
+            Answer::Unknown => return "unknown".to_string(),
+        }
+    }
+    let on_head = q
+        .own
+        .head
+        .as_deref()
+        .and_then(|h| Oid::from_str(h).ok())
+        .map(|h| ask(repo, histories, shallow, h, "head", commit).answer);
+    match on_head {
+        Some(Answer::Yes) => "this request's head".to_string(),
+        Some(Answer::Unknown) => "unknown".to_string(),
+        _ => "this request's entry".to_string(),
     }
 }
 
@@ -328,7 +472,7 @@ fn answer<'r>(
     label: &str,
     rev: &str,
 ) -> CommitAnswer {
-    let ci_merge = t.kind == Some(TestedKind::CiMerge);
+    let ci_merge = t.kind.is_some_and(TestedKind::has_roles);
     let tip = |which: &str, sha: &Option<String>| -> Result<Oid, Reasoned> {
         if let Some(p) = &t.problem {
             return Err(p.clone());
@@ -380,6 +524,7 @@ fn answer<'r>(
         commit,
         in_base,
         in_tested,
+        came_with: None,
     }
 }
 
@@ -403,7 +548,7 @@ fn head_check<'r>(
         Err(r) => return unknown(None, r.reason),
     };
     let commit = Some(current.to_string());
-    let ci_merge = t.kind == Some(TestedKind::CiMerge);
+    let ci_merge = t.kind.is_some_and(TestedKind::has_roles);
     let (what, tested) = if ci_merge {
         ("tested head", t.head.as_deref())
     } else {
@@ -481,13 +626,19 @@ fn head_follows(h: &HeadCheck, t: &Tested, ci: CiKind) -> String {
     };
     let current = h.commit.as_deref().map_or("?", short);
     match (h.state, t.kind) {
-        (HeadState::Current, Some(TestedKind::CiMerge)) => format!(
+        (HeadState::Current, Some(TestedKind::CiMerge | TestedKind::Queue)) => format!(
             "the job tested the pull request's current head {}: its result is about the head as it is now",
             t.head.as_deref().map_or("?", short)
         ),
         (HeadState::Current, _) => format!(
             "the job tested the pull request's current head {} itself: its result is about that commit",
             t.commit.as_deref().map_or("?", short)
+        ),
+        (HeadState::Behind | HeadState::Replaced, Some(TestedKind::Queue)) => format!(
+            "the queue tested an entry with an older head ({}), not the current head {current}: its result says nothing \
+             about the current head. What to do: read the queue's run for the current head (a push to a queued request \
+             takes it out of the queue: queue it again)",
+            t.head.as_deref().map_or("?", short)
         ),
         (HeadState::Behind | HeadState::Replaced, Some(TestedKind::CiMerge)) => format!(
             "the job tested a merge with an older head ({}), not the current head {current}: its result says nothing \
@@ -519,6 +670,7 @@ fn follows(
     kind: Option<TestedKind>,
     answers: &[CommitAnswer],
     pr_head: Option<&HeadCheck>,
+    queue: Option<&Queue>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     let moved = pr_head.is_some_and(HeadCheck::moved);
@@ -532,7 +684,7 @@ fn follows(
             "the tested commit is unknown: nothing can be said about what this job's result covers"
                 .to_string(),
         ),
-        Some(TestedKind::CiMerge) if t.base.is_none() => out.push(
+        Some(TestedKind::CiMerge | TestedKind::Queue) if t.base.is_none() => out.push(
             "the tested base is unknown: nothing can be said about what this job's result covers"
                 .to_string(),
         ),
@@ -541,8 +693,12 @@ fn follows(
     for a in answers {
         let line = match kind {
             None => continue,
-            Some(TestedKind::CiMerge) if t.base.is_none() => continue,
+            Some(TestedKind::CiMerge | TestedKind::Queue) if t.base.is_none() => continue,
             Some(TestedKind::CiMerge) => merge_line(a, job.status, moved),
+            Some(TestedKind::Queue) => match queue {
+                Some(q) => queue_line(a, q, job.status, moved),
+                None => continue,
+            },
             Some(TestedKind::Commit) => commit_line(a, t, job.status, moved),
         };
         out.push(line);
@@ -598,6 +754,60 @@ fn merge_line(a: &CommitAnswer, status: JobStatus, head_moved: bool) -> String {
             "{l} is in the tested base and the job is still red: if {l} is the fix, it did not fix this failure"
         ),
         _ => format!("{l} is in the tested base: the job's result covers it"),
+    }
+}
+
+/// What follows for one commit of a job that tested a merge queue's or train's entry.
+fn queue_line(a: &CommitAnswer, q: &Queue, status: JobStatus, head_moved: bool) -> String {
+    let l = &a.label;
+    if a.is_unknown() {
+        return unknown_line(a);
+    }
+    let b = &q.base_branch;
+    let came = a.came_with.as_deref().unwrap_or("unknown");
+    let red = status == JobStatus::Red;
+    match came {
+        "base" if red => format!(
+            "{l} is in the queue's base ({b} at {}) and the job is still red: if {l} is the fix, it did not fix this failure",
+            short(&q.base)
+        ),
+        "base" => format!(
+            "{l} is in the queue's base ({b} at {}): the job's result covers it",
+            short(&q.base)
+        ),
+        "none" if head_moved => format!(
+            "{l} is not in the tested entry, which holds an older head: nothing follows from it for the current head (see above)"
+        ),
+        "none" => format!(
+            "{l} is in neither the queue's base ({b} at {}), the {} request(s) queued ahead, nor this request: the job never ran with it{}",
+            short(&q.base),
+            q.ahead.len(),
+            if red {
+                format!(
+                    "; if {l} is the fix for this failure, it must land on {b} (or come with a queued request) before the queue is rebuilt"
+                )
+            } else {
+                format!("; this green says nothing about a tree with {l}")
+            }
+        ),
+        "this request's head" | "this request's entry" if red => format!(
+            "{l} came with this request and the job is still red: if {l} is the fix, it did not fix this failure"
+        ),
+        "this request's head" => format!(
+            "{l} is not in the queue's base but came with the pull request's head: the job tested it"
+        ),
+        "this request's entry" => format!(
+            "{l} came with this request's queue entry (a squash or rebase of it): the job tested it"
+        ),
+        ahead if red => format!(
+            "{l} is not in the queue's base: it came with {ahead}, and the job is still red: if {l} is the fix, it did not fix this failure"
+        ),
+        ahead => format!(
+            "{l} is not in the queue's base ({b} at {}): it came only with {ahead} of this request: the job tested it, \
+             but this result holds only while that request stays ahead in the queue (if it leaves, the queue is rebuilt \
+             without it and tested again)",
+            short(&q.base)
+        ),
     }
 }
 

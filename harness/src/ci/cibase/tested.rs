@@ -27,6 +27,18 @@ pub enum TestedKind {
     /// A commit the job checked out itself (the request's own head ref, a branch, a tag, a
     /// sha): no base and no head; the only question is what the commit contains.
     Commit,
+    /// A merge queue's or merge train's entry (GitHub `gh-readonly-queue/<base>/pr-<n>-<sha>`,
+    /// the `merge_group` event's; GitLab `refs/merge-requests/<iid>/train`): the merge of the
+    /// base, the requests queued ahead and this request's head. Its base is where its
+    /// first-parent chain meets the base branch ([`super::queue`]), its head its second parent.
+    Queue,
+}
+
+impl TestedKind {
+    /// Whether the tested commit has a base and a head (a CI-made merge or a queue entry).
+    pub fn has_roles(self) -> bool {
+        matches!(self, TestedKind::CiMerge | TestedKind::Queue)
+    }
 }
 
 /// The tested commit of one job and where it came from.
@@ -49,6 +61,13 @@ pub(crate) struct Tested {
     /// The checkout fixed its commit before the job ran (GitHub: fetched by sha; GitLab:
     /// the pipeline's commit): a re-run of the job tests the same commit.
     pub pinned: bool,
+    /// The request number the checked-out ref names (a queue's `pr-<n>`, a train's `<iid>`).
+    pub request: Option<u64>,
+    /// A queue's base branch: from the queue's ref (GitHub) or the train commit's message
+    /// (GitLab), unless `--base-branch` gave it.
+    pub base_branch: Option<String>,
+    /// The request number the tested commit's own message names (a queue entry's).
+    pub message_request: Option<u64>,
     /// Where these came from.
     pub notes: Vec<String>,
     /// Evidence that contradicts itself, or no way to tell which checkout was tested:
@@ -62,7 +81,7 @@ impl Tested {
     /// How the tested commit is named in messages: `merge` or `tested commit`.
     pub fn tip_name(&self) -> &'static str {
         match self.kind {
-            Some(TestedKind::CiMerge) => "merge",
+            Some(TestedKind::CiMerge) | Some(TestedKind::Queue) => "merge",
             _ => "tested commit",
         }
     }
@@ -114,17 +133,13 @@ fn fetch_command(ref_name: Option<&str>, sha: &str) -> String {
 
 /// Pick the step whose commit the job tested, or say why none can be picked.
 fn choose(job: &Job, notes: &mut Vec<String>) -> Result<usize, Reasoned> {
-    let merges: Vec<&CheckoutStep> = job
-        .steps
-        .iter()
-        .filter(|s| s.merge_request().is_some())
-        .collect();
+    let merges: Vec<&CheckoutStep> = job.steps.iter().filter(|s| s.ci_made()).collect();
     if let Some(first) = merges.first() {
         if let Some(other) = merges.iter().find(|s| !same_commit(first, s)) {
             return Err(Reasoned::new(
                 Answer::Unknown,
                 format!(
-                    "contradictory evidence: two checkouts of the pull request's merge ref name different commits, {} and {}; \
+                    "contradictory evidence: two checkouts of the pull request's merge or queue ref name different commits, {} and {}; \
                      which one the tests ran on cannot be told from the log (give --merge)",
                     describe(first),
                     describe(other)
@@ -221,7 +236,7 @@ pub(crate) fn tested(repo: &Repository, job: &Job, merge_override: Option<&str>)
             Ok(i) => &job.steps[i - 1],
             Err(r) => {
                 // Checkouts of a CI-made merge that disagree: the answers keep their shape.
-                if job.steps.iter().any(|s| s.merge_request().is_some()) {
+                if job.steps.iter().any(|s| s.ci_made()) {
                     t.kind = Some(TestedKind::CiMerge);
                 }
                 t.problem = Some(r);
@@ -232,7 +247,14 @@ pub(crate) fn tested(repo: &Repository, job: &Job, merge_override: Option<&str>)
         t.ref_name = step.ref_name.clone();
         t.repository = step.repository.clone();
         t.pinned = job.ci == CiKind::Gitlab || step.fetched.is_some();
-        t.kind = Some(if step.merge_request().is_some() {
+        t.kind = Some(if let Some((base, n)) = step.merge_queue() {
+            t.base_branch = Some(base);
+            t.request = Some(n);
+            TestedKind::Queue
+        } else if step.is_train() {
+            t.request = step.merge_request();
+            TestedKind::Queue
+        } else if step.merge_request().is_some() {
             TestedKind::CiMerge
         } else {
             TestedKind::Commit
@@ -302,6 +324,22 @@ fn parents(repo: &Repository, t: &mut Tested, subject: Option<(String, String)>)
         return;
     };
     let ids: Vec<String> = commit.parent_ids().map(|p| p.to_string()).collect();
+    if t.kind == Some(TestedKind::Queue) {
+        let message = commit.message().unwrap_or("");
+        t.message_request = super::queue::request_of(message);
+        if t.base_branch.is_none() {
+            t.base_branch = super::queue::target_of(message);
+        }
+        match ids.as_slice() {
+            [_, h, ..] => t.head = Some(h.clone()),
+            _ => t.notes.push(format!(
+                "queue entry {} has one parent: a squash or rebase entry, whose commits are copies of the request's; \
+                 the request's head is not in the tested history (a commit of the head is answered by sha, and is not in it)",
+                short(&m)
+            )),
+        }
+        return;
+    }
     if !ci_merge {
         if ids.len() > 1 {
             t.notes.push(format!(
