@@ -220,19 +220,176 @@ proptest! {
     }
 }
 
-/// Only Q4_1 and Q8_0 matrices of whole 16-row groups are packed; a packing of another
-/// shape or type is refused as a caller bug.
+/// The bits of `v`, for comparisons that tell -0.0 from 0.0 and compare NaNs.
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|f| f.to_bits()).collect()
+}
+
+/// Q4_0 `[rows, cols]` matrices of whole 16-row groups, packed, on every path with the
+/// packed Q4_0 kernels against the portable path (unpacked row kernel): every output is
+/// its bits (`rows` outputs of `n` activation rows of `x`), in matmul on 1 and 2 threads,
+/// alone (matvec), and in the fused products with a second packed matrix and with an
+/// unpacked one (`matmul_many`, `matvec_multi`); each output also equals the reference.
+/// Returns the paths checked.
+fn check_packed_q4_0(w: &[u8], rows: usize, cols: usize, x: &[f32], n: usize) -> Vec<Isa> {
+    let m = WeightMatrix::new(GgmlType::Q4_0, rows, cols, w).unwrap();
+    let p = PackedWeights::pack(&m).expect("whole 16-row groups pack");
+    let pm = m.with_packed(&p);
+    let other = weights(Ty::Q4_0, 16, cols, w.len() as u64);
+    let om = WeightMatrix::new(GgmlType::Q4_0, 16, cols, &other).unwrap();
+    let op = PackedWeights::pack(&om).unwrap();
+    let om = om.with_packed(&op);
+    let unpacked_o = WeightMatrix::new(GgmlType::Q4_0, 16, cols, &other).unwrap();
+    let portable_cpu = Cpu::new(1, Isa::Portable);
+    let (mut portable, mut portable_o) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * 16]);
+    matmul(&portable_cpu, &m, x, n, &mut portable);
+    matmul(&portable_cpu, &unpacked_o, x, n, &mut portable_o);
+    let rb = w.len() / rows;
+    for i in 0..n {
+        let xi = &x[i * cols..(i + 1) * cols];
+        for rr in 0..rows {
+            let (want, mag) = reference_row(Ty::Q4_0, &w[rr * rb..(rr + 1) * rb], xi);
+            let got = portable[i * rows + rr];
+            assert!(
+                close(got, want, mag),
+                "portable Q4_0 {rows}x{cols} n {n} y[{i},{rr}] = {got}, want {want}"
+            );
+        }
+    }
+    let paths = packed_paths(Ty::Q4_0);
+    for &isa in &paths {
+        let (one, two) = (Cpu::new(1, isa), Cpu::new(2, isa));
+        for cpu in [&one, &two] {
+            let mut y = vec![f32::NAN; n * rows];
+            matmul(cpu, &pm, x, n, &mut y);
+            assert_eq!(
+                bits(&y),
+                bits(&portable),
+                "{isa} x{} packed Q4_0 {rows}x{cols} vs portable, n = {n}",
+                cpu.threads()
+            );
+            // The unpacked partner takes this path's row kernels (the portable answer
+            // within float summation order only): its output is its own product's.
+            let mut unpacked_alone = vec![f32::NAN; n * 16];
+            matmul(cpu, &unpacked_o, x, n, &mut unpacked_alone);
+            for (second, want_o) in [(&om, &portable_o), (&unpacked_o, &unpacked_alone)] {
+                let (mut ya, mut yb) = (vec![f32::NAN; n * rows], vec![f32::NAN; n * 16]);
+                matmul_many(cpu, &[&pm, second], x, n, &mut [&mut ya, &mut yb]);
+                let packed = second.packed().is_some();
+                assert_eq!(
+                    bits(&ya),
+                    bits(&portable),
+                    "{isa} fused (partner packed: {packed}) vs portable, n = {n}"
+                );
+                assert_eq!(
+                    bits(&yb),
+                    bits(want_o),
+                    "{isa} fused partner (packed: {packed}), n = {n}"
+                );
+            }
+        }
+        for i in 0..n {
+            let xi = &x[i * cols..(i + 1) * cols];
+            let want = &portable[i * rows..(i + 1) * rows];
+            let mut yv = vec![f32::NAN; rows];
+            matvec(&two, &pm, xi, &mut yv);
+            assert_eq!(
+                bits(&yv),
+                bits(want),
+                "{isa} token {i} of {n} alone vs portable"
+            );
+            let (mut ym, mut yo) = (vec![f32::NAN; rows], vec![f32::NAN; 16]);
+            matvec_multi(&two, &[&pm, &om], xi, &mut [&mut ym, &mut yo]);
+            assert_eq!(
+                bits(&ym),
+                bits(want),
+                "{isa} token {i} fused matvec vs portable"
+            );
+            assert_eq!(
+                bits(&yo),
+                bits(&portable_o[i * 16..(i + 1) * 16]),
+                "{isa} token {i} fused matvec partner vs portable"
+            );
+        }
+    }
+    paths
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Packed Q4_0 matrices (nibbles taken unsigned, `8 · Σ a` taken off the exact integer
+    /// dot, the portable kernel's float steps) on every path with the packed Q4_0 kernels
+    /// (AVX2, AVX-512, AVX-512 VNNI) give the portable path's bits: over 1–7 groups and
+    /// 1–7 blocks, batches that fill every register tile (8, 4, 2, 1 tokens) and cross the
+    /// 64-token cache blocks, 1 and 2 threads, alone and in fused products; and each
+    /// output equals the reference.
+    #[test]
+    fn packed_q4_0_products_match_reference_and_portable_bit_for_bit(
+        groups in 1usize..8, blocks in 1usize..8,
+        n in prop::sample::select(vec![1usize, 2, 3, 4, 5, 7, 8, 9, 12, 13, 15, 16, 23, 64, 65, 77]),
+        seed in any::<u64>()) {
+        let (rows, cols) = (16 * groups, 32 * blocks);
+        let w = weights(Ty::Q4_0, rows, cols, seed);
+        let x = r::Rng(seed ^ 3).vec(n * cols, 2.0);
+        let paths = check_packed_q4_0(&w, rows, cols, &x, n);
+        #[cfg(target_arch = "x86_64")]
+        prop_assert!(!is_x86_feature_detected!("avx2") || !paths.is_empty(), "no packed Q4_0 path on an AVX2 CPU");
+        let _ = paths;
+    }
+}
+
+/// Packed Q4_0 at the extremes of its integer dot: every nibble 15 (or 0) against every
+/// activation byte at ±127, the largest pair sums the kernels add in 16 bits, still give
+/// the portable path's bits (no saturation) on every packed path.
 #[test]
-fn packing_takes_whole_q4_1_and_q8_0_groups_only() {
+fn packed_q4_0_extreme_blocks_match_portable() {
+    let (rows, cols) = (32, 32 * 5);
+    let mut w = Vec::with_capacity(rows * cols / 32 * 18);
+    for r in 0..rows {
+        for b in 0..cols / 32 {
+            w.extend_from_slice(
+                &half::f16::from_f32(0.5 + r as f32 / 8.0)
+                    .to_bits()
+                    .to_le_bytes(),
+            );
+            let q = if (r + b) % 3 == 0 { 0x00 } else { 0xFF };
+            w.extend_from_slice(&[q; 16]);
+        }
+    }
+    for sign in [1.0f32, -1.0] {
+        let n = 9;
+        let x: Vec<f32> = (0..n * cols)
+            .map(|e| if (e / 32) % 2 == 0 { sign } else { -sign * 3.0 })
+            .collect();
+        let paths = check_packed_q4_0(&w, rows, cols, &x, n);
+        println!("packed Q4_0 extremes checked on {paths:?}");
+    }
+}
+
+/// Only Q4_0, Q4_1 and Q8_0 matrices of whole 16-row groups are packed here (of this
+/// file's types); a packing of another shape or type is refused as a caller bug.
+#[test]
+fn packing_takes_whole_groups_of_the_packed_types_only() {
     let w = weights(Ty::Q4_1, 40, 64, 1);
     let m = WeightMatrix::new(GgmlType::Q4_1, 40, 64, &w).unwrap();
     assert!(
         PackedWeights::pack(&m).is_none(),
         "40 rows: not whole groups"
     );
-    let w = weights(Ty::Q4_0, 32, 64, 1);
-    let m = WeightMatrix::new(GgmlType::Q4_0, 32, 64, &w).unwrap();
-    assert!(PackedWeights::pack(&m).is_none(), "Q4_0 is not packed");
+    let w = weights(Ty::Q8_1, 32, 64, 1);
+    let m = WeightMatrix::new(GgmlType::Q8_1, 32, 64, &w).unwrap();
+    assert!(PackedWeights::pack(&m).is_none(), "Q8_1 is not packed");
+    let w4 = weights(Ty::Q4_0, 32, 64, 1);
+    let m4 = WeightMatrix::new(GgmlType::Q4_0, 32, 64, &w4).unwrap();
+    let p4 = PackedWeights::pack(&m4).expect("Q4_0 packs");
+    assert_eq!((p4.ty(), p4.bytes()), (GgmlType::Q4_0, w4.len()));
+    let w4 = weights(Ty::Q4_0, 24, 64, 1);
+    let m4 = WeightMatrix::new(GgmlType::Q4_0, 24, 64, &w4).unwrap();
+    assert!(
+        PackedWeights::pack(&m4).is_none(),
+        "24 Q4_0 rows: not whole groups"
+    );
     let w8 = weights(Ty::Q8_0, 32, 64, 1);
     let m8 = WeightMatrix::new(GgmlType::Q8_0, 32, 64, &w8).unwrap();
     let p8 = PackedWeights::pack(&m8).expect("Q8_0 packs");

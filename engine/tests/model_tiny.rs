@@ -175,6 +175,7 @@ fn prefill_equals_step_by_step_decode() {
         (GgmlType::F32, 1e-4),
         (GgmlType::Q8_0, 2e-2),
         (GgmlType::Q4_1, 5e-2),
+        (GgmlType::Q4_0, 5e-2),
     ] {
         let spec = TinyLlamaSpec {
             weight_type: wt,

@@ -230,8 +230,9 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
-    /// Q4_K and Q6_K matrices packed 16 rows to a super-block (scales unpacked, each
-    /// sub-block's nibbles laid as a Q4_1 block, Q6_K's top bits re-laid), on every path
+    /// Q4_K, Q5_K and Q6_K matrices packed 16 rows to a super-block (scales unpacked, each
+    /// sub-block's nibbles laid as a Q4_1 block, Q5_K's fifth bits re-laid as Q5_0's,
+    /// Q6_K's top bits re-laid), on every path
     /// with the packed K-quant kernels: every output is the portable path's bit for bit
     /// (the same exact integer sums, scaled and added in the same order), whatever the
     /// batch (register tiles of 8, 4, 2, 1; cache blocks of 64 tokens), on 1 and 2
@@ -239,7 +240,7 @@ proptest! {
     /// each output equals the reference. Only whole 16-row groups are packed.
     #[test]
     fn packed_kquant_products_match_reference_and_portable_bit_for_bit(
-        ty in prop::sample::select(vec![Ty::Q4K, Ty::Q6K]),
+        ty in prop::sample::select(vec![Ty::Q4K, Ty::Q5K, Ty::Q6K]),
         groups in 1usize..5, blocks in 1usize..4,
         n in prop::sample::select(vec![1usize, 2, 3, 5, 8, 9, 13, 64, 65, 77]),
         seed in any::<u64>()) {
@@ -290,6 +291,61 @@ proptest! {
                     let got = y1[i * rows + rr];
                     prop_assert!(close(got, want, mag), "{} {:?} {}x{} n {} y[{},{}] = {}, want {}", isa, ty, rows, cols, n, i, rr, got, want);
                 }
+            }
+        }
+    }
+}
+
+/// Packed Q5_K at the extremes of its integer dot: every quant 31 (nibbles 15, fifth bits
+/// set) or 0, scales and minimums at 63, against activations whose every byte is −128
+/// (a constant block) or alternates ±127: the largest byte-dot sums the kernels hold in
+/// 16 bits give the portable path's bits on every packed path (no saturation).
+#[test]
+fn packed_q5_k_extreme_blocks_match_portable() {
+    let (rows, blocks) = (32, 2);
+    let cols = 256 * blocks;
+    let mut w = Vec::new();
+    for r in 0..rows {
+        for b in 0..blocks {
+            let mut blk = [0u8; 176];
+            r::put_h(&mut blk, 0, 0.25 + r as f32 / 64.0);
+            r::put_h(&mut blk, 2, 0.125);
+            // 6-bit scales and minimums all 63 (`get_scale_min_k4`'s packing).
+            blk[4..16].fill(0xFF);
+            let q = if (r + b) % 4 == 3 { 0x00 } else { 0xFF };
+            blk[16..176].fill(q);
+            w.extend_from_slice(&blk);
+        }
+    }
+    let m = WeightMatrix::new(GgmlType::Q5K, rows, cols, &w).unwrap();
+    let p = PackedWeights::pack(&m).expect("whole 16-row groups pack");
+    let pm = m.with_packed(&p);
+    let n = 9;
+    for x in [
+        vec![-1.0f32; n * cols],
+        (0..n * cols)
+            .map(|e| if e % 2 == 0 { 1.0 } else { -1.0 })
+            .collect(),
+    ] {
+        let mut portable = vec![f32::NAN; n * rows];
+        matmul(&Cpu::new(1, Isa::Portable), &m, &x, n, &mut portable);
+        for isa in Isa::available()
+            .into_iter()
+            .filter(|&i| uses_packed(i, GgmlType::Q5K))
+        {
+            let mut y = vec![f32::NAN; n * rows];
+            matmul(&Cpu::new(2, isa), &pm, &x, n, &mut y);
+            let mut yv = vec![f32::NAN; rows];
+            matvec(&Cpu::new(1, isa), &pm, &x[..cols], &mut yv);
+            for (i, (got, want)) in y.iter().zip(&portable).enumerate() {
+                assert_eq!(
+                    got.to_bits(),
+                    want.to_bits(),
+                    "{isa} y[{i}]: {got} vs portable {want}"
+                );
+            }
+            for (rr, (got, want)) in yv.iter().zip(&portable).enumerate() {
+                assert_eq!(got.to_bits(), want.to_bits(), "{isa} matvec y[{rr}]");
             }
         }
     }

@@ -431,12 +431,18 @@ type PackedKernels = (PackedFn<1>, PackedFn<2>, PackedFn<GROUP>);
 fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
     #[cfg(target_arch = "x86_64")]
     match (isa, ty) {
+        (Isa::Avx2, GgmlType::Q4_0) => return Some(avx2_packed::q4_0x16::<TILE>),
+        (Isa::Avx512, GgmlType::Q4_0) => return Some(avx512::bw::q4_0x16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q4_0) => return Some(avx512::vnni::q4_0x16::<TILE>),
         (Isa::Avx2, GgmlType::Q4_1) => return Some(avx2_packed::q4_1x16::<TILE>),
         // AVX-512 without VNNI takes the AVX2 Q8_0 kernel, and every AVX-512 path the
         // AVX2 Q5_0 one (their features are a subset).
         (Isa::Avx2 | Isa::Avx512, GgmlType::Q8_0) => return Some(avx2_packed::q8_0x16::<TILE>),
         (Isa::Avx2, GgmlType::Q5_0) => return Some(avx2_packed::q5_0x16::<TILE>),
         (Isa::Avx2, GgmlType::Q4K) => return Some(avx2_packed::q4_kx16::<TILE>),
+        (Isa::Avx2, GgmlType::Q5K) => return Some(avx2_packed::q5_kx16::<TILE>),
+        (Isa::Avx512, GgmlType::Q5K) => return Some(avx512::bw::q5_kx16::<TILE>),
+        (Isa::Avx512Vnni, GgmlType::Q5K) => return Some(avx512::vnni::q5_kx16::<TILE>),
         (Isa::Avx2, GgmlType::Q6K) => return Some(avx2_packed::q6_kx16::<TILE>),
         (Isa::Avx512, GgmlType::Q5_0) => return Some(avx512::bw::q5_0x16::<TILE>),
         (Isa::Avx512, GgmlType::Q4K) => return Some(avx512::bw::q4_kx16::<TILE>),
@@ -457,6 +463,27 @@ fn packed_tile_kernel(isa: Isa, ty: GgmlType) -> Option<PackedFn<TILE>> {
 fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
     #[cfg(target_arch = "x86_64")]
     match (isa, ty) {
+        (Isa::Avx2, GgmlType::Q4_0) => {
+            return Some((
+                avx2_packed::q4_0x16::<1>,
+                avx2_packed::q4_0x16::<2>,
+                avx2_packed::q4_0x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512, GgmlType::Q4_0) => {
+            return Some((
+                avx512::bw::q4_0x16::<1>,
+                avx512::bw::q4_0x16::<2>,
+                avx512::bw::q4_0x16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q4_0) => {
+            return Some((
+                avx512::vnni::q4_0x16::<1>,
+                avx512::vnni::q4_0x16::<2>,
+                avx512::vnni::q4_0x16::<GROUP>,
+            ));
+        }
         (Isa::Avx2, GgmlType::Q4_1) => {
             return Some((
                 avx2_packed::q4_1x16::<1>,
@@ -476,6 +503,27 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
                 avx2_packed::q4_kx16::<1>,
                 avx2_packed::q4_kx16::<2>,
                 avx2_packed::q4_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx2, GgmlType::Q5K) => {
+            return Some((
+                avx2_packed::q5_kx16::<1>,
+                avx2_packed::q5_kx16::<2>,
+                avx2_packed::q5_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512, GgmlType::Q5K) => {
+            return Some((
+                avx512::bw::q5_kx16::<1>,
+                avx512::bw::q5_kx16::<2>,
+                avx512::bw::q5_kx16::<GROUP>,
+            ));
+        }
+        (Isa::Avx512Vnni, GgmlType::Q5K) => {
+            return Some((
+                avx512::vnni::q5_kx16::<1>,
+                avx512::vnni::q5_kx16::<2>,
+                avx512::vnni::q5_kx16::<GROUP>,
             ));
         }
         (Isa::Avx2, GgmlType::Q6K) => {
@@ -562,10 +610,11 @@ fn packed_kernels(isa: Isa, ty: GgmlType) -> Option<PackedKernels> {
 }
 
 /// Whether the products take [`PackedWeights`] of type `ty` on `isa` (a model packs its
-/// matrices only then): Q4_1, Q5_0, Q8_0, Q4_K and Q6_K on every SIMD path. Q8_0 on
-/// AVX-512 without VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of weights
-/// offset by 128 would saturate. The Q5_0, Q4_K and Q6_K kernels of the AVX-512 paths equal
-/// the AVX2 ones bit for bit (the K-quant ones are the portable path's bits).
+/// matrices only then): Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K on every SIMD path.
+/// Q8_0 on AVX-512 without VNNI takes the AVX2 kernel (sign trick): a `vpmaddubsw` dot of
+/// weights offset by 128 would saturate. The Q4_0, Q5_0 and K-quant kernels of the AVX-512
+/// paths equal the AVX2 ones bit for bit (the Q4_0 and K-quant ones are the portable
+/// path's bits).
 pub fn uses_packed(isa: Isa, ty: GgmlType) -> bool {
     packed_kernels(isa, ty).is_some()
 }
@@ -632,13 +681,14 @@ fn packed_rows(
 
 /// The packed kernels of the offset types take `o · Σ qs` of each activation block in
 /// `s` (Q8_0 activations carry no sums of their own): AVX-512 VNNI's Q8_0 kernel (weights
-/// stored plus 128: `o` = 128) and the Q5_0 kernel (quants taken unsigned, `q` = value +
-/// 16: `o` = 16). Those sums per row of `a` for such a packing, nothing for another. The
+/// stored plus 128: `o` = 128), the Q5_0 kernel (quants taken unsigned, `q` = value +
+/// 16: `o` = 16) and the Q4_0 kernel (`q` = value + 8: `o` = 8). Those sums per row of `a` for such a packing, nothing for another. The
 /// AVX2 Q8_0 kernel does not read them.
 fn offset_sums(p: &PackedWeights, a: &[Q8Row<'_>]) -> Vec<Vec<f32>> {
     let o = match p.ty() {
         GgmlType::Q8_0 => 128,
         GgmlType::Q5_0 => 16,
+        GgmlType::Q4_0 => 8,
         _ => return Vec::new(),
     };
     a.iter()

@@ -14,15 +14,16 @@
 //! `acc = fma(m_w, s_a, acc)`), so a packed product here equals the AVX-512 one bit for
 //! bit.
 //!
-//! The K-quant kernels (Q4_K, Q6_K with Q8_K activations; taken on every SIMD path) keep
-//! a stronger rule: per lane they compute the exact integer sums of the portable
+//! The Q4_0 kernel and the K-quant kernels (Q4_K, Q5_K, Q6_K with Q8_K activations; taken
+//! on every SIMD path) keep a stronger rule: per lane they compute the exact integer sums of the portable
 //! `block_ints` / `block_int` and scale and add them with the portable kernels' own float
 //! operations in the same order (no fused multiply-add), so a packed K-quant product
 //! equals the portable path, and the row kernels, bit for bit.
 
 use super::avx2::check_q8;
 use super::packed::{
-    X16_BLOCK, X16_BLOCK_Q4K, X16_BLOCK_Q5_0, X16_BLOCK_Q6K, X16_BLOCK_Q8_0, X16_ROWS,
+    X16_BLOCK, X16_BLOCK_Q4_0, X16_BLOCK_Q4K, X16_BLOCK_Q5_0, X16_BLOCK_Q5K, X16_BLOCK_Q6K,
+    X16_BLOCK_Q8_0, X16_ROWS,
 };
 use crate::quant::{Q8Row, QK, QK_K};
 use core::arch::x86_64::*;
@@ -137,6 +138,77 @@ fn q4_1_half<const M: usize>(
     }
     for i in 0..M {
         // SAFETY: `out[i][HALF * h ..]` holds 8 f32 (`h < 2`).
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
+
+/// Q4_0 weights packed 16 rows to a block (one group of [`super::packed`]) · Q8_0
+/// activations whose `s[b]` holds `8 · Σ qs` of block `b`: `out[i][j]` = row `j` of the
+/// group · activation row `i`, bit for bit the portable `ggml_vec_dot_q4_0_q8_0` of
+/// [`crate::quant::Q4_0`].
+///
+/// The nibbles are taken unsigned (0..15) in `vpmaddubsw`, eight of them summed in i16 as
+/// for Q4_1 (at most 30720, no saturation), and `8 · Σ a` comes off the exact integer
+/// dot, which gives `Σ (q − 8) · a` exactly (integers below 2^24). The float steps are
+/// the portable kernel's (`acc + sumi · (d_w · d_a)`, no fused multiply-add).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q4_0x16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK_Q4_0;
+    check_q8(nb, a, true);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q4_0_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q4_0 group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q4_0x16`]); `nb` blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q4_0_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK_Q4_0);
+    let low = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: as in `q4_1_half`.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK_Q4_0);
+            if h == 0 {
+                for l in 0..X16_BLOCK_Q4_0.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let mut s16 = [_mm256_setzero_si256(); M];
+            for k in 0..4 {
+                let raw = _mm256_loadu_si256(p.add(32 + 64 * k + 32 * h) as *const _);
+                let lo = _mm256_and_si256(raw, low);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low);
+                for i in 0..M {
+                    let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                    let x = _mm256_set1_epi32(rd32(qa.add(4 * k)));
+                    let y = _mm256_set1_epi32(rd32(qa.add(16 + 4 * k)));
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(lo, x));
+                    s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(hi, y));
+                }
+            }
+            for i in 0..M {
+                let dot = _mm256_sub_ps(
+                    _mm256_cvtepi32_ps(_mm256_madd_epi16(s16[i], ones)),
+                    _mm256_set1_ps(*a[i].s.get_unchecked(b)),
+                );
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*a[i].d.get_unchecked(b)));
+                acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(dot, scale));
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: as in `q4_1_half`.
         unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
     }
 }
@@ -397,6 +469,123 @@ fn q4_k_half<const M: usize>(
                 }
                 for i in 0..M {
                     sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(s16[i], sc));
+                    let bs = a[i].bsums.get_unchecked(b * 16 + 2 * s..b * 16 + 2 * s + 2);
+                    let pair = _mm256_set1_epi32(sum_pair(bs[0], bs[1]));
+                    summ[i] = _mm256_add_epi32(summ[i], _mm256_madd_epi16(mn, pair));
+                }
+            }
+            for i in 0..M {
+                let da = _mm256_set1_ps(*a[i].d.get_unchecked(b));
+                let t = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sumi[i]));
+                let m = _mm256_mul_ps(_mm256_mul_ps(mw, da), _mm256_cvtepi32_ps(summ[i]));
+                acc[i] = _mm256_sub_ps(_mm256_add_ps(acc[i], t), m);
+            }
+        }
+    }
+    for i in 0..M {
+        // SAFETY: as in `q4_1_half`.
+        unsafe { _mm256_storeu_ps(out[i].as_mut_ptr().add(HALF * h), acc[i]) };
+    }
+}
+
+/// Five bit-4 masks of a packed Q5_0 / Q5_K fifth-bit run `qh` (one u32 per lane): for
+/// `k < 4`, `.0[k]` puts bit `8t + k` at bit 4 of byte `t` (the low nibbles of 4-byte run
+/// `k`), `.1[k]` bit `8t + 4 + k` (the high nibbles); other bits are not masked off.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn fifth_bits(qh: __m256i) -> ([__m256i; 4], [__m256i; 4]) {
+    (
+        [
+            _mm256_slli_epi32::<4>(qh),
+            _mm256_slli_epi32::<3>(qh),
+            _mm256_slli_epi32::<2>(qh),
+            _mm256_slli_epi32::<1>(qh),
+        ],
+        [
+            qh,
+            _mm256_srli_epi32::<1>(qh),
+            _mm256_srli_epi32::<2>(qh),
+            _mm256_srli_epi32::<3>(qh),
+        ],
+    )
+}
+
+/// Q5_K weights packed 16 rows to a super-block (one group of [`super::packed`]) · Q8_K
+/// activations: `out[i][j]` = row `j` of the group · activation row `i`, bit for bit the
+/// portable `ggml_vec_dot_q5_K_q8_K` of [`crate::quant::Q5K`].
+///
+/// As [`q4_kx16`] with the 5-bit quants (nibble | fifth bit · 16, 0..31, one shift and
+/// one mask of the re-laid fifth bits per 4-byte run): a `vpmaddubsw` pair sum is then at
+/// most 2 · 31 · 128 = 7936, so the i16 sums are scaled into i32 (`vpmaddwd` with the
+/// lane's scale pair) every two runs (four products, at most 31744: no saturation).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q5_kx16<const N: usize>(g: &[u8], a: &[Q8Row<'_>; N]) -> [[f32; X16_ROWS]; N] {
+    let nb = g.len() / X16_BLOCK_Q5K;
+    check_q8k(nb, a);
+    let mut out = [[0.0f32; X16_ROWS]; N];
+    by_halves_and_rows!(a, out, q5_k_half(g, nb));
+    out
+}
+
+/// Rows `8h .. 8h + 8` of one packed Q5_K group times `M` activation rows into
+/// `out[i][8h .. 8h + 8]` (see [`q5_kx16`]); `nb` super-blocks, checked by the caller.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn q5_k_half<const M: usize>(
+    g: &[u8],
+    nb: usize,
+    a: &[Q8Row<'_>; M],
+    h: usize,
+    out: &mut [[f32; X16_ROWS]; M],
+) {
+    assert!(h < 2 && g.len() >= nb * X16_BLOCK_Q5K);
+    let low = _mm256_set1_epi8(0x0F);
+    let bit4 = _mm256_set1_epi8(0x10);
+    let mut acc = [_mm256_setzero_ps(); M];
+    for b in 0..nb {
+        // SAFETY: as in `q4_k_half`.
+        unsafe {
+            let p = g.as_ptr().add(b * X16_BLOCK_Q5K);
+            if h == 0 {
+                for l in 0..X16_BLOCK_Q5K.div_ceil(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                }
+            }
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * HALF * h) as *const _));
+            let mw = _mm256_cvtph_ps(_mm_loadu_si128(p.add(32 + 2 * HALF * h) as *const _));
+            let mut sumi = [_mm256_setzero_si256(); M];
+            let mut summ = [_mm256_setzero_si256(); M];
+            for s in 0..8 {
+                let sc = lane_pairs::<false>(p.add(64 + 16 * s + HALF * h));
+                let mn = lane_pairs::<false>(p.add(192 + 16 * s + HALF * h));
+                let (lo_bits, hi_bits) =
+                    fifth_bits(_mm256_loadu_si256(p.add(2368 + 64 * s + 32 * h) as *const _));
+                let mut s16 = [_mm256_setzero_si256(); M];
+                for k in 0..4 {
+                    let raw =
+                        _mm256_loadu_si256(p.add(320 + 256 * s + 64 * k + 32 * h) as *const _);
+                    let lo = _mm256_or_si256(
+                        _mm256_and_si256(raw, low),
+                        _mm256_and_si256(lo_bits[k], bit4),
+                    );
+                    let hi = _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(raw), low),
+                        _mm256_and_si256(hi_bits[k], bit4),
+                    );
+                    for i in 0..M {
+                        let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * s) as *const u8;
+                        let x = _mm256_set1_epi32(rd32(qa.add(4 * k)));
+                        let y = _mm256_set1_epi32(rd32(qa.add(16 + 4 * k)));
+                        s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(lo, x));
+                        s16[i] = _mm256_add_epi16(s16[i], _mm256_maddubs_epi16(hi, y));
+                    }
+                    if k % 2 == 1 {
+                        for i in 0..M {
+                            sumi[i] = _mm256_add_epi32(sumi[i], _mm256_madd_epi16(s16[i], sc));
+                            s16[i] = _mm256_setzero_si256();
+                        }
+                    }
+                }
+                for i in 0..M {
                     let bs = a[i].bsums.get_unchecked(b * 16 + 2 * s..b * 16 + 2 * s + 2);
                     let pair = _mm256_set1_epi32(sum_pair(bs[0], bs[1]));
                     summ[i] = _mm256_add_epi32(summ[i], _mm256_madd_epi16(mn, pair));

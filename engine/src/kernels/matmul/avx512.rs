@@ -9,7 +9,10 @@
 //! summation order.
 
 use super::avx2;
-use super::packed::{X16_BLOCK, X16_BLOCK_Q4K, X16_BLOCK_Q5_0, X16_BLOCK_Q6K, X16_BLOCK_Q8_0};
+use super::packed::{
+    X16_BLOCK, X16_BLOCK_Q4_0, X16_BLOCK_Q4K, X16_BLOCK_Q5_0, X16_BLOCK_Q5K, X16_BLOCK_Q6K,
+    X16_BLOCK_Q8_0,
+};
 use crate::quant::{Q8Row, QK, QK_K};
 use core::arch::x86_64::*;
 
@@ -216,6 +219,55 @@ macro_rules! avx512_kernels {
             lanes16(acc)
         }
 
+        /// Q4_0 weights packed 16 rows to a block (one group of [`super::super::packed`])
+        /// · Q8_0 activations whose `s[b]` holds `8 · Σ qs` of block `b`, bit for bit the
+        /// portable `ggml_vec_dot_q4_0_q8_0` (as `avx2_packed::q4_0x16`, on all sixteen
+        /// lanes at once): the unsigned nibbles' byte dots accumulate in i32 by this
+        /// module's byte dot, `8 · Σ a` comes off the exact sum, and the float steps are
+        /// the portable kernel's (`acc + sumi · (d_w · d_a)`, no fused multiply-add).
+        #[target_feature(enable = $feat)]
+        pub(in super::super) fn q4_0x16<const N: usize>(
+            g: &[u8],
+            a: &[Q8Row<'_>; N],
+        ) -> [[f32; 16]; N] {
+            let nb = g.len() / X16_BLOCK_Q4_0;
+            check_q8(nb, a, true);
+            let mut acc = [_mm512_setzero_ps(); N];
+            let low = _mm512_set1_epi8(0x0F);
+            for b in 0..nb {
+                // SAFETY: block b < nb of the group and of every activation row (checked).
+                unsafe {
+                    let p = g.as_ptr().add(b * X16_BLOCK_Q4_0);
+                    for l in 0..X16_BLOCK_Q4_0.div_ceil(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                    let mut lo = [_mm512_setzero_si512(); 4];
+                    let mut hi = [_mm512_setzero_si512(); 4];
+                    for k in 0..4 {
+                        let raw = _mm512_loadu_si512(p.add(32 + 64 * k) as *const _);
+                        lo[k] = _mm512_and_si512(raw, low);
+                        hi[k] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
+                    }
+                    for i in 0..N {
+                        let qa = a[i].qs.as_ptr().add(b * QK) as *const u8;
+                        let mut s = _mm512_setzero_si512();
+                        for k in 0..4 {
+                            s = $dacc512(s, lo[k], _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                            s = $dacc512(s, hi[k], _mm512_set1_epi32(rd32(qa.add(16 + 4 * k))));
+                        }
+                        let dot = _mm512_sub_ps(
+                            _mm512_cvtepi32_ps(s),
+                            _mm512_set1_ps(*a[i].s.get_unchecked(b)),
+                        );
+                        let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*a[i].d.get_unchecked(b)));
+                        acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(dot, scale));
+                    }
+                }
+            }
+            lanes16(acc)
+        }
+
         /// Q5_0 weights packed 16 rows to a block (one group of [`super::super::packed`],
         /// fifth bits re-laid) · Q8_0 activations whose `s[b]` holds `16 · Σ qs` of block
         /// `b`: the AVX2 kernel's steps (`avx2_packed::q5_0x16`) on all sixteen lanes at
@@ -325,6 +377,92 @@ macro_rules! avx512_kernels {
                             let raw = _mm512_loadu_si512(p.add(320 + 256 * s + 64 * k) as *const _);
                             lo[k] = _mm512_and_si512(raw, low);
                             hi[k] = _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low);
+                        }
+                        for i in 0..N {
+                            let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * s) as *const u8;
+                            let mut d = _mm512_setzero_si512();
+                            for k in 0..4 {
+                                d = $dacc512(d, lo[k], _mm512_set1_epi32(rd32(qa.add(4 * k))));
+                                d = $dacc512(d, hi[k], _mm512_set1_epi32(rd32(qa.add(16 + 4 * k))));
+                            }
+                            sumi[i] = _mm512_add_epi32(sumi[i], _mm512_mullo_epi32(d, sc));
+                            let bs = a[i].bsums.get_unchecked(b * 16 + 2 * s..b * 16 + 2 * s + 2);
+                            let pair = _mm512_set1_epi32(sum_pair(bs[0], bs[1]));
+                            summ[i] = _mm512_add_epi32(summ[i], _mm512_madd_epi16(mn, pair));
+                        }
+                    }
+                    for i in 0..N {
+                        let da = _mm512_set1_ps(*a[i].d.get_unchecked(b));
+                        let t = _mm512_mul_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(sumi[i]));
+                        let m = _mm512_mul_ps(_mm512_mul_ps(mw, da), _mm512_cvtepi32_ps(summ[i]));
+                        acc[i] = _mm512_sub_ps(_mm512_add_ps(acc[i], t), m);
+                    }
+                }
+            }
+            lanes16(acc)
+        }
+
+        /// Q5_K weights packed 16 rows to a super-block (one group of
+        /// [`super::super::packed`]) · Q8_K activations, bit for bit the portable
+        /// `ggml_vec_dot_q5_K_q8_K` (as `avx2_packed::q5_kx16`, on all sixteen lanes at
+        /// once): `q4_kx16` with each nibble's fifth bit put at bit 4 (one
+        /// shift and one mask of the re-laid bits per 4-byte run); this module's byte dot
+        /// accumulates in i32, so the larger quants cannot saturate.
+        #[target_feature(enable = $feat)]
+        pub(in super::super) fn q5_kx16<const N: usize>(
+            g: &[u8],
+            a: &[Q8Row<'_>; N],
+        ) -> [[f32; 16]; N] {
+            let nb = g.len() / X16_BLOCK_Q5K;
+            check_q8k(nb, a);
+            let mut acc = [_mm512_setzero_ps(); N];
+            let low = _mm512_set1_epi8(0x0F);
+            let bit4 = _mm512_set1_epi8(0x10);
+            for b in 0..nb {
+                // SAFETY: super-block b < nb of the group and of every activation row
+                // (checked); every read stays inside the block.
+                unsafe {
+                    let p = g.as_ptr().add(b * X16_BLOCK_Q5K);
+                    for l in 0..X16_BLOCK_Q5K.div_ceil(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH + 64 * l) as *const i8);
+                    }
+                    let dw = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const _));
+                    let mw = _mm512_cvtph_ps(_mm256_loadu_si256(p.add(32) as *const _));
+                    let mut sumi = [_mm512_setzero_si512(); N];
+                    let mut summ = [_mm512_setzero_si512(); N];
+                    for s in 0..8 {
+                        let sc =
+                            _mm512_cvtepu8_epi32(_mm_loadu_si128(p.add(64 + 16 * s) as *const _));
+                        let mn = lane_pairs512(_mm512_cvtepu8_epi32(_mm_loadu_si128(
+                            p.add(192 + 16 * s) as *const _,
+                        )));
+                        let qh = _mm512_loadu_si512(p.add(2368 + 64 * s) as *const _);
+                        // Bit 8t + k (low runs) and 8t + 4 + k (high runs) moved to bit 4
+                        // of byte t.
+                        let lo_bits = [
+                            _mm512_slli_epi32::<4>(qh),
+                            _mm512_slli_epi32::<3>(qh),
+                            _mm512_slli_epi32::<2>(qh),
+                            _mm512_slli_epi32::<1>(qh),
+                        ];
+                        let hi_bits = [
+                            qh,
+                            _mm512_srli_epi32::<1>(qh),
+                            _mm512_srli_epi32::<2>(qh),
+                            _mm512_srli_epi32::<3>(qh),
+                        ];
+                        let mut lo = [_mm512_setzero_si512(); 4];
+                        let mut hi = [_mm512_setzero_si512(); 4];
+                        for k in 0..4 {
+                            let raw = _mm512_loadu_si512(p.add(320 + 256 * s + 64 * k) as *const _);
+                            lo[k] = _mm512_or_si512(
+                                _mm512_and_si512(raw, low),
+                                _mm512_and_si512(lo_bits[k], bit4),
+                            );
+                            hi[k] = _mm512_or_si512(
+                                _mm512_and_si512(_mm512_srli_epi16::<4>(raw), low),
+                                _mm512_and_si512(hi_bits[k], bit4),
+                            );
                         }
                         for i in 0..N {
                             let qa = a[i].qs.as_ptr().add(b * QK_K + 32 * s) as *const u8;

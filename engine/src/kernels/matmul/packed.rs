@@ -1,4 +1,4 @@
-//! Q4_1, Q5_0 and Q8_0 weight matrices re-laid 16 output rows to a block, for the AVX2 and AVX-512 kernels that put one weight row in each 32-bit lane.
+//! Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weight matrices re-laid 16 output rows to a block, for the AVX2 and AVX-512 kernels that put one weight row in each 32-bit lane.
 //!
 //! Layout (this project's own): the rows are cut into groups of [`X16_ROWS`]; group `g`
 //! (rows `16g .. 16g + 16`) is its `cols / 32` blocks one after another. A Q4_1 block is
@@ -9,6 +9,9 @@
 //! | `0 .. 32` | the 16 rows' f16 scales `d`, row `j` at `2j` |
 //! | `32 .. 64` | the 16 rows' f16 minimums `m` |
 //! | `64 + 64k .. 128 + 64k`, `k < 4` | bytes `4k .. 4k + 4` of each row's 16 nibble bytes, row `j` at `4j` |
+//!
+//! A Q4_0 block is [`X16_BLOCK_Q4_0`] bytes: the 16 rows' f16 scales, then, as for Q4_1,
+//! for `k < 4` at `32 + 64k` bytes `4k .. 4k + 4` of each row's 16 nibble bytes.
 //!
 //! A Q5_0 block is [`X16_BLOCK_Q5_0`] bytes: the 16 rows' f16 scales; at `32 + 4j` row
 //! `j`'s 32 fifth bits re-laid for the kernels (bit `8t + k` is element `4k + t`'s, bit
@@ -34,6 +37,11 @@
 //! `32s + 16 + 4k + t` (`t < 4`): a sub-block is laid as a Q4_1 block is, so one 4-byte
 //! run holds quants of one scale only.
 //!
+//! A Q5_K block is [`X16_BLOCK_Q5K`] bytes: the Q4_K layout of its low four bits (scales,
+//! minimums and nibbles at the same offsets), then for each sub-block `s` at
+//! `2368 + 64s + 4j` row `j`'s 32 fifth bits re-laid as a Q5_0 block's (bit `8t + k` is
+//! element `32s + 4k + t`'s, bit `8t + 4 + k` element `32s + 16 + 4k + t`'s).
+//!
 //! A Q6_K block is [`X16_BLOCK_Q6K`] bytes: at `0` the 16 rows' f16 `d`; at `32 + 16s + j`
 //! row `j`'s signed scale of sub-block `s` (`s < 16`, 16 elements each); then for each
 //! pair `u < 8` of sub-blocks (elements `32u .. 32u + 32`) at `288 + 384u`: for `k < 4` at
@@ -45,7 +53,7 @@
 //! shift and one mask put each at bit 4 of its byte.
 //!
 //! A packed matrix is the same size as the GGML one, but for Q4_K (148 bytes per row and
-//! super-block instead of 144: the scales unpacked).
+//! super-block instead of 144: the scales unpacked) and Q5_K (180 instead of 176).
 
 use super::WeightMatrix;
 use crate::gguf::GgmlType;
@@ -54,12 +62,16 @@ use crate::gguf::GgmlType;
 pub const X16_ROWS: usize = 16;
 /// Bytes of one packed Q4_1 block: 16 rows × 20 bytes.
 pub const X16_BLOCK: usize = X16_ROWS * 20;
+/// Bytes of one packed Q4_0 block: 16 rows × 18 bytes.
+pub const X16_BLOCK_Q4_0: usize = X16_ROWS * 18;
 /// Bytes of one packed Q8_0 block: 16 rows × 34 bytes.
 pub const X16_BLOCK_Q8_0: usize = X16_ROWS * 34;
 /// Bytes of one packed Q5_0 block: 16 rows × 22 bytes.
 pub const X16_BLOCK_Q5_0: usize = X16_ROWS * 22;
 /// Bytes of one packed Q4_K super-block (256 elements): 16 rows × 148 bytes.
 pub const X16_BLOCK_Q4K: usize = X16_ROWS * 148;
+/// Bytes of one packed Q5_K super-block (256 elements): 16 rows × 180 bytes.
+pub const X16_BLOCK_Q5K: usize = X16_ROWS * 180;
 /// Bytes of one packed Q6_K super-block (256 elements): 16 rows × 210 bytes.
 pub const X16_BLOCK_Q6K: usize = X16_ROWS * 210;
 
@@ -71,6 +83,19 @@ fn q4_k_quants(blk: &[u8]) -> [u8; 256] {
             let b = blk[16 + 32 * c + l];
             q[64 * c + l] = b & 0xF;
             q[64 * c + 32 + l] = b >> 4;
+        }
+    }
+    q
+}
+
+/// The 5-bit quants (0..31) of a Q5_K block (176 bytes), element order.
+fn q5_k_quants(blk: &[u8]) -> [u8; 256] {
+    let mut q = [0u8; 256];
+    for c in 0..4 {
+        for l in 0..32 {
+            let (b, h) = (blk[48 + 32 * c + l], blk[16 + l]);
+            q[64 * c + l] = (b & 0xF) | (((h >> (2 * c)) & 1) << 4);
+            q[64 * c + 32 + l] = (b >> 4) | (((h >> (2 * c + 1)) & 1) << 4);
         }
     }
     q
@@ -94,6 +119,24 @@ fn q6_k_quants(blk: &[u8]) -> [u8; 256] {
 
 /// Row `j`'s part of one packed Q4_K super-block `dst` from its GGML block `src`.
 fn pack_q4_k(src: &[u8], j: usize, dst: &mut [u8]) {
+    pack_k4_low(src, &q4_k_quants(src), j, dst);
+}
+
+/// Row `j`'s part of one packed Q5_K super-block `dst` from its GGML block `src`.
+fn pack_q5_k(src: &[u8], j: usize, dst: &mut [u8]) {
+    let q = q5_k_quants(src);
+    pack_k4_low(src, &q, j, dst);
+    for s in 0..8 {
+        let fifth = (0..32).fold(0u32, |acc, e| acc | (((q[32 * s + e] >> 4) as u32) << e));
+        let at = 2368 + 64 * s + 4 * j;
+        dst[at..at + 4].copy_from_slice(&q5_fifth_bits_packed(fifth).to_le_bytes());
+    }
+}
+
+/// Row `j`'s scales, minimums and the low four bits of its quants `q` (element order) in
+/// the Q4_K layout of one packed super-block `dst`, from its GGML Q4_K or Q5_K block `src`
+/// (the two share `d`, `dmin` and the 12 scale bytes at the start).
+fn pack_k4_low(src: &[u8], q: &[u8; 256], j: usize, dst: &mut [u8]) {
     dst[2 * j..2 * j + 2].copy_from_slice(&src[0..2]);
     dst[32 + 2 * j..34 + 2 * j].copy_from_slice(&src[2..4]);
     let (sc, m) = crate::quant::scales_mins_k4(&src[4..16]);
@@ -101,12 +144,11 @@ fn pack_q4_k(src: &[u8], j: usize, dst: &mut [u8]) {
         dst[64 + 16 * s + j] = sc[s];
         dst[192 + 16 * s + j] = m[s];
     }
-    let q = q4_k_quants(src);
     for s in 0..8 {
         for k in 0..4 {
             for t in 0..4 {
                 let e = 32 * s + 4 * k + t;
-                dst[320 + 256 * s + 64 * k + 4 * j + t] = q[e] | (q[e + 16] << 4);
+                dst[320 + 256 * s + 64 * k + 4 * j + t] = (q[e] & 0xF) | ((q[e + 16] & 0xF) << 4);
             }
         }
     }
@@ -146,7 +188,7 @@ fn q5_fifth_bits_packed(qh: u32) -> u32 {
     out
 }
 
-/// A Q4_1, Q5_0, Q8_0, Q4_K or Q6_K `[rows, cols]` matrix in the 16-row layout of this module, owned.
+/// A Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K `[rows, cols]` matrix in the 16-row layout of this module, owned.
 #[derive(Clone)]
 pub struct PackedWeights {
     ty: GgmlType,
@@ -166,15 +208,17 @@ impl std::fmt::Debug for PackedWeights {
 }
 
 impl PackedWeights {
-    /// Re-lay `w` when it is Q4_1, Q5_0, Q8_0, Q4_K or Q6_K with a row count that is a
+    /// Re-lay `w` when it is Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K or Q6_K with a row count that is a
     /// multiple of [`X16_ROWS`]; `None` for any other matrix (it keeps the row-by-row
     /// kernels).
     pub fn pack(w: &WeightMatrix<'_>) -> Option<PackedWeights> {
         let (rb, block) = match w.ty() {
+            GgmlType::Q4_0 => (18, X16_BLOCK_Q4_0),
             GgmlType::Q4_1 => (20, X16_BLOCK),
             GgmlType::Q8_0 => (34, X16_BLOCK_Q8_0),
             GgmlType::Q5_0 => (22, X16_BLOCK_Q5_0),
             GgmlType::Q4K => (144, X16_BLOCK_Q4K),
+            GgmlType::Q5K => (176, X16_BLOCK_Q5K),
             GgmlType::Q6K => (210, X16_BLOCK_Q6K),
             _ => return None,
         };
@@ -192,12 +236,21 @@ impl PackedWeights {
                         pack_q4_k(src, j, dst);
                         continue;
                     }
+                    if w.ty() == GgmlType::Q5K {
+                        pack_q5_k(src, j, dst);
+                        continue;
+                    }
                     if w.ty() == GgmlType::Q6K {
                         pack_q6_k(src, j, dst);
                         continue;
                     }
                     dst[2 * j..2 * j + 2].copy_from_slice(&src[0..2]);
-                    if w.ty() == GgmlType::Q4_1 {
+                    if w.ty() == GgmlType::Q4_0 {
+                        for k in 0..4 {
+                            let at = 32 + 64 * k + 4 * j;
+                            dst[at..at + 4].copy_from_slice(&src[2 + 4 * k..6 + 4 * k]);
+                        }
+                    } else if w.ty() == GgmlType::Q4_1 {
                         dst[32 + 2 * j..34 + 2 * j].copy_from_slice(&src[2..4]);
                         for k in 0..4 {
                             let at = 64 + 64 * k + 4 * j;
@@ -254,9 +307,11 @@ impl PackedWeights {
     /// Group `g`'s blocks (rows `16g .. 16g + 16`).
     pub(super) fn group(&self, g: usize) -> &[u8] {
         let block = match self.ty {
+            GgmlType::Q4_0 => X16_BLOCK_Q4_0,
             GgmlType::Q4_1 => X16_BLOCK,
             GgmlType::Q5_0 => X16_BLOCK_Q5_0,
             GgmlType::Q4K => X16_BLOCK_Q4K,
+            GgmlType::Q5K => X16_BLOCK_Q5K,
             GgmlType::Q6K => X16_BLOCK_Q6K,
             _ => X16_BLOCK_Q8_0,
         };
