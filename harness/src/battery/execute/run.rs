@@ -1333,9 +1333,8 @@ pub(crate) fn verdict_line(
             // which gate keeps it out).
             Verdict::NotCompiled => format!(
                 "{tag}: not compiled ({})",
-                j.reasons
-                    .first()
-                    .map_or("", |r| r.trim_start_matches("not compiled under the catalog's configuration: "))
+                j.reasons.first().map_or("", |r| r
+                    .trim_start_matches("not compiled under the catalog's configuration: "))
             ),
             v => format!("{tag}: {v}"),
         };
