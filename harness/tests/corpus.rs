@@ -1089,12 +1089,15 @@ fn init_lists_the_code_the_default_features_leave_out_and_offers_the_sets() {
     let out = sb.ws.join("mutations/starter.toml");
     let run = sb.run(&["init", "--workspace", ws, "--output", out.to_str().unwrap()]);
     run.expect_code(0).stdout_has(
-        "the default features leave 5 gated place(s) of the code out (features: extra)",
+        "the default features leave 7 gated place(s) of the code out (features: extra, fast)",
     );
     let text = std::fs::read_to_string(&out).unwrap();
     for line in [
         "#   src/lib.rs:8  #[cfg(feature = \"extra\")]\n",
         "#   src/lib.rs:77  #![cfg(feature = \"extra\")]\n",
+        "#   src/lib.rs:37  cfg_if! branch #[cfg(feature = \"fast\")]\n",
+        "#   src/lib.rs:70  #[cfg_attr(not(feature = \"extra\"), cfg(any()))]\n",
+        "# [[config]]\n# name = \"fast\"\n# features = [\"fast\"]\n",
         "# [[config]]\n# name = \"extra\"\n# features = [\"extra\"]\n",
         "# [[config]]\n# name = \"all-features\"\n# all_features = true\n",
     ] {

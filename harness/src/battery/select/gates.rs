@@ -406,33 +406,121 @@ pub fn left_out_by_default(text: &str, on: &BTreeSet<String>) -> Vec<LeftOut> {
         on: &'a BTreeSet<String>,
         out: Vec<LeftOut>,
     }
-    impl<'ast> syn::visit::Visit<'ast> for Attrs<'_> {
-        fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
-            use syn::spanned::Spanned;
-            if !a.path().is_ident("cfg") {
-                return;
-            }
-            let Ok(meta) = a.parse_args::<syn::Meta>() else {
-                return;
-            };
-            let cfg = parse_cfg(&meta);
-            if !cfg.mentions_feature() || cfg.eval(self.on) != Some(false) {
-                return;
-            }
-            let mut features = Vec::new();
-            cfg.feature_names(&mut features);
-            let written = self
-                .src
-                .get(a.span().byte_range())
+    impl Attrs<'_> {
+        fn text(&self, r: std::ops::Range<usize>) -> String {
+            self.src
+                .get(r)
                 .unwrap_or_default()
                 .split_whitespace()
                 .collect::<Vec<_>>()
-                .join(" ");
+                .join(" ")
+        }
+
+        fn push(&mut self, line: usize, written: String, cfgs: &[&Cfg]) {
+            let mut features = Vec::new();
+            for c in cfgs {
+                c.feature_names(&mut features);
+            }
             self.out.push(LeftOut {
-                line: a.pound_token.spans[0].start().line,
+                line,
                 written,
                 features,
             });
+        }
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Attrs<'_> {
+        fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+            use syn::spanned::Spanned;
+            let line = a.pound_token.spans[0].start().line;
+            if a.path().is_ident("cfg") {
+                let Ok(meta) = a.parse_args::<syn::Meta>() else {
+                    return;
+                };
+                let cfg = parse_cfg(&meta);
+                if cfg.mentions_feature() && cfg.eval(self.on) == Some(false) {
+                    let written = self.text(a.span().byte_range());
+                    self.push(line, written, &[&cfg]);
+                }
+            } else if a.path().is_ident("cfg_attr") {
+                // `cfg_attr(P, cfg(Q))` shuts its item where P holds and Q does not.
+                let Ok(args) = a.parse_args_with(
+                    syn::punctuated::Punctuated::<syn::Meta, syn::Token![,]>::parse_terminated,
+                ) else {
+                    return;
+                };
+                let mut it = args.iter();
+                let Some(pred) = it.next().map(parse_cfg) else {
+                    return;
+                };
+                for m in it.filter(|m| m.path().is_ident("cfg")) {
+                    let Ok(inner) = m.require_list().and_then(|l| l.parse_args::<syn::Meta>())
+                    else {
+                        continue;
+                    };
+                    let q = parse_cfg(&inner);
+                    if (pred.mentions_feature() || q.mentions_feature())
+                        && pred.eval(self.on) == Some(true)
+                        && q.eval(self.on) == Some(false)
+                    {
+                        let written = self.text(a.span().byte_range());
+                        self.push(line, written, &[&pred, &q]);
+                    }
+                }
+            }
+        }
+
+        fn visit_macro(&mut self, m: &'ast syn::Macro) {
+            // The branches of a `cfg_if!`: a branch is shut where its own condition fails
+            // or an earlier one holds; the `else` branch where an earlier one holds.
+            if m.path.segments.last().is_none_or(|s| s.ident != "cfg_if") {
+                return;
+            }
+            use proc_macro2::TokenTree as T;
+            let toks: Vec<T> = m.tokens.clone().into_iter().collect();
+            let mut earlier: Vec<Cfg> = Vec::new();
+            let mut i = 0;
+            while i < toks.len() {
+                let (T::Punct(p), Some(T::Group(g))) = (&toks[i], toks.get(i + 1)) else {
+                    if let T::Ident(id) = &toks[i]
+                        && id == "else"
+                        && let Some(T::Group(body)) = toks.get(i + 1)
+                        && body.delimiter() == proc_macro2::Delimiter::Brace
+                        && earlier.iter().any(|c| c.eval(self.on) == Some(true))
+                    {
+                        let held: Vec<&Cfg> = earlier.iter().collect();
+                        let line = body.span().start().line;
+                        self.push(line, "cfg_if! else branch".into(), &held);
+                    }
+                    i += 1;
+                    continue;
+                };
+                if p.as_char() != '#' {
+                    i += 1;
+                    continue;
+                }
+                let inner: Vec<T> = g.stream().into_iter().collect();
+                if let (Some(T::Ident(id)), Some(T::Group(args))) = (inner.first(), inner.get(1))
+                    && id == "cfg"
+                    && let Ok(meta) = syn::parse2::<syn::Meta>(args.stream())
+                {
+                    let cfg = parse_cfg(&meta);
+                    let shut = cfg.eval(self.on) == Some(false)
+                        || earlier.iter().any(|c| c.eval(self.on) == Some(true));
+                    let mentions =
+                        cfg.mentions_feature() || earlier.iter().any(Cfg::mentions_feature);
+                    if shut && mentions {
+                        let written = format!(
+                            "cfg_if! branch {}",
+                            self.text(p.span().byte_range().start..g.span().byte_range().end)
+                        );
+                        let mut all: Vec<&Cfg> = earlier.iter().collect();
+                        all.push(&cfg);
+                        self.push(p.span().start().line, written, &all);
+                    }
+                    earlier.push(cfg);
+                }
+                i += 2;
+            }
         }
     }
     let src = crate::battery::select::inert::parsable(text);
@@ -510,6 +598,32 @@ mod tests {
     fn the_gates_the_default_features_shut_are_listed_with_their_features() {
         let src = "#![cfg_attr(docsrs, feature(doc_cfg))]\nfn f(n: u8) -> u8 {\n    match n {\n        #[cfg(feature = \"extra\")]\n        1 => 2,\n        _ => 3,\n    }\n}\n#[cfg(any(feature = \"a\", feature = \"b\"))]\nfn g() {}\n#[cfg(feature = \"std\")]\nfn h() {}\n#[cfg(all(unix, feature = \"extra\"))]\nfn i() {}\n#[cfg(not(feature = \"std\"))]\nfn j() {}\n";
         let on: BTreeSet<String> = ["std".to_string()].into();
+        // cfg_attr and cfg_if! branches shut by the features are listed too.
+        let more = "#[cfg_attr(not(feature = \"x\"), cfg(any()))]\nfn k() {}\n#[cfg_attr(feature = \"std\", cfg(unix))]\nfn l() {}\ncfg_if::cfg_if! {\n    if #[cfg(feature = \"fast\")] {\n        fn m() {}\n    } else if #[cfg(feature = \"std\")] {\n        fn m() {}\n    } else {\n        fn m() {}\n    }\n}\n";
+        let got: Vec<(usize, String, Vec<String>)> = left_out_by_default(more, &on)
+            .into_iter()
+            .map(|l| (l.line, l.written, l.features))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    1,
+                    "#[cfg_attr(not(feature = \"x\"), cfg(any()))]".to_string(),
+                    vec!["x".to_string()]
+                ),
+                (
+                    6,
+                    "cfg_if! branch #[cfg(feature = \"fast\")]".to_string(),
+                    vec!["fast".to_string()]
+                ),
+                (
+                    10,
+                    "cfg_if! else branch".to_string(),
+                    vec!["fast".to_string(), "std".to_string()]
+                ),
+            ]
+        );
         let got = left_out_by_default(src, &on);
         let lines: Vec<(usize, &str, Vec<String>)> = got
             .iter()
