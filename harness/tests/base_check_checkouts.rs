@@ -13,46 +13,12 @@ use git2::Repository;
 use harness::ci::cibase::{self, Answer, BaseReport, HeadState, Questions, TestedKind};
 use harness::system::exit::ExitCode;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ci/checkout")
-}
-
-fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the git command-line tool is needed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+mod common;
+use common::checkout::{fixtures, git, git_is_ancestor, server_of};
 
 /// The captured server: a mirror of app.bundle, serving any commit by sha as GitHub does.
 fn server() -> (tempfile::TempDir, PathBuf) {
     server_of("app.bundle")
-}
-
-/// The captured GitHub (`app.bundle`) or GitLab (`gitlab-app.bundle`) server.
-fn server_of(bundle: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = fixtures().join(bundle);
-    git(
-        dir.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--mirror",
-            bundle.to_str().unwrap(),
-            "app.git",
-        ],
-    );
-    let path = dir.path().join("app.git");
-    git(&path, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
-    (dir, path)
 }
 
 /// What real git said at capture time: named commits and each step's checked-out sha.
@@ -88,20 +54,6 @@ fn truth() -> Truth {
 impl Truth {
     fn sha(&self, name: &str) -> String {
         self.commits[name].clone()
-    }
-}
-
-/// git's own answer: is `commit` in the history of `tip`?
-fn git_is_ancestor(repo: &Path, commit: &str, tip: &str) -> Answer {
-    let st = Command::new("git")
-        .current_dir(repo)
-        .args(["merge-base", "--is-ancestor", commit, tip])
-        .status()
-        .unwrap();
-    match st.code() {
-        Some(0) => Answer::Yes,
-        Some(1) => Answer::No,
-        c => panic!("git merge-base --is-ancestor {commit} {tip}: exit {c:?}"),
     }
 }
 

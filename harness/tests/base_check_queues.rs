@@ -7,48 +7,14 @@
 //! `git` command-line tool.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use git2::Repository;
 use harness::ci::cibase::{self, Answer, BaseReport, Questions, TestedKind};
 use harness::system::exit::ExitCode;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/ci/checkout")
-}
-
-fn git(dir: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the git command-line tool is needed");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-/// A mirror of the captured server's bundle.
-fn server_of(bundle: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let bundle = fixtures().join(bundle);
-    git(
-        dir.path(),
-        &[
-            "clone",
-            "--quiet",
-            "--mirror",
-            bundle.to_str().unwrap(),
-            "app.git",
-        ],
-    );
-    let path = dir.path().join("app.git");
-    (dir, path)
-}
+mod common;
+use common::checkout::{fixtures, git, git_is_ancestor, server_of};
 
 /// The named commits and each case's checked-out sha, as real git said at capture time.
 fn truth() -> (HashMap<String, String>, HashMap<String, String>) {
@@ -66,19 +32,6 @@ fn truth() -> (HashMap<String, String>, HashMap<String, String>) {
         }
     }
     (commits, steps)
-}
-
-fn git_is_ancestor(repo: &Path, commit: &str, tip: &str) -> Answer {
-    let st = Command::new("git")
-        .current_dir(repo)
-        .args(["merge-base", "--is-ancestor", commit, tip])
-        .status()
-        .unwrap();
-    match st.code() {
-        Some(0) => Answer::Yes,
-        Some(1) => Answer::No,
-        c => panic!("git merge-base --is-ancestor {commit} {tip}: exit {c:?}"),
-    }
 }
 
 fn check(

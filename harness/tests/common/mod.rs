@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod checkout;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

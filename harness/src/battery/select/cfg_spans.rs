@@ -58,14 +58,7 @@ impl SpanGate {
 /// Errors: [`ParseFailure`] when `text` does not parse.
 pub fn gates_around(text: &str, span: Range<usize>) -> Result<Vec<SpanGate>, ParseFailure> {
     let src = crate::battery::select::inert::parsable(text);
-    let parsed: syn::File = syn::parse_str(&src).map_err(|e| {
-        let at = e.span().start();
-        ParseFailure {
-            message: e.to_string(),
-            line: at.line,
-            column: at.column,
-        }
-    })?;
+    let parsed = crate::battery::select::functions::parse(&src)?;
     let mut f = Finder {
         src: &src,
         span,
@@ -77,6 +70,16 @@ pub fn gates_around(text: &str, span: Range<usize>) -> Result<Vec<SpanGate>, Par
         f.visit_item(item);
     }
     Ok(f.out)
+}
+
+/// The source text at `r` with its whitespace runs made single spaces (an attribute as
+/// written, on one line); empty when `r` is not in `src`.
+pub(crate) fn source_text(src: &str, r: Range<usize>) -> String {
+    src.get(r)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 struct Finder<'s> {
@@ -94,14 +97,8 @@ impl Finder<'_> {
     }
 
     fn text(&self, r: Range<usize>) -> String {
-        self.src
-            .get(r)
-            .unwrap_or("")
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
+        source_text(self.src, r)
     }
-
     /// Records the gates among `attrs` of a node (`on`) that holds the span, unless the
     /// span lies inside one of the attributes themselves.
     fn attrs(&mut self, attrs: &[syn::Attribute], on: &str) {

@@ -81,19 +81,25 @@ pub struct ParseFailure {
 /// Errors: [`ParseFailure`] when `text` does not parse.
 pub fn functions(text: &str) -> Result<Vec<FnSpan>, ParseFailure> {
     let src = crate::battery::select::inert::parsable(text);
-    let parsed: syn::File = syn::parse_str(&src).map_err(|e| {
+    let parsed = parse(&src)?;
+    let mut c = Collector::default();
+    c.visit_file(&parsed);
+    c.out
+        .sort_by_key(|f| (f.item.start, std::cmp::Reverse(f.item.end)));
+    Ok(c.out)
+}
+
+/// `src` parsed as a file (after [`crate::battery::select::inert::parsable`], so that spans
+/// are offsets of the text). Errors: [`ParseFailure`] where `syn` stopped.
+pub(crate) fn parse(src: &str) -> Result<syn::File, ParseFailure> {
+    syn::parse_str(src).map_err(|e| {
         let at = e.span().start();
         ParseFailure {
             message: e.to_string(),
             line: at.line,
             column: at.column,
         }
-    })?;
-    let mut c = Collector::default();
-    c.visit_file(&parsed);
-    c.out
-        .sort_by_key(|f| (f.item.start, std::cmp::Reverse(f.item.end)));
-    Ok(c.out)
+    })
 }
 
 /// The walk: the items around the current node and whether they are test code.

@@ -408,12 +408,7 @@ pub fn left_out_by_default(text: &str, on: &BTreeSet<String>) -> Vec<LeftOut> {
     }
     impl Attrs<'_> {
         fn text(&self, r: std::ops::Range<usize>) -> String {
-            self.src
-                .get(r)
-                .unwrap_or_default()
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
+            crate::battery::select::cfg_spans::source_text(self.src, r)
         }
 
         fn push(&mut self, line: usize, written: String, cfgs: &[&Cfg]) {
