@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 use crate::battery::execute::scratch::sync_tree;
 use crate::battery::select::catalog::{Catalog, Mutation, PreparedMutation};
-use crate::battery::select::cfg_spans::{SpanGate, gates_around};
+use crate::battery::select::cfg_spans::{Parsed, SpanGate};
 use crate::battery::select::gates::Gate;
 use crate::battery::tree::{self, TreeScan};
 use crate::cargo::{CargoCmd, PackageMeta, parse_dep_info};
@@ -62,16 +62,18 @@ pub struct Gated {
     pub file_gates: Vec<(PathBuf, Gate)>,
 }
 
-/// The gates of `m` (in `pm`'s file, whose bytes are `pm.original`): those around each
-/// occurrence of its changed bytes, and `file_gates` (see [`Gated::file_gates`]). `None`
-/// when there is none, or the file is not UTF-8 or does not parse (then nothing is
-/// concluded about it here).
+/// The gates of `m` (in `pm`'s file, whose bytes are `pm.original`, parsed once as
+/// `parsed`): those around each occurrence of its changed bytes, and `file_gates` (see
+/// [`Gated::file_gates`]). `None` when there is none, or the file is not UTF-8 or does not
+/// parse (`parsed` is `None`: then nothing is concluded about it here).
 pub fn gated(
     m: &Mutation,
     pm: &PreparedMutation,
+    parsed: Option<&Parsed>,
     file_gates: Vec<(PathBuf, Gate)>,
 ) -> Option<Gated> {
     let text = std::str::from_utf8(&pm.original).ok()?;
+    let parsed = parsed?;
     if m.find.is_empty() {
         return None;
     }
@@ -80,7 +82,7 @@ pub fn gated(
     for (at, _) in text.match_indices(m.find.as_str()) {
         let (start, end) = (at + span.start, at + span.end);
         let line = text[..start].matches('\n').count() + 1;
-        let gates = gates_around(text, start..end).ok()?;
+        let gates = parsed.gates_around(start..end);
         occurrences.push((line, gates));
     }
     (!file_gates.is_empty() || occurrences.iter().any(|(_, g)| !g.is_empty())).then(|| Gated {

@@ -429,6 +429,8 @@ impl<'a> Run<'a> {
             BTreeMap::new();
         let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         let mut gated: Vec<cfg_probe::Gated> = Vec::new();
+        let mut files: BTreeMap<PathBuf, Option<crate::battery::select::cfg_spans::Parsed>> =
+            BTreeMap::new();
         for pm in to_run.iter().map(|&k| &self.prepared[k]) {
             let abs = canon_root.join(&pm.rel_path);
             let file_gates = match owning_package(packages, &abs) {
@@ -450,7 +452,14 @@ impl<'a> Run<'a> {
                 }
                 None => Vec::new(),
             };
-            if let Some(g) = cfg_probe::gated(&c.spec.mutations[pm.index], pm, file_gates) {
+            // Each file is parsed once for all its mutations.
+            let parsed = files.entry(pm.rel_path.clone()).or_insert_with(|| {
+                std::str::from_utf8(&pm.original)
+                    .ok()
+                    .and_then(|t| crate::battery::select::cfg_spans::Parsed::of(t).ok())
+            });
+            let m = &c.spec.mutations[pm.index];
+            if let Some(g) = cfg_probe::gated(m, pm, parsed.as_ref(), file_gates) {
                 gated.push(g);
             }
         }

@@ -57,19 +57,39 @@ impl SpanGate {
 ///
 /// Errors: [`ParseFailure`] when `text` does not parse.
 pub fn gates_around(text: &str, span: Range<usize>) -> Result<Vec<SpanGate>, ParseFailure> {
-    let src = crate::battery::select::inert::parsable(text);
-    let parsed = crate::battery::select::functions::parse(&src)?;
-    let mut f = Finder {
-        src: &src,
-        span,
-        out: Vec::new(),
-        seen: std::collections::BTreeSet::new(),
-    };
-    f.attrs(&parsed.attrs, "file");
-    for item in &parsed.items {
-        f.visit_item(item);
+    Ok(Parsed::of(text)?.gates_around(span))
+}
+
+/// A source file parsed once, to ask [`Parsed::gates_around`] about many spans (a file's
+/// mutations).
+pub struct Parsed {
+    src: String,
+    file: syn::File,
+}
+
+impl Parsed {
+    /// `text` (Rust source) parsed, a leading byte-order mark or shebang line blanked so
+    /// that offsets stay those of `text`. Errors: [`ParseFailure`].
+    pub fn of(text: &str) -> Result<Parsed, ParseFailure> {
+        let src = crate::battery::select::inert::parsable(text);
+        let file = crate::battery::select::functions::parse(&src)?;
+        Ok(Parsed { src, file })
     }
-    Ok(f.out)
+
+    /// [`gates_around`] of this file.
+    pub fn gates_around(&self, span: Range<usize>) -> Vec<SpanGate> {
+        let mut f = Finder {
+            src: &self.src,
+            span,
+            out: Vec::new(),
+            seen: std::collections::BTreeSet::new(),
+        };
+        f.attrs(&self.file.attrs, "file");
+        for item in &self.file.items {
+            f.visit_item(item);
+        }
+        f.out
+    }
 }
 
 /// The source text at `r` with its whitespace runs made single spaces (an attribute as
