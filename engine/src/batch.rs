@@ -254,6 +254,11 @@ impl<'s> Batch<'s> {
         (self.decode_tokens > 0 && secs > 0.0).then(|| self.decode_tokens as f64 / secs)
     }
 
+    /// Tokens the decode passes produced so far, and the time they took.
+    pub fn decode_totals(&self) -> (u64, Duration) {
+        (self.decode_tokens, self.decode_time)
+    }
+
     /// Steps each running sequence takes at most before it ends, by key, in join order: the
     /// prefill chunks of its prompt and of the prompts that join before it still prefilling
     /// (one chunk per step, first come first served), then one step per new token left

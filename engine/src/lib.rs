@@ -16,14 +16,13 @@
 //! - [`roofline`]: `genai bench`'s roofline: achieved weight GB/s and GFLOP/s against measured memory read and SIMD peak.
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 //! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
-//! - [`runtime`]: the `Engine` and its single request funnel (validate, encode, count, admit, run, complete).
-//! - [`server`]: `genai serve`, the OpenAI-compatible HTTP server on the funnel and the continuous batch.
-//! - [`driver`]: the in-process server loop (worker thread, tickets, FIFO wait for KV budget).
+//! - [`runtime`]: the `Engine`: the model it serves and the request funnel's stages (validate, encode, count).
+//! - [`service`]: the engine's one front door: one queue, one admission, one continuous batch for every request; tickets.
+//! - [`server`]: `genai serve`, the OpenAI-compatible HTTP server, a client of the service.
 
 pub mod batch;
 pub mod chat;
 pub mod constrain;
-pub mod driver;
 pub mod flow;
 pub mod gguf;
 pub mod isa;
@@ -35,6 +34,7 @@ pub mod roofline;
 pub mod runtime;
 pub mod scheduler;
 pub mod server;
+pub mod service;
 pub mod tiny;
 pub mod tokenizer;
 pub mod workflow;

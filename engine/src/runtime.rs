@@ -33,9 +33,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::batch::{Batch, Done, Piece, SeqSpec, Sink};
+use crate::batch::Piece;
 use crate::constrain::Grammar;
 use crate::gguf::GgufFile;
 use crate::isa::Isa;
@@ -45,12 +45,12 @@ use crate::model::{Model, ModelError};
 use crate::scheduler::{
     AdmissionError, BudgetCap, ConfigError, Demand, KvGeometry, ReleaseError, Scheduler, Usage,
 };
+use crate::service::{Service, ServiceOptions, ServiceStats, SubmitOptions, Ticket};
 use crate::tokenizer::{GgufVocab, StreamState, Tokenizer, TokenizerError};
 use crate::workflow::manifest::{Implementation, NativeKind};
 use crate::workflow::{
-    self, BoundRequest, Event, EventLog, GgufWeights, Interpreter, LoopExit, ModelBlocks,
-    NativeBlocks, Package, Replacement, Request, RequestError, RunError, Session, Tensor,
-    WorkflowError,
+    self, BoundRequest, EventLog, GgufWeights, Interpreter, LoopExit, ModelBlocks, NativeBlocks,
+    Package, Replacement, Request, RequestError, RunError, Session, Tensor, WorkflowError,
 };
 
 /// KV element type of the decode core's caches (the interpreter's native blocks use the same).
@@ -123,9 +123,12 @@ pub struct GenerateRequest {
     pub inputs: BTreeMap<String, Tensor>,
     /// Component overrides by component name (packages only).
     pub overrides: BTreeMap<String, Replacement>,
-    /// Constrained decoding ([`SeqSpec::constraint`]): every token keeps the output a
+    /// Constrained decoding ([`crate::batch::SeqSpec::constraint`]): every token keeps the output a
     /// prefix of a JSON value the grammar admits (decode core only).
     pub constraint: Option<Arc<Grammar>>,
+    /// Log probabilities with each token ([`crate::batch::SeqSpec::logprobs`]): the token's own and the
+    /// `n` most likely tokens' (decode core only).
+    pub logprobs: Option<usize>,
 }
 
 impl GenerateRequest {
@@ -141,6 +144,7 @@ impl GenerateRequest {
             inputs: BTreeMap::new(),
             overrides: BTreeMap::new(),
             constraint: None,
+            logprobs: None,
         }
     }
 
@@ -323,6 +327,21 @@ pub enum BadRequest {
     /// Text prompt but no tokenizer.
     #[error("a text prompt needs a tokenizer, and this model has none; send token ids")]
     NoTokenizer,
+    /// The prompt (with a session's carried prefix) plus the new tokens exceed the model's
+    /// context length.
+    #[error(
+        "the prompt ({prompt_tokens} tokens) plus max_new_tokens ({max_new_tokens}) is {} positions, \
+         more than the model's context length of {context}",
+        prompt_tokens + max_new_tokens
+    )]
+    ContextOverflow {
+        /// Prompt tokens, the carried prefix included.
+        prompt_tokens: usize,
+        /// New tokens asked for.
+        max_new_tokens: usize,
+        /// The model's context length, in positions.
+        context: usize,
+    },
 }
 
 /// Errors of loading an engine or serving a request.
@@ -365,6 +384,24 @@ pub enum EngineError {
     /// The scheduler refused the request; nothing ran.
     #[error("refused: {0}")]
     Refused(AdmissionError),
+    /// The request fits the budget only later, and the service's queue is full; nothing
+    /// ran.
+    #[error(
+        "the wait queue is full ({limit} requests wait for KV budget); retry after {retry_after_secs} s"
+    )]
+    QueueFull {
+        /// The queue's bound ([`ServiceOptions::max_queue`]).
+        limit: usize,
+        /// Whole seconds (at least 1) until the scheduler would admit it if the batch
+        /// keeps its pace.
+        retry_after_secs: u64,
+    },
+    /// The engine is draining ([`Engine::drain`]): queued and new requests are refused.
+    #[error("the engine is shutting down; the request was not started")]
+    ShuttingDown,
+    /// The engine's configuration cannot change once its service has started.
+    #[error("the engine's service has started (a request was submitted); configure it before")]
+    ServiceStarted,
     /// The decode core failed after admission (the reservation was released).
     #[error("decode core failed: {0}")]
     DecodeCore(ModelError),
@@ -396,24 +433,24 @@ struct DecodeCore {
 
 /// What a session keeps between turns (tokens only; each turn re-prefills).
 #[derive(Debug, Clone)]
-struct SessionState {
+pub(crate) struct SessionState {
     route: Route,
     /// Decode-core route: every token of earlier turns.
-    history: Vec<u32>,
+    pub(crate) history: Vec<u32>,
     /// Interpreter route: the package's session cells.
     cells: Session,
 }
 
 /// A request after validation: its route, its bound package request, its session.
-struct Plan {
-    route: Route,
+pub(crate) struct Plan {
+    pub(crate) route: Route,
     bound: Option<BoundRequest>,
-    session: Option<(String, SessionState)>,
-    carried: usize,
+    pub(crate) session: Option<(String, SessionState)>,
+    pub(crate) carried: usize,
 }
 
 impl Plan {
-    fn extra_positions(&self) -> usize {
+    pub(crate) fn extra_positions(&self) -> usize {
         self.bound.as_ref().map_or(0, BoundRequest::extra_positions)
     }
 }
@@ -428,8 +465,10 @@ fn count(plan: &Plan, rows: &[Vec<u32>], req: &GenerateRequest) -> Demand {
         .with_extra_positions(plan.extra_positions())
 }
 
-/// A CPU inference engine serving one model through one admission funnel.
-pub struct Engine {
+/// What the engine serves: the model, its package, tokenizer and KV geometry, the
+/// scheduler that prices and admits requests, and the sessions' carried state. The
+/// service's worker ([`crate::service`]) and the front ends' submitting threads share it.
+pub(crate) struct Core {
     core: Option<DecodeCore>,
     package: Option<Package>,
     tokenizer: Option<Arc<Tokenizer>>,
@@ -439,9 +478,9 @@ pub struct Engine {
     kv_dtype: KvDtype,
 }
 
-impl std::fmt::Debug for Engine {
+impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Engine")
+        f.debug_struct("Core")
             .field("decode_core", &self.core.is_some())
             .field("package", &self.package.as_ref().map(Package::name))
             .field("geometry", &self.geometry)
@@ -457,6 +496,33 @@ fn model_geometry(model: &Model, dtype: KvDtype) -> KvGeometry {
         n_kv_heads: c.n_kv_heads,
         head_dim: c.head_dim,
         elem_bytes: dtype.size(),
+    }
+}
+
+/// A CPU inference engine: one model behind one service ([`crate::service`]) that every
+/// request, from every front end, enters through (one queue, one admission, one continuous
+/// batch).
+///
+/// [`Engine::submit`] is the one door: it runs stages 1–3 of the funnel (validate, encode,
+/// count) on the caller's thread and admits, queues or refuses under the service's lock;
+/// the service's worker thread runs every admitted request (the decode core's rows join its
+/// continuous batch; the interpreter's requests run on a thread of their own) and releases
+/// its reservation when it ends. [`Engine::generate_stream`] and friends are clients of
+/// `submit` that wait for the result.
+pub struct Engine {
+    core: Arc<Core>,
+    options: ServiceOptions,
+    service: OnceLock<Service>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("decode_core", &self.core.core.is_some())
+            .field("package", &self.core.package.as_ref().map(Package::name))
+            .field("geometry", &self.core.geometry)
+            .field("usage", &self.core.scheduler.usage())
+            .finish_non_exhaustive()
     }
 }
 
@@ -588,23 +654,42 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         let scheduler = Scheduler::with_geometry(opts.kv_budget_bytes, geometry, opts.max_running)?;
         Ok(Engine {
-            core,
-            package,
-            tokenizer,
-            geometry,
-            scheduler,
-            sessions: Mutex::new(HashMap::new()),
-            kv_dtype: opts.kv_dtype,
+            core: Arc::new(Core {
+                core,
+                package,
+                tokenizer,
+                geometry,
+                scheduler,
+                sessions: Mutex::new(HashMap::new()),
+                kv_dtype: opts.kv_dtype,
+            }),
+            options: ServiceOptions::default(),
+            service: OnceLock::new(),
         })
+    }
+
+    /// The core, to change before the service starts.
+    ///
+    /// Errors: [`EngineError::ServiceStarted`] once a request was submitted (the worker
+    /// shares the core from then on).
+    fn core_mut(&mut self) -> Result<&mut Core, EngineError> {
+        if self.service.get().is_some() {
+            return Err(EngineError::ServiceStarted);
+        }
+        Arc::get_mut(&mut self.core).ok_or(EngineError::ServiceStarted)
     }
 
     /// Share a scheduler (one KV byte budget across holders) instead of the engine's own.
     ///
     /// Errors: [`EngineError::SchedulerMismatch`] if it prices tokens differently from
-    /// this model's KV geometry; a scheduler without `bytes_per_token` (no byte budget)
-    /// is accepted.
+    /// this model's KV geometry (a scheduler without `bytes_per_token`, no byte budget, is
+    /// accepted); [`EngineError::ServiceStarted`] after the first request.
     pub fn with_scheduler(mut self, scheduler: Scheduler) -> Result<Engine, EngineError> {
-        let model = self.geometry.map(|g| g.bytes_per_token()).transpose()?;
+        let model = self
+            .core
+            .geometry
+            .map(|g| g.bytes_per_token())
+            .transpose()?;
         match (scheduler.bytes_per_token(), model) {
             (Some(s), Some(m)) if s != m => {
                 return Err(EngineError::SchedulerMismatch {
@@ -620,113 +705,109 @@ impl Engine {
             }
             _ => {}
         }
-        self.scheduler = scheduler;
+        self.core_mut()?.scheduler = scheduler;
+        Ok(self)
+    }
+
+    /// The same engine with a KV byte budget of `bytes` (its own scheduler, the same KV
+    /// geometry and running-batch limit).
+    ///
+    /// Errors: [`EngineError::Scheduler`] for an invalid configuration;
+    /// [`EngineError::ServiceStarted`] after the first request.
+    pub fn with_kv_budget(mut self, bytes: u64) -> Result<Engine, EngineError> {
+        let max_running = self.core.scheduler.usage().max_running;
+        let geometry = self.core.geometry;
+        self.core_mut()?.scheduler = Scheduler::with_geometry(bytes, geometry, max_running)?;
+        Ok(self)
+    }
+
+    /// The same engine whose service runs with `options` (queue bound, prefill chunk, step
+    /// pace).
+    ///
+    /// Errors: [`EngineError::ServiceStarted`] after the first request.
+    pub fn with_service(mut self, options: ServiceOptions) -> Result<Engine, EngineError> {
+        self.core_mut()?;
+        self.options = options;
         Ok(self)
     }
 
     /// The scheduler (a handle on the shared budget).
     pub fn scheduler(&self) -> &Scheduler {
-        &self.scheduler
+        &self.core.scheduler
+    }
+
+    /// The KV budget's state now: bytes used and limit, running and queued requests.
+    pub fn usage(&self) -> Usage {
+        self.core.scheduler.usage()
     }
 
     /// Element type of the engine's KV caches ([`EngineOptions::kv_dtype`]).
     pub fn kv_dtype(&self) -> KvDtype {
-        self.kv_dtype
+        self.core.kv_dtype
     }
 
     /// KV geometry of the model's decoder; `None` without one.
     pub fn kv_geometry(&self) -> Option<KvGeometry> {
-        self.geometry
+        self.core.geometry
     }
 
     /// Whether prompt-only requests run on the fused decode core.
     pub fn has_decode_core(&self) -> bool {
-        self.core.is_some()
+        self.core.core.is_some()
     }
 
     /// The package, when serving one.
     pub fn package(&self) -> Option<&Package> {
-        self.package.as_ref()
+        self.core.package.as_ref()
     }
 
     /// The tokenizer, if the model has one.
     pub fn tokenizer(&self) -> Option<&Tokenizer> {
-        self.tokenizer.as_deref()
+        self.core.tokenizer.as_deref()
     }
 
     /// The decode core's model, when the engine has one.
     pub fn model(&self) -> Option<&Arc<Model>> {
-        self.core.as_ref().map(|c| &c.model)
-    }
-
-    /// A continuous batch over the decode core's model whose KV cache holds `max_tokens`
-    /// positions for up to `max_seqs` sequences; `None` without a decode core.
-    ///
-    /// Errors: the KV cache's configuration errors.
-    pub fn batch(
-        &self,
-        max_tokens: usize,
-        max_seqs: usize,
-    ) -> Option<Result<Batch<'static>, ModelError>> {
-        let core = self.core.as_ref()?;
-        Some(Batch::with_kv_dtype(
-            core.model.clone(),
-            self.tokenizer.clone(),
-            max_tokens,
-            max_seqs,
-            self.kv_dtype,
-        ))
-    }
-
-    /// Stages 1–3 of the funnel for a request that will join a continuous batch: its
-    /// demand (for the caller to admit) and its sequence (to join once admitted, with
-    /// `max_new_tokens` lowered to the admitted count).
-    ///
-    /// # Errors
-    /// The funnel's errors before admission; [`BadRequest::NotBatchable`] for a request
-    /// that needs the interpreter, has several token rows, or continues a session.
-    pub fn prepare(&self, req: &GenerateRequest) -> Result<(Demand, SeqSpec), EngineError> {
-        let plan = self.validate(req)?;
-        if plan.route != Route::DecodeCore {
-            return Err(BadRequest::NotBatchable {
-                reason: "it runs on the interpreter",
-            }
-            .into());
-        }
-        if plan.session.is_some() {
-            return Err(BadRequest::NotBatchable {
-                reason: "it continues a session",
-            }
-            .into());
-        }
-        let mut rows = self.encode(&req.prompt)?;
-        if rows.len() != 1 {
-            return Err(BadRequest::NotBatchable {
-                reason: "it has several token rows",
-            }
-            .into());
-        }
-        let demand = count(&plan, &rows, req);
-        let spec = SeqSpec {
-            prompt: rows.remove(0),
-            max_new_tokens: req.max_new_tokens,
-            capped: false,
-            sampling: req.sampling.clone(),
-            stop: req.stop.clone(),
-            stop_at_eog: req.stop_at_eog,
-            logprobs: None,
-            constraint: req.constraint.clone(),
-        };
-        Ok((demand, spec))
+        self.core.core.as_ref().map(|c| &c.model)
     }
 
     /// Forget a session's carried state. Returns whether it existed.
     pub fn end_session(&self, id: &str) -> bool {
-        self.sessions_lock().remove(id).is_some()
+        self.core.sessions_lock().remove(id).is_some()
     }
 
-    fn sessions_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionState>> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    /// The service, started on first use.
+    fn service(&self) -> &Service {
+        self.service
+            .get_or_init(|| Service::start(self.core.clone(), self.options.clone()))
+    }
+
+    /// Submit `req`: the one door of every request. Stages 1–3 of the funnel run here,
+    /// then admission under the service's lock; the [`Ticket`] resolves once (admitted,
+    /// queued, or refused with the typed reason), then streams tokens and one result.
+    /// Dropping or cancelling the ticket releases its KV reservation.
+    pub fn submit(&self, req: GenerateRequest, options: SubmitOptions) -> Ticket {
+        self.service().submit(req, options)
+    }
+
+    /// Stop admitting: new requests and queued ones are refused with
+    /// [`EngineError::ShuttingDown`]; running ones finish.
+    pub fn drain(&self) {
+        if let Some(s) = self.service.get() {
+            s.drain();
+        }
+    }
+
+    /// The service's figures now (seconds per batch step, decode tokens and seconds so
+    /// far); the default before the first request.
+    pub fn service_stats(&self) -> ServiceStats {
+        self.service.get().map(Service::stats).unwrap_or_default()
+    }
+
+    /// `Retry-After` for a request of `demand` that found the queue full: whole seconds (at
+    /// least 1) until the scheduler would admit it if the batch keeps its pace.
+    pub fn retry_after_secs(&self, demand: &Demand) -> u64 {
+        self.service.get().map_or(1, |s| s.retry_after(demand))
     }
 
     /// Serve `req` without callbacks; see [`Engine::generate_with`].
@@ -734,7 +815,7 @@ impl Engine {
     /// # Errors
     /// As [`Engine::generate_with`].
     pub fn generate(&self, req: &GenerateRequest) -> Result<GenerateResult, EngineError> {
-        self.generate_with(req, &mut |_| {}, &mut |_, _| Flow::Continue)
+        self.submit(req.clone(), SubmitOptions::default()).wait()
     }
 
     /// As [`Engine::generate_stream`] with a callback that sees token ids only.
@@ -750,73 +831,106 @@ impl Engine {
         self.generate_stream(req, on_admitted, &mut |row, piece| on_token(row, piece.id))
     }
 
-    /// Serve `req` through the funnel. `on_admitted(route)` is called exactly once,
-    /// after the scheduler admitted the request and before any component runs, and
-    /// never for a refused request; `on_token(row, piece)` is called for every generated
-    /// token with the text it releases, and may stop that row.
+    /// Serve `req` through the service and wait for it, in lockstep: `on_admitted(route)`
+    /// is called exactly once, after the scheduler admitted the request and before any
+    /// component runs, and never for a refused request; `on_token(row, piece)` is called
+    /// for every generated token with the text it releases, before the row's next token is
+    /// generated, and may stop that row. A request that fits the budget only later waits
+    /// in the service's queue.
     ///
     /// # Errors
     /// Before admission: [`EngineError::BadRequest`], [`EngineError::Request`],
-    /// [`EngineError::Tokenizer`], then [`EngineError::Refused`] (nothing ran). After
-    /// admission: [`EngineError::DecodeCore`], [`EngineError::Interpreter`] (the
-    /// reservation is released either way), [`EngineError::Release`].
+    /// [`EngineError::Tokenizer`], then [`EngineError::Refused`] or
+    /// [`EngineError::QueueFull`] (nothing ran). After admission:
+    /// [`EngineError::DecodeCore`], [`EngineError::Interpreter`] (the reservation is released
+    /// either way), [`EngineError::Release`].
     pub fn generate_stream(
         &self,
         req: &GenerateRequest,
         on_admitted: &mut dyn FnMut(Route),
         on_token: &mut dyn FnMut(usize, Piece<'_>) -> Flow,
     ) -> Result<GenerateResult, EngineError> {
-        // 1. validate
-        let mut plan = self.validate(req)?;
-        // 2. encode
-        let rows = self.encode(&req.prompt)?;
-        // 3. count
-        let demand = count(&plan, &rows, req);
-        // 4. ADMIT
-        let admission = self
-            .scheduler
-            .admit(&demand)
-            .map_err(EngineError::Refused)?;
-        let usage = self.scheduler.usage();
-        // 5. on_admitted
-        on_admitted(plan.route);
-        // 6. clamp
-        let max_new_tokens = admission.max_new_tokens;
-        // 7. run
-        let capped = admission.budget_cap.is_some();
-        let outcome = self.run(&mut plan, req, &rows, max_new_tokens, capped, on_token);
-        // 8. complete
-        let released = self.scheduler.complete(admission.id);
-        let (completions, events, (prefill_secs, decode_secs)) = outcome?;
-        released.map_err(EngineError::Release)?;
-        Ok(GenerateResult {
-            route: plan.route,
-            prompt_tokens: rows[0].len(),
-            carried_tokens: plan.carried,
-            extra_positions: plan.extra_positions(),
-            rows: completions,
-            prefill_secs,
-            decode_secs,
-            reserved_bytes: admission.reserved_bytes,
-            budget_cap: admission.budget_cap,
-            usage,
-            events,
-        })
+        let ticket = self.submit(req.clone(), SubmitOptions { lockstep: true });
+        ticket.follow(on_admitted, on_token)
     }
 
     /// Stages 1–3 of the funnel without admitting: what the request would ask the
-    /// scheduler for (a driver uses it to refuse a never-fitting request at once).
+    /// scheduler for.
     ///
     /// # Errors
     /// The funnel's errors before admission.
     pub fn demand(&self, req: &GenerateRequest) -> Result<Demand, EngineError> {
+        Ok(self.core.plan(req)?.demand)
+    }
+}
+
+/// A request after stages 1–3: its plan, token rows and demand, ready to admit.
+pub(crate) struct Planned {
+    pub(crate) plan: Plan,
+    pub(crate) rows: Vec<Vec<u32>>,
+    pub(crate) demand: Demand,
+}
+
+impl Core {
+    pub(crate) fn sessions_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionState>> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The scheduler every request is admitted by.
+    pub(crate) fn scheduler(&self) -> &Scheduler {
+        &self.scheduler
+    }
+
+    /// The decode core's model and component names, when the engine has one.
+    pub(crate) fn decode_model(&self) -> Option<(&Arc<Model>, &[String; 3])> {
+        self.core.as_ref().map(|c| (&c.model, &c.names))
+    }
+
+    /// The tokenizer, shared.
+    pub(crate) fn tokenizer_arc(&self) -> Option<&Arc<Tokenizer>> {
+        self.tokenizer.as_ref()
+    }
+
+    /// Element type of the KV caches.
+    pub(crate) fn kv_dtype(&self) -> KvDtype {
+        self.kv_dtype
+    }
+
+    /// Stages 1–3: validate, encode, count.
+    ///
+    /// # Errors
+    /// The funnel's errors before admission.
+    pub(crate) fn plan(&self, req: &GenerateRequest) -> Result<Planned, EngineError> {
+        // 1. validate
         let plan = self.validate(req)?;
+        // 2. encode
         let rows = self.encode(&req.prompt)?;
-        Ok(count(&plan, &rows, req))
+        // 3. count
+        let demand = count(&plan, &rows, req);
+        if plan.route == Route::DecodeCore
+            && let Some((model, _)) = self.decode_model()
+        {
+            let context = model.config().context_len;
+            let positions = plan.carried + rows[0].len() + req.max_new_tokens;
+            if positions > context {
+                return Err(BadRequest::ContextOverflow {
+                    prompt_tokens: plan.carried + rows[0].len(),
+                    max_new_tokens: req.max_new_tokens,
+                    context,
+                }
+                .into());
+            }
+        }
+        Ok(Planned { plan, rows, demand })
+    }
+
+    /// Keep a session's state after a turn ran.
+    pub(crate) fn keep_session(&self, id: String, state: SessionState) {
+        self.sessions_lock().insert(id, state);
     }
 
     /// Stage 1: the request's shape, its package declarations, its session and route.
-    fn validate(&self, req: &GenerateRequest) -> Result<Plan, EngineError> {
+    pub(crate) fn validate(&self, req: &GenerateRequest) -> Result<Plan, EngineError> {
         let vocab = self
             .core
             .as_ref()
@@ -900,6 +1014,7 @@ impl Engine {
                 ),
                 ("logit_bias", !req.sampling.logit_bias.is_empty()),
                 ("constraint", req.constraint.is_some()),
+                ("logprobs", req.logprobs.is_some()),
             ];
             if let Some((field, _)) = unsupported.iter().find(|(_, set)| *set) {
                 return Err(BadRequest::InterpreterUnsupported { field }.into());
@@ -943,7 +1058,7 @@ impl Engine {
     }
 
     /// Stage 2: token rows of the prompt.
-    fn encode(&self, prompt: &Prompt) -> Result<Vec<Vec<u32>>, EngineError> {
+    pub(crate) fn encode(&self, prompt: &Prompt) -> Result<Vec<Vec<u32>>, EngineError> {
         match prompt {
             Prompt::Text(text) => {
                 let tok = self.tokenizer.as_ref().ok_or(BadRequest::NoTokenizer)?;
@@ -958,13 +1073,13 @@ impl Engine {
         }
     }
 
-    /// Stage 7: run on the plan's executor; on success, the session keeps its tokens.
-    /// Returns the completions, the events, and row 0's prefill and decode seconds.
+    /// Stage 7 on the interpreter: run every row, each token to `on_token`; on success the
+    /// session keeps its cells. Returns the completions, the events, and row 0's prefill
+    /// and decode seconds.
     #[allow(clippy::type_complexity)]
-    fn run(
+    pub(crate) fn run_interpreter(
         &self,
         plan: &mut Plan,
-        req: &GenerateRequest,
         rows: &[Vec<u32>],
         max_new_tokens: usize,
         capped: bool,
@@ -974,229 +1089,79 @@ impl Engine {
         let mut completions = Vec::with_capacity(rows.len());
         let t0 = std::time::Instant::now();
         let mut timing = (0.0, 0.0);
-        match (plan.route, &self.core, &self.package, &mut plan.bound) {
-            (Route::DecodeCore, Some(core), _, _) => {
-                let carried = plan
-                    .session
-                    .as_ref()
-                    .map(|(_, s)| s.history.clone())
-                    .unwrap_or_default();
-                let prompts: Vec<Vec<u32>> = rows
-                    .iter()
-                    .map(|row| {
-                        let mut p = carried.clone();
-                        p.extend_from_slice(row);
-                        p
-                    })
-                    .collect();
-                let spec = |prompt: Vec<u32>| SeqSpec {
-                    prompt,
-                    max_new_tokens,
-                    capped,
-                    sampling: req.sampling.clone(),
-                    stop: req.stop.clone(),
-                    stop_at_eog: req.stop_at_eog,
-                    logprobs: None,
-                    constraint: req.constraint.clone(),
+        let (Some(package), Some(bound)) = (&self.package, &mut plan.bound) else {
+            // Validation routes to the interpreter only an engine serving a package.
+            return Err(BadRequest::NoPackage {
+                inputs: Vec::new(),
+                overrides: Vec::new(),
+            }
+            .into());
+        };
+        {
+            bound.clamp_max_new_tokens(max_new_tokens);
+            let interpreter = Interpreter::new(package);
+            for (r, row) in rows.iter().enumerate() {
+                bound.prompt_tokens = row.clone();
+                let mut scratch = Session::new(None);
+                let session = match &mut plan.session {
+                    Some((_, s)) => &mut s.cells,
+                    None => &mut scratch,
                 };
-                let done = self
-                    .decode_core(
-                        core,
-                        prompts.iter().cloned().map(spec),
-                        on_token,
-                        &mut events,
-                    )
-                    .map_err(EngineError::DecodeCore)?;
-                for (prompt, row) in prompts.into_iter().zip(done) {
-                    let row = row.map_err(EngineError::DecodeCore)?;
-                    if let Some((_, s)) = &mut plan.session {
-                        s.history = prompt;
-                        s.history.extend_from_slice(&row.0.tokens);
-                    }
-                    if completions.is_empty() {
-                        timing = row.1;
-                    }
-                    completions.push(row.0);
+                let mut text = StreamState::default();
+                let mut first = None;
+                let tok = self.tokenizer.as_deref();
+                let out = interpreter
+                    .run(bound, session, &mut |t| {
+                        first.get_or_insert_with(std::time::Instant::now);
+                        let piece = tok
+                            .filter(|k| !k.is_eog(t))
+                            .and_then(|k| text.push(k, t).ok().flatten())
+                            .unwrap_or_default();
+                        on_token(
+                            r,
+                            Piece {
+                                id: t,
+                                text: &piece,
+                                logprobs: None,
+                            },
+                        )
+                    })
+                    .map_err(EngineError::Interpreter)?;
+                let finish = match (out.events.loop_exits().last(), out.tokens.last()) {
+                    (Some(LoopExit::Condition), Some(&token)) => Finish::EndOfGeneration { token },
+                    (Some(LoopExit::Callback), _) => Finish::Callback,
+                    _ if capped => Finish::BudgetCap,
+                    _ => Finish::MaxTokens,
+                };
+                if r == 0 {
+                    timing = match first {
+                        Some(f) => ((f - t0).as_secs_f64(), f.elapsed().as_secs_f64()),
+                        None => (t0.elapsed().as_secs_f64(), 0.0),
+                    };
                 }
-            }
-            (_, _, Some(package), Some(bound)) => {
-                bound.clamp_max_new_tokens(max_new_tokens);
-                let interpreter = Interpreter::new(package);
-                for (r, row) in rows.iter().enumerate() {
-                    bound.prompt_tokens = row.clone();
-                    let mut scratch = Session::new(None);
-                    let session = match &mut plan.session {
-                        Some((_, s)) => &mut s.cells,
-                        None => &mut scratch,
-                    };
-                    let mut text = StreamState::default();
-                    let mut first = None;
-                    let tok = self.tokenizer.as_deref();
-                    let out = interpreter
-                        .run(bound, session, &mut |t| {
-                            first.get_or_insert_with(std::time::Instant::now);
-                            let piece = tok
-                                .filter(|k| !k.is_eog(t))
-                                .and_then(|k| text.push(k, t).ok().flatten())
-                                .unwrap_or_default();
-                            on_token(
-                                r,
-                                Piece {
-                                    id: t,
-                                    text: &piece,
-                                    logprobs: None,
-                                },
-                            )
-                        })
-                        .map_err(EngineError::Interpreter)?;
-                    let finish = match (out.events.loop_exits().last(), out.tokens.last()) {
-                        (Some(LoopExit::Condition), Some(&token)) => {
-                            Finish::EndOfGeneration { token }
-                        }
-                        (Some(LoopExit::Callback), _) => Finish::Callback,
-                        _ if capped => Finish::BudgetCap,
-                        _ => Finish::MaxTokens,
-                    };
-                    if r == 0 {
-                        timing = match first {
-                            Some(f) => ((f - t0).as_secs_f64(), f.elapsed().as_secs_f64()),
-                            None => (t0.elapsed().as_secs_f64(), 0.0),
-                        };
+                events.events.extend(out.events.events);
+                let text = match tok {
+                    Some(t) => {
+                        let shown: Vec<u32> = out
+                            .tokens
+                            .iter()
+                            .copied()
+                            .filter(|&id| !t.is_eog(id))
+                            .collect();
+                        Some(t.decode(&shown)?)
                     }
-                    events.events.extend(out.events.events);
-                    let text = match tok {
-                        Some(t) => {
-                            let shown: Vec<u32> = out
-                                .tokens
-                                .iter()
-                                .copied()
-                                .filter(|&id| !t.is_eog(id))
-                                .collect();
-                            Some(t.decode(&shown)?)
-                        }
-                        None => None,
-                    };
-                    completions.push(Completion {
-                        tokens: out.tokens,
-                        text,
-                        finish,
-                    });
-                }
-            }
-            _ => unreachable!(
-                "validate routes to the decode core only when the engine has one, else a package"
-            ),
-        }
-        if let Some((id, state)) = plan.session.take() {
-            self.sessions_lock().insert(id, state);
-        }
-        Ok((completions, events, timing))
-    }
-
-    /// The decode core: every row runs as one sequence of one continuous [`Batch`] (the
-    /// engine's one decode loop), each generated token logged as the three component
-    /// invocations `token_embedding`, `llama_decoder`, `lm_head` of its step. Returns per
-    /// row its completion and (prefill, decode) seconds, or the model's error.
-    #[allow(clippy::type_complexity)]
-    fn decode_core(
-        &self,
-        core: &DecodeCore,
-        specs: impl ExactSizeIterator<Item = SeqSpec>,
-        on_token: &mut dyn FnMut(usize, Piece<'_>) -> Flow,
-        events: &mut EventLog,
-    ) -> Result<Vec<RowOutcome>, ModelError> {
-        let specs: Vec<SeqSpec> = specs.collect();
-        let positions: usize = specs
-            .iter()
-            .map(|s| s.prompt.len() + s.max_new_tokens)
-            .sum();
-        let shared = std::cell::RefCell::new(RowShared {
-            on_token,
-            events,
-            names: &core.names,
-            done: (0..specs.len()).map(|_| None).collect(),
-            has_tokenizer: self.tokenizer.is_some(),
-        });
-        let mut batch = Batch::with_kv_dtype(
-            core.model.clone(),
-            self.tokenizer.clone(),
-            positions,
-            specs.len(),
-            self.kv_dtype,
-        )?;
-        for (row, spec) in specs.into_iter().enumerate() {
-            let sink = RowSink {
-                row,
-                step: 0,
-                shared: &shared,
-            };
-            batch.join(row as u64, spec, Box::new(sink), None)?;
-        }
-        batch.run_to_end();
-        drop(batch);
-        let shared = shared.into_inner();
-        Ok(shared
-            .done
-            .into_iter()
-            .map(|d| d.expect("every joined row finishes"))
-            .collect())
-    }
-}
-
-/// One row of a decode-core run: its completion and (prefill, decode) seconds.
-type RowOutcome = Result<(Completion, (f64, f64)), ModelError>;
-
-/// State the row sinks of one [`Engine::decode_core`] run share.
-struct RowShared<'a> {
-    on_token: &'a mut dyn FnMut(usize, Piece<'_>) -> Flow,
-    events: &'a mut EventLog,
-    names: &'a [String; 3],
-    done: Vec<Option<RowOutcome>>,
-    has_tokenizer: bool,
-}
-
-/// The sink of one row: forwards tokens to the caller, logs the step's invocations.
-struct RowSink<'s, 'a> {
-    row: usize,
-    step: usize,
-    shared: &'s std::cell::RefCell<RowShared<'a>>,
-}
-
-impl Sink for RowSink<'_, '_> {
-    fn token(&mut self, piece: Piece<'_>) -> Flow {
-        let mut sh = self.shared.borrow_mut();
-        for which in 0..3 {
-            let component = sh.names[which].clone();
-            sh.events.events.push(Event::Invoke {
-                step: format!("decode_core.row[{}]", self.row),
-                iteration: vec![self.step],
-                component,
-                implementation: [
-                    "native:token_embedding",
-                    "native:llama_decoder",
-                    "native:lm_head",
-                ][which]
-                    .to_string(),
-            });
-        }
-        self.step += 1;
-        (sh.on_token)(self.row, piece)
-    }
-
-    fn finish(&mut self, done: Done<'_>) {
-        let mut sh = self.shared.borrow_mut();
-        let text = sh.has_tokenizer.then(|| done.text.to_string());
-        let result = match done.finish {
-            Ok(finish) => Ok((
-                Completion {
-                    tokens: done.tokens.to_vec(),
+                    None => None,
+                };
+                completions.push(Completion {
+                    tokens: out.tokens,
                     text,
                     finish,
-                },
-                (done.ttft.unwrap_or(0.0), done.decode_secs),
-            )),
-            Err(message) => Err(ModelError::Step { message }),
-        };
-        sh.done[self.row] = Some(result);
+                });
+            }
+        }
+        if let Some((id, state)) = plan.session.take() {
+            self.keep_session(id, state);
+        }
+        Ok((completions, events, timing))
     }
 }

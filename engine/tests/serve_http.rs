@@ -14,7 +14,7 @@ mod admission {
     use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
 
-    use engine::batch::{Done, Piece, SeqSpec, Sink};
+    use engine::batch::{Batch, Done, Piece, SeqSpec, Sink};
     use engine::kernels::sample::SamplerConfig;
     use engine::runtime::{Engine, EngineOptions, Flow, GenerateRequest};
     use engine::server::{ServerConfig, serve};
@@ -553,7 +553,8 @@ mod admission {
         }
         let mut got = vec![Vec::new(); 4];
         {
-            let mut batch = engine.batch(1024, 4).unwrap().unwrap().with_chunk(4);
+            let model = engine.model().expect("a decode core").clone();
+            let mut batch = Batch::new(model, None, 1024, 4).unwrap().with_chunk(4);
             let mut slots = got.iter_mut();
             batch
                 .join(0, spec(0), Box::new(Collect(slots.next().unwrap())), None)

@@ -13,14 +13,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use super::generate::{chat_completions, completions};
 use super::http::{bad_request, error, parse, unavailable};
 use super::load::load;
 use super::metrics::Metrics;
-use super::state::{Shared, lock};
-use super::worker::fan_out;
+use super::state::Shared;
 use super::{Budget, ServeError, ServerConfig};
 
 /// The router of every endpoint.
@@ -65,7 +63,7 @@ async fn models(State(s): State<Shared>) -> Response {
 
 async fn metrics_text(State(s): State<Shared>) -> Response {
     let usage = match s.app.get() {
-        Some(a) => a.engine.scheduler().usage(),
+        Some(a) => a.engine.usage(),
         None => return unavailable("Loading model"),
     };
     let mut r = s.metrics.render(&usage).into_response();
@@ -160,40 +158,34 @@ pub async fn serve(
         metrics: Arc::new(Metrics::new()),
         load_error: Arc::new(OnceLock::new()),
     };
-    let (deliver, steps) = mpsc::unbounded_channel();
-    tokio::spawn(fan_out(steps));
     let loader = {
         let shared = shared.clone();
         let config = config.clone();
-        tokio::task::spawn_blocking(
-            move || match load(&config, shared.metrics.clone(), deliver) {
-                Ok((app, budget)) => {
-                    let _ = shared.app.set(app);
-                    on_ready(&budget);
-                    Ok(())
-                }
-                Err(e) => {
-                    let _ = shared.load_error.set(e.to_string());
-                    Err(e)
-                }
-            },
-        )
+        tokio::task::spawn_blocking(move || match load(&config) {
+            Ok((app, budget)) => {
+                let _ = shared.app.set(app);
+                on_ready(&budget);
+                Ok(())
+            }
+            Err(e) => {
+                let _ = shared.load_error.set(e.to_string());
+                Err(e)
+            }
+        })
     };
     let app_cell = shared.app.clone();
     let drain = async move {
         shutdown.await;
         if let Some(app) = app_cell.get() {
             app.draining.store(true, Ordering::SeqCst);
+            app.engine.drain();
         }
     };
     let router = router(shared.clone(), config.max_body_bytes);
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(drain)
         .await;
-    // Every connection is closed: stop the worker once its batch is empty.
-    if let Some(app) = shared.app.get() {
-        lock(&app.jobs).take();
-    }
+    // Every connection is closed; the engine's service stops when the app goes.
     served.map_err(|e| ServeError::Unservable(format!("the listener failed: {e}")))?;
     match loader.await {
         Ok(r) => r,

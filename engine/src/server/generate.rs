@@ -1,7 +1,7 @@
-//! A generation request at the HTTP edge: the completion and chat endpoints, the engine's request built from the body, and admission (admitted, queued or refused).
+//! A generation request at the HTTP edge: the completion and chat endpoints, the engine's request built from the body, and its submission to the engine service and the answer to its admission (admitted, queued or refused).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -10,18 +10,16 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Deserialize;
-use tokio::sync::mpsc;
 
 use super::DEFAULT_SEQ_TOKENS;
-use super::cancel::CancelGuard;
+use super::feed::{Feed, Start};
 use super::http::{bad_request, error, parse, unavailable};
 use super::openai::{ChatRequest, Common, CompletionPrompt, CompletionRequest, Unsupported};
 use super::respond::{Answer, Kind, json_answer, stream_answer};
-use super::state::{App, Job, Out, Shared, admitted_job, lock, seconds_now};
-use crate::batch::SeqSpec;
+use super::state::{App, Shared, seconds_now};
 use crate::kernels::sample::SamplerConfig;
 use crate::runtime::{BadRequest, EngineError, GenerateRequest, Prompt};
-use crate::scheduler::{AdmissionError, Demand, ReservationId, Submitted};
+use crate::service::{AdmissionError, SubmitOptions};
 
 /// The start of a generation handler: the loaded app, the body parsed as `R` and checked
 /// by `check`; a refusal (loading, draining, bad body, unsupported field) is the response.
@@ -94,29 +92,9 @@ fn unsupported(s: &Shared, u: Unsupported) -> Response {
     bad_request(Some(&u.field), format!("`{}`: {}", u.field, u.message))
 }
 
-/// `Retry-After` for a full queue (the refused request is `demand`); see the module docs.
-fn retry_after(app: &App, demand: &Demand) -> u64 {
-    let st = lock(&app.stats).clone();
-    let Some(secs_per_step) = st.secs_per_step else {
-        return 1;
-    };
-    let mut order = st.steps_left;
-    order.sort_by_key(|&(_, steps)| steps);
-    let ids: Vec<ReservationId> = order.iter().map(|&(id, _)| id).collect();
-    let steps = match app
-        .engine
-        .scheduler()
-        .releases_before_admission(demand, &ids)
-    {
-        Some(0) => 0,
-        Some(k) => order[k - 1].1,
-        // Admitted requests not yet in the batch hold budget too: wait for every release.
-        None => order.last().map_or(0, |&(_, steps)| steps),
-    };
-    ((steps as f64 * secs_per_step).ceil() as u64).max(1)
-}
-
-/// The funnel at the HTTP edge: prepare, admit or queue or refuse, then answer.
+/// The request at the HTTP edge: built from the body, submitted to the engine's service
+/// (the one queue and admission), and answered: admitted or queued requests stream or
+/// collect their tokens; a refusal is its status.
 async fn generate(
     s: Shared,
     app: Arc<App>,
@@ -126,24 +104,13 @@ async fn generate(
     common: Common,
 ) -> Response {
     let req = request(prompt, max_tokens, &common);
-    let (demand, spec) = match prepare(&s, &app, kind, &req, max_tokens, &common) {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let prompt_tokens = spec.prompt.len();
-    let (tx, rx) = mpsc::unbounded_channel();
-    let cancel = Arc::new(AtomicBool::new(false));
     let arrived = Instant::now();
-    let (reservation, queued) = match admit(&s, &app, &demand, spec, tx, cancel.clone(), arrived) {
-        Ok(x) => x,
-        Err(r) => return r,
-    };
-    let guard = CancelGuard {
-        app: app.clone(),
-        metrics: s.metrics.clone(),
-        reservation,
-        cancel,
-        finished: false,
+    let ticket = app.engine.submit(req, SubmitOptions::default());
+    let mut feed = Feed::new(ticket, s.metrics.clone(), arrived);
+    let (prompt_tokens, queued) = match feed.start().await {
+        Start::Admitted(a) => (a.prompt_tokens, false),
+        Start::Queued(prompt_tokens) => (prompt_tokens, true),
+        Start::Refused(e) => return refusal(&s, kind, e),
     };
     let id = app.next_id.fetch_add(1, Ordering::Relaxed);
     let id = match kind {
@@ -159,20 +126,20 @@ async fn generate(
         prompt_tokens,
     };
     if common.stream {
-        return stream_answer(rx, queued, guard, answer, common.include_usage).await;
+        return stream_answer(feed, queued, answer, common.include_usage).await;
     }
-    json_answer(rx, guard, answer, common.logprobs).await
+    json_answer(feed, answer, common.logprobs).await
 }
 
-/// The engine's request for a body's prompt, `max_tokens` and sampling settings (without a
-/// seed: one drawn from the clock).
+/// The engine's request for a body's prompt, `max_tokens`, sampling settings (without a
+/// seed: one drawn from the clock), log probabilities and response format.
 fn request(prompt: Prompt, max_tokens: usize, common: &Common) -> GenerateRequest {
     let seed = common.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64)
     });
-    GenerateRequest::new(prompt, max_tokens)
+    let mut req = GenerateRequest::new(prompt, max_tokens)
         .with_sampling(SamplerConfig {
             temperature: common.temperature,
             top_p: common.top_p,
@@ -182,150 +149,90 @@ fn request(prompt: Prompt, max_tokens: usize, common: &Common) -> GenerateReques
             logit_bias: common.logit_bias.as_slice().into(),
             ..SamplerConfig::default()
         })
-        .with_stop(common.stop.clone())
+        .with_stop(common.stop.clone());
+    req.logprobs = common.logprobs;
+    req.constraint = common.constraint.clone();
+    req
 }
 
-/// The funnel's validate, encode and count ([`crate::runtime::Engine::prepare`]), the
-/// body's log probabilities and response format set on the sequence, and the context
-/// length checked: the demand to admit and the sequence to run, or the `400` to answer.
-fn prepare(
-    s: &Shared,
-    app: &App,
-    kind: Kind,
-    req: &GenerateRequest,
-    max_tokens: usize,
-    common: &Common,
-) -> Result<(Demand, SeqSpec), Response> {
-    let (demand, mut spec) = match app.engine.prepare(req) {
-        Ok(x) => x,
-        Err(EngineError::BadRequest(BadRequest::EmptyPrompt { .. })) => {
-            s.metrics.refused("bad_request");
-            return Err(bad_request(
-                Some(kind.prompt_field()),
-                format!(
-                    "`{}`: the prompt is empty (it encodes to no token); at least one token is needed",
-                    kind.prompt_field()
-                ),
-            ));
+/// The answer to a request the service refused: a bad request `400` naming the field, a
+/// request that can never fit `400` with the byte arithmetic, a full queue `429` with
+/// `Retry-After` (the service's own figure), shutting down `503`.
+fn refusal(s: &Shared, kind: Kind, e: EngineError) -> Response {
+    let field = kind.prompt_field();
+    match e {
+        EngineError::QueueFull {
+            retry_after_secs, ..
+        } => {
+            s.metrics.refused("queue_full");
+            let mut r = error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_exceeded",
+                None,
+                e.to_string(),
+            );
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            r
         }
-        Err(e) => {
+        EngineError::ShuttingDown => {
+            s.metrics.refused("shutting_down");
+            unavailable("the server is shutting down")
+        }
+        EngineError::Refused(a) => {
+            s.metrics.refused(match a {
+                AdmissionError::NeverFits(_) => "never_fits",
+                _ => "bad_request",
+            });
+            error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                Some("max_tokens"),
+                a.to_string(),
+            )
+        }
+        EngineError::BadRequest(BadRequest::EmptyPrompt { .. }) => {
+            s.metrics.refused("bad_request");
+            bad_request(
+                Some(field),
+                format!(
+                    "`{field}`: the prompt is empty (it encodes to no token); at least one token is needed"
+                ),
+            )
+        }
+        EngineError::BadRequest(BadRequest::ContextOverflow {
+            prompt_tokens,
+            max_new_tokens,
+            context,
+        }) => {
+            s.metrics.refused("bad_request");
+            if prompt_tokens >= context {
+                bad_request(
+                    Some(field),
+                    format!(
+                        "`{field}`: the prompt is {prompt_tokens} tokens, and the model's context length is {context}; \
+                         a prompt must leave room for at least one new token"
+                    ),
+                )
+            } else {
+                bad_request(
+                    Some("max_tokens"),
+                    format!(
+                        "the prompt ({prompt_tokens} tokens) plus max_tokens ({max_new_tokens}) is {} positions, \
+                         more than the model's context length of {context}",
+                        prompt_tokens + max_new_tokens
+                    ),
+                )
+            }
+        }
+        e => {
             s.metrics.refused("bad_request");
             let param = match &e {
-                EngineError::Tokenizer(_) => Some(kind.prompt_field()),
+                EngineError::Tokenizer(_) => Some(field),
                 EngineError::BadRequest(BadRequest::Sampling { field, .. }) => Some(*field),
                 _ => None,
             };
-            return Err(bad_request(param, e.to_string()));
+            bad_request(param, e.to_string())
         }
-    };
-    spec.logprobs = common.logprobs;
-    spec.constraint = common.constraint.clone();
-    let prompt_tokens = spec.prompt.len();
-    if prompt_tokens >= app.context_len {
-        s.metrics.refused("bad_request");
-        return Err(bad_request(
-            Some(kind.prompt_field()),
-            format!(
-                "`{}`: the prompt is {prompt_tokens} tokens, and the model's context length is {}; \
-                 a prompt must leave room for at least one new token",
-                kind.prompt_field(),
-                app.context_len
-            ),
-        ));
     }
-    if prompt_tokens + max_tokens > app.context_len {
-        s.metrics.refused("bad_request");
-        return Err(bad_request(
-            Some("max_tokens"),
-            format!(
-                "the prompt ({prompt_tokens} tokens) plus max_tokens ({max_tokens}) is {} positions, \
-                 more than the model's context length of {}",
-                prompt_tokens + max_tokens,
-                app.context_len
-            ),
-        ));
-    }
-    Ok((demand, spec))
-}
-
-/// Admission, in one step under the waiting lock (so the worker's `admit_ready` sees a
-/// queued job as soon as the scheduler does): an admitted job goes to the worker, a queued
-/// one waits in [`App::waiting`]; a full queue is `429` with `Retry-After`, a refusal `400`.
-/// Returns the reservation and whether it is queued.
-fn admit(
-    s: &Shared,
-    app: &App,
-    demand: &Demand,
-    spec: SeqSpec,
-    tx: mpsc::UnboundedSender<Out>,
-    cancel: Arc<AtomicBool>,
-    arrived: Instant,
-) -> Result<(ReservationId, bool), Response> {
-    let mut queued = false;
-    let reservation = {
-        let mut waiting = lock(&app.waiting);
-        match app.engine.scheduler().submit(demand) {
-            Ok(Submitted::Admitted(a)) => {
-                let job = admitted_job(spec, &a, tx, cancel, arrived, &s.metrics);
-                let sent = lock(&app.jobs).as_ref().map(|j| j.send(job).is_ok());
-                if sent != Some(true) {
-                    let _ = app.engine.scheduler().cancel(a.id);
-                    return Err(unavailable("the server is shutting down"));
-                }
-                a.id
-            }
-            Ok(Submitted::Queued(id)) => {
-                if app.engine.scheduler().usage().queued > app.max_queue {
-                    let _ = app.engine.scheduler().cancel(id);
-                    drop(waiting);
-                    s.metrics.refused("queue_full");
-                    let secs = retry_after(app, demand);
-                    let mut r = error(
-                        StatusCode::TOO_MANY_REQUESTS,
-                        "rate_limit_exceeded",
-                        None,
-                        format!(
-                            "the wait queue is full ({} requests wait for KV budget); retry after {secs} s",
-                            app.max_queue
-                        ),
-                    );
-                    r.headers_mut()
-                        .insert(header::RETRY_AFTER, HeaderValue::from(secs));
-                    return Err(r);
-                }
-                queued = true;
-                waiting.insert(
-                    id,
-                    Job {
-                        spec,
-                        reservation: id,
-                        tx,
-                        cancel,
-                        arrived,
-                    },
-                );
-                id
-            }
-            Err(e) => {
-                drop(waiting);
-                return Err(refusal(s, &e));
-            }
-        }
-    };
-    Ok((reservation, queued))
-}
-
-/// A refusal at admission: never fits → 400 with the byte arithmetic.
-fn refusal(s: &Shared, e: &AdmissionError) -> Response {
-    let kind = match e {
-        AdmissionError::NeverFits(_) => "never_fits",
-        _ => "bad_request",
-    };
-    s.metrics.refused(kind);
-    error(
-        StatusCode::BAD_REQUEST,
-        "invalid_request_error",
-        Some("max_tokens"),
-        e.to_string(),
-    )
 }

@@ -1,18 +1,13 @@
-//! Loading the model for serving: the engine under its KV byte budget, the chat template, and the batch worker's thread.
+//! Loading the model for serving: the engine under its KV byte budget and queue bound, and the chat template.
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::mpsc as std_mpsc;
-use std::sync::{Arc, Mutex};
 
-use tokio::sync::mpsc;
-
-use super::metrics::Metrics;
-use super::state::{App, WorkerStats, seconds_now};
-use super::worker::{Deliveries, worker};
+use super::state::{App, seconds_now};
 use super::{Budget, DEFAULT_SEQ_TOKENS, ServeError, ServerConfig};
 use crate::chat::ChatTemplate;
 use crate::runtime::{Engine, EngineOptions};
+use crate::service::ServiceOptions;
 
 /// The model's name in `/v1/models` and responses: the GGUF file stem or the package
 /// directory name.
@@ -31,13 +26,8 @@ fn model_name(path: &std::path::Path) -> String {
 ///
 /// # Errors
 /// [`ServeError::Engine`] when the engine fails to load; [`ServeError::Unservable`] when the
-/// model has no KV geometry, no decode core or a broken chat template, or the worker fails
-/// to start.
-pub(super) fn load(
-    config: &ServerConfig,
-    metrics: Arc<Metrics>,
-    deliver: mpsc::UnboundedSender<Deliveries>,
-) -> Result<(Arc<App>, Budget), ServeError> {
+/// model has no KV geometry, no decode core or a broken chat template.
+pub(super) fn load(config: &ServerConfig) -> Result<(Arc<App>, Budget), ServeError> {
     let probe = EngineOptions {
         threads: config.threads,
         max_running: config.max_running.max(1),
@@ -61,14 +51,11 @@ pub(super) fn load(
     let bytes = config
         .kv_budget_bytes
         .unwrap_or(config.max_running.max(1) as u64 * DEFAULT_SEQ_TOKENS * bpt);
-    let engine = engine.with_scheduler(
-        crate::scheduler::Scheduler::with_geometry(
-            bytes,
-            Some(geometry),
-            config.max_running.max(1),
-        )
-        .map_err(|e| ServeError::Engine(e.into()))?,
-    )?;
+    let engine = engine.with_kv_budget(bytes)?.with_service(ServiceOptions {
+        max_queue: config.max_queue,
+        chunk: config.chunk,
+        step_interval: config.step_interval,
+    })?;
     let model = engine.model().cloned().ok_or_else(|| {
         ServeError::Unservable(
             "the model has no decode core (its decoder is not the native llama_decoder block); \
@@ -90,50 +77,15 @@ pub(super) fn load(
         tok.constraint_vocab();
     }
     let tokens = bytes / bpt;
-    let (jobs, rx) = std_mpsc::channel();
     let app = Arc::new(App {
         context_len: model.config().context_len,
         engine: Arc::new(engine),
         template,
         model_name: model_name(&config.model),
         created: seconds_now(),
-        max_queue: config.max_queue,
-        jobs: Mutex::new(Some(jobs)),
-        waiting: Mutex::new(HashMap::new()),
-        stats: Mutex::new(WorkerStats::default()),
         draining: AtomicBool::new(false),
         next_id: AtomicU64::new(0),
     });
-    let worker_app = app.clone();
-    let (step_interval, chunk, max_running) = (
-        config.step_interval,
-        config.chunk,
-        config.max_running.max(1),
-    );
-    // The batch (and its sinks) lives on the worker thread; it reports whether it started.
-    let (started, start) = std_mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name("genai-batch".into())
-        .spawn(move || {
-            let batch = match worker_app.engine.batch(tokens as usize, max_running) {
-                Some(Ok(b)) => b.with_chunk(chunk),
-                Some(Err(e)) => {
-                    let _ = started.send(Err(format!("the KV cache: {e}")));
-                    return;
-                }
-                None => {
-                    let _ = started.send(Err("the engine has no decode core".to_string()));
-                    return;
-                }
-            };
-            let _ = started.send(Ok(()));
-            worker(worker_app, metrics, rx, batch, step_interval, deliver)
-        })
-        .map_err(|e| ServeError::Unservable(format!("starting the batch worker: {e}")))?;
-    start
-        .recv()
-        .map_err(|_| ServeError::Unservable("the batch worker stopped at start".into()))?
-        .map_err(ServeError::Unservable)?;
     Ok((
         app,
         Budget {

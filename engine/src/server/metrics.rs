@@ -7,7 +7,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::scheduler::Usage;
+use crate::service::Usage;
 
 /// Every metric the server exports. Counters only grow; gauges are set from the
 /// scheduler's state when scraped.

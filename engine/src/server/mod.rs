@@ -39,15 +39,14 @@ pub mod logprobs;
 pub mod metrics;
 pub mod openai;
 
-mod cancel;
 mod edge;
+mod feed;
 mod generate;
 mod http;
 mod load;
 mod respond;
 mod state;
 mod tools;
-mod worker;
 
 use std::path::PathBuf;
 use std::time::Duration;

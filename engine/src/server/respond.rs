@@ -10,7 +10,7 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::cancel::CancelGuard;
+use super::feed::Feed;
 use super::http::error;
 use super::logprobs;
 use super::state::{App, Out};
@@ -100,8 +100,7 @@ impl Held {
 /// one JSON body (with log probabilities when `top_logprobs` is given), or the
 /// error that ended it.
 pub(super) async fn json_answer(
-    mut rx: mpsc::UnboundedReceiver<Out>,
-    mut guard: CancelGuard,
+    mut rx: Feed,
     answer: Answer,
     top_logprobs: Option<usize>,
 ) -> Response {
@@ -118,7 +117,6 @@ pub(super) async fn json_answer(
                 lps.extend(lp);
             }
             Out::Refused(status, message) => {
-                guard.finished = true;
                 return error(status, "unavailable_error", None, message);
             }
             Out::Done {
@@ -126,7 +124,6 @@ pub(super) async fn json_answer(
                 tail,
                 finish,
             } => {
-                guard.finished = true;
                 text.push_str(&tail);
                 let finish = match finish {
                     Ok(f) => f,
@@ -173,7 +170,6 @@ pub(super) async fn json_answer(
             }
         }
     }
-    guard.finished = true;
     error(
         StatusCode::INTERNAL_SERVER_ERROR,
         "server_error",
@@ -185,9 +181,8 @@ pub(super) async fn json_answer(
 /// The answer of a request that asked to stream: `200` and server-sent events, after a
 /// queued request (`queued`) learned that it started (or the error that refused it).
 pub(super) async fn stream_answer(
-    mut rx: mpsc::UnboundedReceiver<Out>,
+    mut rx: Feed,
     queued: bool,
-    mut guard: CancelGuard,
     answer: Answer,
     include_usage: bool,
 ) -> Response {
@@ -197,12 +192,10 @@ pub(super) async fn stream_answer(
     if queued {
         match rx.recv().await {
             Some(Out::Refused(status, message)) => {
-                guard.finished = true;
                 return error(status, "unavailable_error", None, message);
             }
             Some(ev) => first = Some(ev),
             None => {
-                guard.finished = true;
                 return error(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "server_error",
@@ -212,7 +205,7 @@ pub(super) async fn stream_answer(
             }
         }
     }
-    let stream = sse(rx, first, guard, answer, include_usage);
+    let stream = sse(rx, first, answer, include_usage);
     Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response()
@@ -221,11 +214,10 @@ pub(super) async fn stream_answer(
 /// The server-sent events of a streamed request, starting with `first` (the event a queued
 /// request's handler waited for before answering 200). A task forwards the worker's events as
 /// chunks; when the client goes away the response stream is dropped, the task sees its
-/// channel closed and ends, and its [`CancelGuard`] cancels the request.
+/// channel closed and ends, and its [`Feed`] cancels the request.
 fn sse(
-    mut rx: mpsc::UnboundedReceiver<Out>,
+    mut rx: Feed,
     mut first: Option<Out>,
-    mut guard: CancelGuard,
     answer: Answer,
     include_usage: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
@@ -338,7 +330,6 @@ fn sse(
                     }
                 }
                 Out::Refused(_, message) => {
-                    guard.finished = true;
                     let body = json!({"error": {"message": message, "type": "unavailable_error"}});
                     send(SseEvent::default().data(body.to_string())).await;
                     break;
@@ -348,7 +339,6 @@ fn sse(
                     tail,
                     finish,
                 } => {
-                    guard.finished = true;
                     // With tools: the held text is calls (their deltas) or, if it parses as
                     // none, content after all.
                     let mut calls = None;
@@ -397,7 +387,7 @@ fn sse(
             }
         }
         send(SseEvent::default().data("[DONE]")).await;
-        drop(guard);
+        drop(rx);
     });
     tokio_stream::wrappers::ReceiverStream::new(events)
 }

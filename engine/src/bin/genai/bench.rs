@@ -1,4 +1,4 @@
-//! `genai bench`: prefill and decode rates of one stream with the roofline, concurrent streams through the admission funnel and the continuous batch (`--concurrency`), and the decode-rate cost of constrained decoding (`--response-format`).
+//! `genai bench`: prefill and decode rates of one stream with the roofline, concurrent streams through the engine's service (one admission, one continuous batch) (`--concurrency`), and the decode-rate cost of constrained decoding (`--response-format`).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -6,12 +6,12 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 
-use engine::batch::{Done, Piece, Sink};
 use engine::chat::Message;
 use engine::constrain::Grammar;
 use engine::kernels::sample::SamplerConfig;
 use engine::roofline::{self, Roofline};
-use engine::runtime::{Engine, Flow, GenerateRequest, Prompt};
+use engine::runtime::{Engine, GenerateRequest, Prompt};
+use engine::service::{Event, SubmitOptions};
 
 use crate::measure::{median, memory_bound, memory_bound_line, rate, resident_bytes};
 use crate::model::{KvArgs, Loaded, ModelArgs, chat_template, load_engine};
@@ -118,8 +118,8 @@ fn single(
     req.stop_at_eog = false;
     let bpt = l
         .engine
-        .scheduler()
-        .bytes_per_token()
+        .usage()
+        .bytes_per_token
         .context("the model has no KV geometry")?;
     let mut prefill = Vec::new();
     let mut decode = Vec::new();
@@ -128,14 +128,22 @@ fn single(
     let kv_bytes = (prompt_tokens + gen_tokens).div_ceil(16) as u64 * 16 * bpt;
     for run in 0..=runs {
         let mut n = 0;
-        let r = l.engine.generate_with(&req, &mut |_| {}, &mut |_, _| {
-            n += 1;
-            if run == runs && n == gen_tokens {
-                // Resident memory with the last run's KV cache still held.
-                rss = resident_bytes().unwrap_or(0);
+        let mut ticket = l.engine.submit(req.clone(), SubmitOptions::default());
+        let r = loop {
+            match ticket.next_event() {
+                Some(Event::Token(_)) => {
+                    n += 1;
+                    if run == runs && n == gen_tokens {
+                        // Resident memory with the last run's KV cache still held.
+                        rss = resident_bytes().unwrap_or(0);
+                    }
+                }
+                Some(Event::Finished(r)) => break r?,
+                Some(Event::Refused(e)) => return Err(e.into()),
+                Some(Event::Queued { .. } | Event::Admitted(_)) => {}
+                None => bail!("the engine's service stopped"),
             }
-            Flow::Continue
-        })?;
+        };
         if run > 0 {
             prefill.push(rate(r.prompt_tokens, r.prefill_secs));
             decode.push(rate(r.tokens().len().saturating_sub(1), r.decode_secs));
@@ -204,22 +212,6 @@ fn prompt(engine: &Engine, prompt_tokens: usize, gen_tokens: usize) -> Result<Ve
     Ok(base.iter().copied().cycle().take(prompt_tokens).collect())
 }
 
-/// Records one stream's time to first token.
-struct Timing<'a> {
-    ttft: &'a mut Option<f64>,
-    tokens: &'a mut usize,
-}
-
-impl Sink for Timing<'_> {
-    fn token(&mut self, _: Piece<'_>) -> Flow {
-        *self.tokens += 1;
-        Flow::Continue
-    }
-    fn finish(&mut self, done: Done<'_>) {
-        *self.ttft = done.ttft;
-    }
-}
-
 /// One measurement: `n` streams arrive together.
 struct Run {
     streams: usize,
@@ -230,48 +222,38 @@ struct Run {
     ttft: Vec<f64>,
 }
 
-/// `n` streams of `prompt` arriving together through the admission funnel and the
-/// continuous batch, `gen_tokens` each (end-of-generation ignored).
+/// `n` streams of `prompt` arriving together through the engine's service (one admission,
+/// one continuous batch), `gen_tokens` each (end-of-generation ignored).
 fn run_streams(engine: &Engine, prompt: &[u32], gen_tokens: usize, n: usize) -> Result<Run> {
     let mut req = GenerateRequest::tokens(prompt.to_vec(), gen_tokens);
     req.stop_at_eog = false;
-    let mut ttft = vec![None; n];
-    let mut tokens = vec![0usize; n];
-    let mut admissions = Vec::new();
+    let before = engine.service_stats();
     let t0 = Instant::now();
-    let decode_tps;
-    {
-        let mut batch = engine
-            .batch(n * (prompt.len() + gen_tokens), n)
-            .context("the model has no decode core")??;
-        for (i, (t, k)) in ttft.iter_mut().zip(tokens.iter_mut()).enumerate() {
-            let (demand, mut spec) = engine.prepare(&req)?;
-            let a = engine
-                .scheduler()
-                .admit(&demand)
-                .map_err(|e| anyhow::anyhow!("stream {i} refused: {e}"))?;
-            spec.max_new_tokens = a.max_new_tokens;
-            admissions.push(a.id);
-            batch.join(
-                i as u64,
-                spec,
-                Box::new(Timing { ttft: t, tokens: k }),
-                None,
-            )?;
-        }
-        batch.run_to_end();
-        decode_tps = batch.decode_rate().unwrap_or(0.0);
+    let tickets: Vec<_> = (0..n)
+        .map(|_| engine.submit(req.clone(), SubmitOptions::default()))
+        .collect();
+    let mut ttft = Vec::with_capacity(n);
+    let mut total = 0;
+    for (i, t) in tickets.into_iter().enumerate() {
+        let r = t
+            .wait()
+            .map_err(|e| anyhow::anyhow!("stream {i} failed: {e}"))?;
+        total += r.tokens().len();
+        ttft.push(r.prefill_secs);
     }
     let wall = t0.elapsed().as_secs_f64();
-    for id in admissions {
-        engine.scheduler().complete(id)?;
-    }
-    let total: usize = tokens.iter().sum();
+    let after = engine.service_stats();
+    let secs = after.decode_secs - before.decode_secs;
+    let tokens = after.decode_tokens - before.decode_tokens;
     Ok(Run {
         streams: n,
-        decode_tps,
+        decode_tps: if secs > 0.0 {
+            tokens as f64 / secs
+        } else {
+            0.0
+        },
         wall_tps: total as f64 / wall,
-        ttft: ttft.into_iter().map(|t| t.unwrap_or(wall)).collect(),
+        ttft,
     })
 }
 
@@ -374,12 +356,12 @@ fn constrained(
         let mut free = GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens)
             .with_sampling(sampling.clone());
         free.stop_at_eog = false;
-        let r = engine.generate_with(&free, &mut |_| {}, &mut |_, _| Flow::Continue)?;
+        let r = engine.generate(&free)?;
         let free_rate = rate(r.tokens().len(), r.decode_secs);
         let bound = GenerateRequest::new(Prompt::Text(text.clone()), gen_tokens)
             .with_sampling(sampling.clone())
             .with_constraint(grammar.clone());
-        let r = engine.generate_with(&bound, &mut |_| {}, &mut |_, _| Flow::Continue)?;
+        let r = engine.generate(&bound)?;
         if run > 0 {
             plain.push(free_rate);
             constrained.push(rate(r.tokens().len(), r.decode_secs));
