@@ -128,7 +128,10 @@ fn a_held_lock_is_locked_alike_for_every_command_and_each_planned_battery_report
         // How long the holder has held it is the one thing that moves between the runs.
         let held = line.find("held for ").unwrap();
         let secs = line[held..].find('s').unwrap();
-        lines.push((name, format!("{}held for Ns{}", &line[..held], &line[held + secs + 1..])));
+        lines.push((
+            name,
+            format!("{}held for Ns{}", &line[..held], &line[held + secs + 1..]),
+        ));
         // The batteries `battery` and `gate` were asked to run get their LOCKED report;
         // `mutants --via-harness` makes its batteries under the lock, so none is planned.
         let report = sb.ws.join("reports/sample/battery.json");
