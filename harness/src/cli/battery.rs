@@ -99,6 +99,19 @@ impl BatteryRunArgs {
         }
     }
 
+    /// Opens the front door for `catalogs`, the batteries to run (`battery`, `gate`):
+    /// [`BatteryRunArgs::request`] through [`Door::open`]. `Err` is the exit code of its
+    /// refusal (printed).
+    pub fn open(
+        &self,
+        state: &Path,
+        catalogs: &[PathBuf],
+        reports: &ReportsArgs,
+        lock: &LockArgs,
+    ) -> Result<Door, ExitCode> {
+        Door::open(&self.request(state, catalogs, Role::Batteries, reports, lock))
+    }
+
     /// The battery options of these arguments, with host state in `state` and reports
     /// under `reports`; a shard is dealt in catalog order (the front door balances it by
     /// `--timings`), the lock and the guards are the front door's to fill.
@@ -155,13 +168,10 @@ pub struct BatteryArgs {
 /// preflighted and locked at once, then each battery in turn, stopping after a refusal or
 /// an interruption; returns the worst exit code.
 pub fn run(state: &Path, args: &BatteryArgs) -> ExitCode {
-    let door = match Door::open(&args.run.request(
-        state,
-        &args.catalogs,
-        Role::Batteries,
-        &args.reports,
-        &args.lock,
-    )) {
+    let door = match args
+        .run
+        .open(state, &args.catalogs, &args.reports, &args.lock)
+    {
         Ok(d) => d,
         Err(code) => return code,
     };

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 use super::ReportsArgs;
 use super::battery::BatteryRunArgs;
 use super::lock::LockArgs;
-use crate::door::{Door, Role};
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
@@ -56,13 +55,10 @@ pub struct GateArgs {
 /// Runs `harness gate` through the front door ([`crate::door`]: the catalogs planned,
 /// preflighted and locked as `battery` does it); returns the gate's exit code.
 pub fn run(state: &Path, args: &GateArgs) -> ExitCode {
-    let door = match Door::open(&args.run.request(
-        state,
-        &args.catalogs,
-        Role::Batteries,
-        &args.reports,
-        &args.lock,
-    )) {
+    let door = match args
+        .run
+        .open(state, &args.catalogs, &args.reports, &args.lock)
+    {
         Ok(d) => d,
         Err(code) => return code,
     };
