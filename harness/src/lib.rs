@@ -12,6 +12,8 @@
 //!   [`ci::testlog`] reads, and [`ci::gate`] (test command, audit and batteries in one report).
 //! - [`mutants`]: the bridge to cargo-mutants (run it under the host lock, import its
 //!   outcomes, or feed its generated mutants to the battery).
+//! - [`door`]: the one way into a battery run (plan, preflight, lock, run) that `battery`,
+//!   `gate` and `mutants --via-harness` share.
 //! - [`system`]: processes and their groups, interruption, the host lock, progress output;
 //!   [`cargo`] drives cargo itself, [`doctest_keep`] keeps switch mode's doc test
 //!   executables for running them again without rustdoc, and [`libtest_direct`] runs its
@@ -41,6 +43,7 @@ pub mod cargo;
 pub mod ci;
 pub mod cli;
 pub mod doctest_keep;
+pub mod door;
 pub mod libtest;
 pub mod libtest_direct;
 pub mod mutants;

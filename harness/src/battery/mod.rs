@@ -12,7 +12,10 @@
 //! - [`report`]: verdicts, refusals and the report files.
 //!
 //! [`tree`] is the tree under test's file set and fingerprint, which every stage reads.
-//! This module ties the stages together: [`run_mode`] runs one catalog.
+//! This module ties the stages together for one loaded catalog: [`preflight`] checks it
+//! before the host lock is taken, [`run_unwritten`] runs it and [`Unwritten::write`] writes
+//! its reports. Commands never call them directly: every battery enters through
+//! `crate::door` (plan, preflight, lock, run).
 //!
 //! A battery that cannot be trusted refuses with one of the
 //! [`report::refusal::RefusalKind`]s and runs nothing more.
@@ -94,19 +97,21 @@ pub struct Options {
 /// With `--since`: UNGUARDED-IN-DIFF and cargo-mutants' generated mutants inside the diff.
 #[derive(Debug, Clone, Default)]
 pub struct DiffScope {
-    /// The catalogs whose mutations guard changed functions (every catalog of the command);
-    /// empty: the battery's own catalog alone. The battery's own catalog always counts.
-    pub guards: Vec<PathBuf>,
+    /// The catalogs whose mutations guard changed functions (every catalog of the command,
+    /// as its plan loaded them); empty: the battery's own catalog alone. The battery's own
+    /// catalog always counts.
+    pub guards: Vec<Catalog>,
     /// `--require-guarded`: a changed function no mutation touches makes the battery weak
     /// (exit 1).
     pub require_guarded: bool,
     /// `--mutants`: also run cargo-mutants' generated mutants inside the diff through the
     /// switch runner; a missed one makes the battery weak (exit 1). The battery does not
-    /// act on it: `crate::mutants::in_diff::run_battery` runs that step after it.
+    /// act on it: the run step of `crate::door` runs it after the battery
+    /// (`crate::mutants::in_diff`).
     pub mutants: bool,
 }
 
-/// Outcome of [`run_mode`]: the report (when the catalog could be loaded) and where it went.
+/// Outcome of a battery run ([`Unwritten::write`]): the report (when the catalog could be loaded) and where it went.
 #[derive(Debug)]
 pub struct RunResult {
     /// The report.
@@ -132,6 +137,9 @@ pub enum BatteryError {
     /// their catalog could not be written.
     #[error("--mutants: {0}")]
     Generated(String),
+    /// The `--timings` file of `--shard` could not be used.
+    #[error(transparent)]
+    Timings(#[from] shard::TimingsError),
     /// `--only` named an id the catalog does not have.
     #[error("{catalog}: --only names unknown mutation id(s): {ids}")]
     UnknownOnly {
@@ -171,32 +179,45 @@ pub enum BatteryError {
     },
 }
 
-/// Runs the battery in `catalog_path` in rebuild mode (the caller holds the host lock) and
-/// writes its reports; see [`run_mode`].
-pub fn run(
-    catalog_path: &Path,
-    opts: &Options,
-    progress: &Progress,
-) -> Result<RunResult, BatteryError> {
-    run_mode(catalog_path, opts, progress, Mode::Rebuild)
+/// A catalog that passed [`preflight`] for one run: the only thing [`run_unwritten`] and
+/// [`write_locked`] take, so no battery runs unchecked.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    catalog: Catalog,
+    place: catalog::TargetPlace,
+    mode: Mode,
 }
 
-/// Runs the battery in `catalog_path` in `mode` (the caller holds the host lock) and writes
-/// its reports (`battery.json`, `battery.md`, `mutation-report.json`; switch mode adds
-/// `switch.json`). Refusals and interruptions are in the report's `status`; only a
-/// malformed catalog, an unknown `--only` id or unwritable reports are errors. Both modes
-/// give the same report, timings aside.
+impl Checked {
+    /// The catalog, as loaded once.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The mode it runs in.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+}
+
+/// The checks a battery passes before the host lock is taken and anything is built, in
+/// this order: `-j N` fits `mode` ([`check_jobs`]), the host state directory lies outside
+/// the workspace ([`check_state_dir`]), `--only` names ids the catalog has, and the
+/// catalog's target directory holds none of the tree's files
+/// ([`Catalog::check_target_dir`]). Reads the tree; writes nothing.
 ///
-/// The `--mutants` step of `--since` (`opts.diff_scope.mutants`) is not the battery's: the
-/// caller runs it between [`run_unwritten`] and [`Unwritten::write`]
-/// (`crate::mutants::in_diff::run_battery`).
-pub fn run_mode(
-    catalog_path: &Path,
-    opts: &Options,
-    progress: &Progress,
-    mode: Mode,
-) -> Result<RunResult, BatteryError> {
-    run_unwritten(catalog_path, opts, progress, mode)?.write()
+/// Errors: [`BatteryError::JobsNeedSwitchMode`], [`BatteryError::StateDirInWorkspace`],
+/// [`BatteryError::UnknownOnly`], [`BatteryError::Catalog`] (field `target_dir`).
+pub fn preflight(catalog: Catalog, opts: &Options, mode: Mode) -> Result<Checked, BatteryError> {
+    check_jobs(opts.jobs, mode)?;
+    check_state_dir(&catalog.root, &opts.state_dir)?;
+    check_only(&catalog, opts.only.as_deref())?;
+    let place = catalog.check_target_dir()?;
+    Ok(Checked {
+        catalog,
+        place,
+        mode,
+    })
 }
 
 /// A battery that ran, its report assembled but not yet written: a caller may add to the
@@ -237,24 +258,27 @@ impl Unwritten {
     }
 }
 
-/// [`run_mode`] up to its report, unwritten.
+/// Runs the battery of `checked` in its mode (the caller holds the host lock) up to its
+/// report, unwritten: [`Unwritten::write`] writes `battery.json`, `battery.md`,
+/// `mutation-report.json` (switch mode adds `switch.json`). Refusals and interruptions are
+/// in the report's `status`; only a `--since` revision that does not fit the tree, a guard
+/// catalog that cannot be read or unwritable reports are errors. Both modes give the same
+/// report, timings aside.
+///
+/// The `--mutants` step of `--since` (`opts.diff_scope.mutants`) is not the battery's: the
+/// run step of `crate::door` runs it before the report is written.
 pub fn run_unwritten(
-    catalog_path: &Path,
+    checked: &Checked,
     opts: &Options,
     progress: &Progress,
-    mode: Mode,
 ) -> Result<Unwritten, BatteryError> {
-    check_jobs(opts.jobs, mode)?;
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    // A catalog that does not load (malformed, or duplicate ids: drift) gets no report
-    // directory; the caller prints the error and exits 2.
-    let catalog = Catalog::load(catalog_path)?;
-    check_state_dir(&catalog.root, &opts.state_dir)?;
-    check_only(&catalog, opts.only.as_deref())?;
+    let catalog = checked.catalog.clone();
+    let mode = checked.mode;
     let diff = match &opts.since {
         Some(rev) => {
             let d = diffscope::changed_lines(&catalog.root, rev)?;
@@ -271,8 +295,7 @@ pub fn run_unwritten(
         Some(d) => Some(unguarded_list(&catalog, d, opts)?),
         None => None,
     };
-    let place = catalog.check_target_dir()?;
-    progress.line(&format!("target directory {place}"));
+    progress.line(&format!("target directory {}", checked.place));
     let reports_root = opts
         .reports_root
         .clone()
@@ -385,17 +408,6 @@ pub fn check_state_dir(root: &Path, state: &Path) -> Result<(), BatteryError> {
     Ok(())
 }
 
-/// [`check_state_dir`] for each catalog that loads (one that does not is the battery's to
-/// report): the check a command makes before it takes the host lock in `state`.
-pub fn check_state_dir_of(catalogs: &[PathBuf], state: &Path) -> Result<(), BatteryError> {
-    for path in catalogs {
-        if let Ok(c) = Catalog::load_base(path) {
-            check_state_dir(&c.root, state)?;
-        }
-    }
-    Ok(())
-}
-
 /// [`BatteryError::JobsNeedSwitchMode`] for `jobs` > 1 in rebuild mode (`jobs` 0 is the
 /// command line's to refuse; it runs as 1).
 pub fn check_jobs(jobs: usize, mode: Mode) -> Result<(), BatteryError> {
@@ -421,9 +433,9 @@ fn unguarded_list(
             dir.strip_prefix(root).ok().map(|d| d.join("src"))
         })
         .collect();
-    let mut paths = vec![catalog.path.clone()];
-    paths.extend(opts.diff_scope.guards.iter().cloned());
-    let guards = unguarded::guards(root, &paths)?;
+    let mut catalogs = vec![catalog];
+    catalogs.extend(opts.diff_scope.guards.iter());
+    let guards = unguarded::guards(root, &catalogs);
     Ok(unguarded::unguarded_in_diff(
         root, diff, &src_dirs, &guards,
     )?)
@@ -436,15 +448,11 @@ fn shard_manifest(
     run: &Run<'_>,
     report: &BatteryReport,
 ) -> Result<shard::ShardManifest, BatteryError> {
-    let bytes = std::fs::read(&catalog.path).map_err(|source| BatteryError::Reports {
-        path: catalog.path.clone(),
-        source,
-    })?;
     let all = catalog.mutation_ids();
     Ok(shard::ShardManifest {
         k: s.spec.k,
         n: s.spec.n,
-        catalog_sha256: tree::sha256_hex(&bytes),
+        catalog_sha256: catalog.sha256.clone(),
         tree_fingerprint: run.start_fingerprint().unwrap_or_default(),
         timings: s.source.clone(),
         mutations: report.mutations.iter().map(|m| m.id.clone()).collect(),
@@ -455,9 +463,9 @@ fn shard_manifest(
 /// The report of a battery that could not start because the host lock is held by someone
 /// else (LOCKED, `detail` names the holder): written like any refusal's, nothing run.
 ///
-/// Errors: as [`run_mode`] before it runs anything (a malformed catalog, unwritable reports).
+/// Errors: [`BatteryError::Reports`].
 pub fn write_locked(
-    catalog_path: &Path,
+    checked: &Checked,
     opts: &Options,
     detail: &str,
 ) -> Result<RunResult, BatteryError> {
@@ -465,14 +473,14 @@ pub fn write_locked(
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let catalog = Catalog::load(catalog_path)?;
+    let catalog = &checked.catalog;
     let reports_root = opts
         .reports_root
         .clone()
         .unwrap_or_else(|| catalog.root.join("reports"));
     let progress = Progress::plain();
     let run = Run::new(Shared {
-        catalog: &catalog,
+        catalog,
         opts,
         progress: &progress,
         exclude: Vec::new(),
@@ -483,7 +491,7 @@ pub fn write_locked(
         kind: RefusalKind::Locked,
         detail: detail.to_string(),
     });
-    let mut report = assemble(&catalog, opts, &run, Some(stop));
+    let mut report = assemble(catalog, opts, &run, Some(stop));
     report.started_unix = started_unix;
     let dir = files::report_dir(&reports_root, &catalog.name);
     let written = files::write_all(&dir, &report).map_err(|source| BatteryError::Reports {

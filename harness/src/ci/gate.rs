@@ -24,9 +24,10 @@ use serde::Serialize;
 use crate::battery::report::schema::BatteryReport;
 use crate::battery::report::text;
 use crate::battery::select::catalog::Catalog;
-use crate::battery::{self, BatteryError};
+use crate::battery::{self, BatteryError, Checked};
 use crate::ci::audit::{self, AuditReport, Lane, LanesConfig, MustRun};
 use crate::ci::testlog::{self, LogError};
+use crate::door::Door;
 use crate::system::exit::ExitCode;
 use crate::system::interrupt;
 use crate::system::progress::Progress;
@@ -42,33 +43,9 @@ pub const GATE_LANE: &str = "gate";
 /// `scripts/test`.
 pub const FALLBACK_TEST_COMMAND: &str = "cargo test --workspace --no-fail-fast";
 
-/// What one gate runs: the command line's `harness gate` arguments, in plain terms.
-#[derive(Debug, Clone)]
-pub struct GateOptions {
-    /// Battery catalogs: their `tests` are the must-run tests of the audit, and they run
-    /// after it. All must name the same workspace.
-    pub catalogs: Vec<PathBuf>,
-    /// The test command, run once with `sh -c` in the workspace root; `None`: see
-    /// [`test_command`].
-    pub test_command: Option<String>,
-    /// How the batteries run. Its `state_dir` is the host state directory, its `lock` how
-    /// the caller holds the host lock, its `reports_root` where `gate/` and the batteries'
-    /// `<name>/` report directories go (`None`: `<workspace>/reports`); its `shard` is dealt
-    /// in catalog order unless `timings` balances it.
-    pub battery: battery::Options,
-    /// The earlier `battery.json` whose timings balance `battery.shard` (`--timings`), read
-    /// once the catalogs are loaded.
-    pub timings: Option<PathBuf>,
-    /// The batteries' mode.
-    pub mode: battery::Mode,
-}
-
 /// Errors that stop the gate before it can report (exit code 2).
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
-    /// A catalog could not be loaded.
-    #[error("{0}")]
-    Catalog(#[from] crate::battery::select::catalog::CatalogError),
     /// Two catalogs name different workspaces.
     #[error(
         "catalogs name different workspaces: {first_catalog} has {first}, {other_catalog} has {other}"
@@ -94,9 +71,6 @@ pub enum GateError {
     /// The kept log could not be read back.
     #[error(transparent)]
     Log(LogError),
-    /// The `--timings` file of `--shard` could not be used.
-    #[error(transparent)]
-    Timings(#[from] crate::battery::select::shard::TimingsError),
     /// The gate's reports could not be written.
     #[error("{path}: cannot write the gate report: {source}")]
     Reports {
@@ -453,42 +427,39 @@ fn audit_log(
     Ok(audit::audit(&cfg, &logs, must_run))
 }
 
-/// What one gate works on: its catalogs (all of one workspace) and where it writes.
-struct Setup {
-    catalogs: Vec<Catalog>,
+/// What one gate works on: its catalogs (all of one workspace, planned and preflighted by
+/// the front door) and where it writes.
+struct Setup<'d> {
+    catalogs: &'d [Checked],
     /// The workspace root.
     root: PathBuf,
-    /// Where `gate/` and the batteries' report directories go.
-    reports_root: PathBuf,
-    /// `<reports_root>/gate`, made.
+    /// `<reports>/gate` (the door's reports root, else `<workspace>/reports`), made.
     dir: PathBuf,
 }
 
-impl Setup {
-    /// Loads the catalogs (they must name one workspace) and makes the gate's report
-    /// directory.
-    fn new(opts: &GateOptions) -> Result<Setup, GateError> {
-        let mut catalogs = Vec::new();
-        for p in &opts.catalogs {
-            catalogs.push(Catalog::load(p)?);
-        }
-        let root = catalogs[0].root.clone();
-        for c in &catalogs[1..] {
+impl Setup<'_> {
+    /// The door's catalogs (they must name one workspace) and the gate's report directory,
+    /// made.
+    fn new(door: &Door) -> Result<Setup<'_>, GateError> {
+        let catalogs = door.planned();
+        let first = catalogs[0].catalog();
+        let root = first.root.clone();
+        for c in catalogs[1..].iter().map(Checked::catalog) {
             if c.root != root {
                 return Err(GateError::MixedWorkspaces {
-                    first_catalog: catalogs[0].path.clone(),
+                    first_catalog: first.path.clone(),
                     first: root,
                     other_catalog: c.path.clone(),
                     other: c.root.clone(),
                 });
             }
         }
-        let reports_root = opts
-            .battery
+        let dir = door
+            .options()
             .reports_root
             .clone()
-            .unwrap_or_else(|| root.join("reports"));
-        let dir = reports_root.join("gate");
+            .unwrap_or_else(|| root.join("reports"))
+            .join("gate");
         std::fs::create_dir_all(&dir).map_err(|source| GateError::Reports {
             path: dir.clone(),
             source,
@@ -496,7 +467,6 @@ impl Setup {
         Ok(Setup {
             catalogs,
             root,
-            reports_root,
             dir,
         })
     }
@@ -533,7 +503,11 @@ fn audit_step(
             ),
         );
     }
-    let must_run: Vec<MustRun> = s.catalogs.iter().flat_map(must_run_of).collect();
+    let must_run: Vec<MustRun> = s
+        .catalogs
+        .iter()
+        .flat_map(|c| must_run_of(c.catalog()))
+        .collect();
     // The workspace's targets name each cargo test target's package; without them
     // (metadata failed) the audit still matches when the log leaves one choice.
     let workspace = crate::ci::targets::Workspace::load(&s.root.join("Cargo.toml"));
@@ -567,18 +541,18 @@ fn audit_step(
     Ok(a)
 }
 
-/// Runs every catalog's battery in `mode` after a passed audit; after a failed one (or an
-/// interruption) lists them as skipped, saying why.
+/// Runs every catalog's battery through the door after a passed audit; after a failed one
+/// (or an interruption) lists them as skipped, saying why.
 fn battery_step(
-    s: &Setup,
-    mode: battery::Mode,
-    opts: &battery::Options,
+    s: &Setup<'_>,
+    door: &Door,
     audit_ok: bool,
     progress: &Progress,
     judged: &mut Judged,
 ) -> Vec<GateBattery> {
     let mut batteries = Vec::new();
-    for c in &s.catalogs {
+    for checked in s.catalogs {
+        let c = checked.catalog();
         let mut entry = GateBattery {
             catalog: c.path.display().to_string(),
             name: c.name.clone(),
@@ -598,7 +572,7 @@ fn battery_step(
             judged.code = ExitCode::Interrupted;
         } else {
             progress.line(&format!("gate: battery {}", c.path.display()));
-            let res = crate::mutants::in_diff::run_battery(&c.path, opts, progress, mode);
+            let res = door.run(checked, progress);
             one_battery(&mut entry, res, &s.root, judged);
         }
         batteries.push(entry);
@@ -639,32 +613,31 @@ fn one_battery(
     }
 }
 
-/// Runs the gate (the caller holds the host lock; `gate.battery.lock` says how) and writes
-/// its reports.
+/// Runs the gate on the batteries of `door` (planned, preflighted, the host lock held; its
+/// options say how) with the test command `test_command` (`None`: see [`test_command`]),
+/// and writes its reports: `gate/` and the batteries' `<name>/` report directories under
+/// the door's reports root (`None`: `<workspace>/reports`).
 ///
 /// # Errors
-/// [`GateError`] when it cannot report at all (bad catalog, mixed workspaces, a test
-/// command that cannot be started, an unreadable log, unwritable reports): exit code 2.
-pub fn run(gate: &GateOptions, progress: &Progress) -> Result<GateOutcome, GateError> {
+/// [`GateError`] when it cannot report at all (mixed workspaces, a test command that cannot
+/// be started, an unreadable log, unwritable reports): exit code 2.
+pub fn run(
+    door: &Door,
+    test_command: Option<&str>,
+    progress: &Progress,
+) -> Result<GateOutcome, GateError> {
     let started = Instant::now();
     let started_unix = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let s = Setup::new(gate)?;
-    let (state, lock) = (gate.battery.state_dir.as_path(), gate.battery.lock.as_str());
-    let mut opts = gate.battery.clone();
-    opts.reports_root = Some(s.reports_root.clone());
-    if let (Some(shard), Some(path)) = (&opts.shard, &gate.timings) {
-        opts.shard = Some(battery::select::shard::Shard::with_timings(
-            shard.spec, path,
-        )?);
-    }
-    opts.diff_scope.guards = gate.catalogs.clone();
+    let s = Setup::new(door)?;
+    let opts = door.options();
+    let (state, lock) = (opts.state_dir.as_path(), opts.lock.as_str());
     let log = s.dir.join("test.log");
-    let (command, source) = test_command(gate.test_command.as_deref(), &s.root);
+    let (command, source) = self::test_command(test_command, &s.root);
     // The first battery's build directory (see `run_test_command`).
-    let target_dir = s.catalogs[0].target_dir.clone();
+    let target_dir = s.catalogs[0].catalog().target_dir.clone();
     progress.line(&format!(
         "gate: running the test command `{command}` ({source}) in {} with CARGO_TARGET_DIR={}; log {}",
         s.root.display(),
@@ -694,7 +667,7 @@ pub fn run(gate: &GateOptions, progress: &Progress) -> Result<GateOutcome, GateE
         let a = audit_step(&s, &test_run, &log, &mut judged)?;
         let audit_ok = a.exit_code == ExitCode::AllMet;
         audit_report = Some(a);
-        batteries = battery_step(&s, gate.mode, &opts, audit_ok, progress, &mut judged);
+        batteries = battery_step(&s, door, audit_ok, progress, &mut judged);
     }
     let report = GateReport {
         schema: GATE_SCHEMA,

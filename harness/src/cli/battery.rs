@@ -2,9 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::lock::{LockArgs, LockFailure, take_lock};
-use super::{ReportsArgs, report_catalog_error};
-use crate::battery::{self, BatteryError, Mode, report};
+use super::ReportsArgs;
+use super::lock::LockArgs;
+use crate::battery::{self, Mode, report};
+use crate::door::{Door, Request, Role};
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
@@ -77,37 +78,50 @@ pub struct BatteryRunArgs {
 }
 
 impl BatteryRunArgs {
-    /// The options of a battery run with host state in `state`, reports under `reports`
-    /// (default `<workspace>/reports`), the host lock held as `lock` says.
-    ///
-    /// Errors: the `--timings` file cannot be read or is not a battery report with timings.
-    pub fn options(
+    /// The front door's request for `catalogs` (as `role`) run as these arguments say, with
+    /// host state in `state`, reports under `reports` (default `<workspace>/reports`), the
+    /// host lock taken as `lock` says.
+    pub fn request(
         &self,
         state: &Path,
-        reports: Option<PathBuf>,
-        lock: String,
-    ) -> Result<battery::Options, battery::select::shard::TimingsError> {
-        let mut opts = self.untimed_options(state, reports, lock);
-        if let (Some(spec), Some(path)) = (self.shard, &self.timings) {
-            opts.shard = Some(battery::select::shard::Shard::with_timings(spec, path)?);
+        catalogs: &[PathBuf],
+        role: Role,
+        reports: &ReportsArgs,
+        lock: &LockArgs,
+    ) -> Request {
+        Request {
+            catalogs: catalogs.to_vec(),
+            role,
+            options: self.options(state, reports.reports.clone()),
+            timings: self.timings.clone(),
+            mode: self.mode,
+            lock: lock.request(),
         }
-        Ok(opts)
     }
 
-    /// [`BatteryRunArgs::options`] without reading `--timings`: a shard is dealt in catalog
-    /// order.
-    pub fn untimed_options(
+    /// Opens the front door for `catalogs`, the batteries to run (`battery`, `gate`):
+    /// [`BatteryRunArgs::request`] through [`Door::open`]. `Err` is the exit code of its
+    /// refusal (printed).
+    pub fn open(
         &self,
         state: &Path,
-        reports: Option<PathBuf>,
-        lock: String,
-    ) -> battery::Options {
+        catalogs: &[PathBuf],
+        reports: &ReportsArgs,
+        lock: &LockArgs,
+    ) -> Result<Door, ExitCode> {
+        Door::open(&self.request(state, catalogs, Role::Batteries, reports, lock))
+    }
+
+    /// The battery options of these arguments, with host state in `state` and reports
+    /// under `reports`; a shard is dealt in catalog order (the front door balances it by
+    /// `--timings`), the lock and the guards are the front door's to fill.
+    fn options(&self, state: &Path, reports: Option<PathBuf>) -> battery::Options {
         battery::Options {
             state_dir: state.to_path_buf(),
             reports_root: reports,
             only: self.only.clone(),
             shard: self.shard.map(battery::select::shard::Shard::by_order),
-            lock,
+            lock: String::new(),
             since: self.since.clone(),
             incremental: self.incremental,
             recheck: self.recheck,
@@ -150,66 +164,34 @@ pub struct BatteryArgs {
     pub reports: ReportsArgs,
 }
 
-/// Runs `harness battery`: each catalog in turn under the host lock, stopping after a
-/// refusal or an interruption; returns the worst exit code.
+/// Runs `harness battery` through the front door ([`crate::door`]): the catalogs planned,
+/// preflighted and locked at once, then each battery in turn, stopping after a refusal or
+/// an interruption; returns the worst exit code.
 pub fn run(state: &Path, args: &BatteryArgs) -> ExitCode {
-    if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
-        eprintln!("harness: {e}");
-        return ExitCode::Refused;
-    }
-    let opts = match args
+    let door = match args
         .run
-        .options(state, args.reports.reports.clone(), String::new())
+        .open(state, &args.catalogs, &args.reports, &args.lock)
     {
-        Ok(mut o) => {
-            o.diff_scope.guards = args.catalogs.clone();
-            o
-        }
-        Err(e) => {
-            eprintln!("harness: {e}");
-            return ExitCode::Refused;
-        }
-    };
-    if let Err(e) = battery::check_state_dir_of(&args.catalogs, state) {
-        eprintln!("harness: {e}");
-        return ExitCode::Refused;
-    }
-    let (hold, lock_note) = match take_lock(state, &args.lock) {
-        Ok(x) => x,
-        Err(LockFailure {
-            locked: Some(detail),
-            ..
-        }) => return locked_reports(&args.catalogs, &opts, &detail),
-        Err(f) => return f.code,
-    };
-    let opts = battery::Options {
-        lock: lock_note,
-        ..opts
+        Ok(d) => d,
+        Err(code) => return code,
     };
     let mut code = ExitCode::AllMet;
-    for path in &args.catalogs {
+    for checked in door.planned() {
         let progress = Progress::auto();
-        progress.line(&format!("battery {}", path.display()));
-        let res = crate::mutants::in_diff::run_battery(path, &opts, &progress, args.run.mode);
+        progress.line(&format!("battery {}", checked.catalog().path.display()));
+        let res = door.run(checked, &progress);
         progress.finish();
         let c = match res {
             Ok(r) => {
                 print!("{}", report::text::table(&r.report));
                 super::annotate::print_batteries([&r.report]);
-                if let Some(f) = &r.report.refusal {
-                    eprintln!("harness: {}: {}", f.kind, f.detail);
-                }
                 for w in &r.written {
                     println!("report: {}", w.display());
                 }
                 r.report.exit_code
             }
-            Err(BatteryError::Catalog(e)) => {
-                report_catalog_error(&e);
-                ExitCode::Refused
-            }
             Err(e) => {
-                eprintln!("harness: {e}");
+                eprintln!("harness: {}", crate::door::error_message(&e));
                 ExitCode::Refused
             }
         };
@@ -218,27 +200,5 @@ pub fn run(state: &Path, args: &BatteryArgs) -> ExitCode {
             break;
         }
     }
-    drop(hold);
     code
-}
-
-/// Writes the LOCKED report of each catalog (nothing ran); exit 2, or 2 with the error when a
-/// catalog cannot be loaded or its report written.
-fn locked_reports(catalogs: &[PathBuf], opts: &battery::Options, detail: &str) -> ExitCode {
-    let opts = battery::Options {
-        lock: "not taken (held by someone else)".into(),
-        ..opts.clone()
-    };
-    for path in catalogs {
-        match battery::write_locked(path, &opts, detail) {
-            Ok(r) => {
-                for w in &r.written {
-                    println!("report: {}", w.display());
-                }
-            }
-            Err(BatteryError::Catalog(e)) => report_catalog_error(&e),
-            Err(e) => eprintln!("harness: {e}"),
-        }
-    }
-    ExitCode::Refused
 }

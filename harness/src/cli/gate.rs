@@ -1,11 +1,10 @@
-//! `harness gate`: the CI gate's arguments, turned into [`crate::ci::gate::GateOptions`] and run.
+//! `harness gate`: the CI gate's arguments, turned into a front door request ([`crate::door`]) and run.
 
 use std::path::{Path, PathBuf};
 
+use super::ReportsArgs;
 use super::battery::BatteryRunArgs;
-use super::lock::{LockArgs, take_lock};
-use super::{ReportsArgs, report_catalog_error};
-use crate::battery;
+use super::lock::LockArgs;
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
@@ -53,39 +52,20 @@ pub struct GateArgs {
     pub reports: ReportsArgs,
 }
 
-impl GateArgs {
-    /// The gate's options, with host state in `state` and the host lock held as `lock` says.
-    pub fn options(&self, state: &Path, lock: String) -> crate::ci::gate::GateOptions {
-        crate::ci::gate::GateOptions {
-            catalogs: self.catalogs.clone(),
-            test_command: self.test_command.clone(),
-            battery: self
-                .run
-                .untimed_options(state, self.reports.reports.clone(), lock),
-            timings: self.run.timings.clone(),
-            mode: self.run.mode,
-        }
-    }
-}
-
-/// Runs `harness gate` under the host lock; returns the gate's exit code.
+/// Runs `harness gate` through the front door ([`crate::door`]: the catalogs planned,
+/// preflighted and locked as `battery` does it); returns the gate's exit code.
 pub fn run(state: &Path, args: &GateArgs) -> ExitCode {
-    if let Err(e) = battery::check_jobs(args.run.jobs, args.run.mode) {
-        eprintln!("harness: gate: {e}");
-        return ExitCode::Refused;
-    }
-    if let Err(e) = battery::check_state_dir_of(&args.catalogs, state) {
-        eprintln!("harness: gate: {e}");
-        return ExitCode::Refused;
-    }
-    let (hold, lock_note) = match take_lock(state, &args.lock) {
-        Ok(x) => x,
-        Err(f) => return f.code,
+    let door = match args
+        .run
+        .open(state, &args.catalogs, &args.reports, &args.lock)
+    {
+        Ok(d) => d,
+        Err(code) => return code,
     };
     let progress = Progress::auto();
-    let res = crate::ci::gate::run(&args.options(state, lock_note), &progress);
+    let res = crate::ci::gate::run(&door, args.test_command.as_deref(), &progress);
     progress.finish();
-    drop(hold);
+    drop(door);
     match res {
         Ok(out) => {
             print!("{}", crate::ci::gate::summary(&out.report));
@@ -99,10 +79,6 @@ pub fn run(state: &Path, args: &GateArgs) -> ExitCode {
                 println!("report: {}", w.display());
             }
             out.report.exit_code
-        }
-        Err(crate::ci::gate::GateError::Catalog(e)) => {
-            report_catalog_error(&e);
-            ExitCode::Refused
         }
         Err(e) => {
             eprintln!("harness: gate: {e}");

@@ -5,7 +5,7 @@ use std::path::Path;
 use clap::Subcommand;
 
 use crate::system::exit::{ExitCode, ProcessExit};
-use crate::system::lock::{self, Hold, LockRecord, Nesting};
+use crate::system::lock::{self, LockRecord, Nesting};
 use crate::system::runner::{OnInterrupt, Output, Runner};
 
 /// How a command takes the host lock (shared by `battery`, `gate`, `mutants` and `lock run`).
@@ -38,61 +38,20 @@ pub enum LockCommand {
     Status,
 }
 
+impl LockArgs {
+    /// The lock request of these arguments (how the front door takes the lock).
+    pub fn request(&self) -> crate::door::LockRequest {
+        crate::door::LockRequest {
+            wait: self.wait,
+            ttl: self.ttl,
+            owner: self.owner.clone(),
+        }
+    }
+}
+
 /// The lock's owner when `--owner` is not given: `$USER`.
 fn default_owner() -> String {
     std::env::var("USER").unwrap_or_else(|_| "unknown".into())
-}
-
-/// This process's command line, as the lock records it.
-fn command_line() -> Vec<String> {
-    std::env::args().collect()
-}
-
-/// Why the host lock was not taken: the exit code to return and, for LOCKED, the message
-/// (already printed).
-pub(super) struct LockFailure {
-    pub(super) code: ExitCode,
-    pub(super) locked: Option<String>,
-}
-
-/// Takes the host lock for a battery or gate (running under an ancestor's hold); on
-/// failure, what to return.
-pub(super) fn take_lock(state: &Path, args: &LockArgs) -> Result<(Hold, String), LockFailure> {
-    let owner = args.owner.clone().unwrap_or_else(default_owner);
-    let record = LockRecord::for_current(&owner, command_line(), args.ttl);
-    let hold = match lock::acquire(state, record, Nesting::RunUnder, args.wait, &mut |h| {
-        eprintln!(
-            "harness: waiting for the host lock held by {}",
-            h.describe()
-        )
-    }) {
-        Ok(h) => h,
-        Err(lock::LockError::Interrupted(_)) => {
-            return Err(LockFailure {
-                code: ExitCode::Interrupted,
-                locked: None,
-            });
-        }
-        Err(e) => {
-            eprintln!("harness: {e}");
-            let locked = matches!(e, lock::LockError::Held { .. }).then(|| e.to_string());
-            return Err(LockFailure {
-                code: ExitCode::Refused,
-                locked,
-            });
-        }
-    };
-    let lock_note = match &hold {
-        Hold::Own { .. } => "own".to_string(),
-        Hold::Ancestor(r) => {
-            eprintln!(
-                "harness: running under the host lock held by ancestor {}",
-                r.describe()
-            );
-            format!("ancestor pid {}", r.holder.pid)
-        }
-    };
-    Ok((hold, lock_note))
 }
 
 /// `harness lock run`: the command's exit status, passed through, or the harness's own

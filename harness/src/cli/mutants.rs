@@ -2,12 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
+use super::ReportsArgs;
 use super::battery::parse_jobs;
-use super::lock::{LockArgs, take_lock};
-use super::{ReportsArgs, report_catalog_error};
+use super::lock::LockArgs;
 use crate::battery::select::catalog::Catalog;
-use crate::battery::{self, BatteryError, Mode, report};
+use crate::battery::{self, Mode, report};
 use crate::cargo::PackageMeta;
+use crate::door::{Door, Request, Role};
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
@@ -87,7 +88,7 @@ pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
     if args.via_harness {
         return run_mutants_via_harness(state, args);
     }
-    let named = match mutants::named_sites(&args.catalog) {
+    let named = match mutants::named_sites_of(&args.catalog) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("harness: {e}");
@@ -97,7 +98,7 @@ pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
     let out_dir = match &args.import {
         Some(d) => d.clone(),
         None => {
-            let hold = match take_lock(state, &args.lock) {
+            let hold = match crate::door::take_lock(state, &args.lock.request()) {
                 Ok((hold, _)) => hold,
                 Err(f) => return f.code,
             };
@@ -152,29 +153,45 @@ pub fn run(state: &Path, args: &MutantsArgs) -> ExitCode {
     }
 }
 
+/// `--via-harness` through the front door ([`crate::door`]): the `--catalog`s planned (read
+/// once: the first is the base, all of them give the named sites), preflighted and locked
+/// as for `battery`; then, under the lock, cargo-mutants' listing and the generated
+/// batteries.
 fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> ExitCode {
-    if let Err(e) = battery::check_jobs(args.jobs, args.mode) {
-        eprintln!("harness: {e}");
-        return ExitCode::Refused;
-    }
-    // Only its workspace, package, targets and tests are used: it needs no mutation.
-    let base = match Catalog::load_base(&args.catalog[0]) {
-        Ok(c) => c,
-        Err(e) => {
-            report_catalog_error(&e);
-            return ExitCode::Refused;
-        }
+    let request = Request {
+        catalogs: args.catalog.clone(),
+        role: Role::Base,
+        options: battery::Options {
+            state_dir: state.to_path_buf(),
+            reports_root: args.reports.reports.clone(),
+            only: None,
+            shard: None,
+            lock: String::new(),
+            since: None,
+            incremental: false,
+            recheck: 0,
+            jobs: args.jobs,
+            diff_scope: battery::DiffScope::default(),
+            all_tests: false,
+            generated: true,
+            scratch_name: None,
+        },
+        timings: None,
+        mode: args.mode,
+        lock: args.lock.request(),
     };
+    let door = match Door::open(&request) {
+        Ok(d) => d,
+        Err(code) => return code,
+    };
+    // Only its workspace, package, targets and tests are used: it needs no mutation.
+    let base = door.planned()[0].catalog();
     // cargo-mutants' listing (`cargo metadata`), the listing of another package's tests
     // and the batteries' builds create the workspace's Cargo.lock when it has none: that
     // lock is this command's, removed at the end, so the tree is left as it was found.
-    if let Err(e) = battery::check_state_dir(&base.root, state) {
-        eprintln!("harness: {e}");
-        return ExitCode::Refused;
-    }
     let lock_path = base.root.join("Cargo.lock");
     let lock_absent = std::fs::symlink_metadata(&lock_path).is_err();
-    let code = via_harness(state, args, &base);
+    let code = via_harness(state, args, &door, base);
     if lock_absent && lock_path.is_file() {
         match std::fs::remove_file(&lock_path) {
             Ok(()) => eprintln!(
@@ -189,7 +206,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> ExitCode {
     code
 }
 
-fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> ExitCode {
+fn via_harness(state: &Path, args: &MutantsArgs, door: &Door, base: &Catalog) -> ExitCode {
     use crate::mutants;
     let out = tool_output(&base.root);
     let opts = mutants::ToolOptions {
@@ -210,20 +227,15 @@ fn via_harness(state: &Path, args: &MutantsArgs, base: &Catalog) -> ExitCode {
             return ExitCode::Refused;
         }
     };
-    let named = match mutants::named_sites(&args.catalog) {
+    let catalogs: Vec<&Catalog> = door.planned().iter().map(|c| c.catalog()).collect();
+    let named = match mutants::named_sites(&catalogs) {
         Ok(n) => n,
         Err(e) => {
             eprintln!("harness: {e}");
             return ExitCode::Refused;
         }
     };
-    let (hold, lock_note) = match take_lock(state, &args.lock) {
-        Ok(x) => x,
-        Err(f) => return f.code,
-    };
-    let code = via_harness_batteries(state, args, base, &listed, &named, lock_note);
-    drop(hold);
-    code
+    via_harness_batteries(state, args, door, base, &listed, &named)
 }
 
 /// The run settings (package, targets, tests) each package's generated mutants are
@@ -268,6 +280,7 @@ fn package_spec(
         root: base.root.clone(),
         target_dir: base.target_dir.clone(),
         spec: spec.clone(),
+        sha256: String::new(),
     };
     progress.line(&format!("listing the tests of package {package}"));
     match probe.cargo().with_state_dir(state).list() {
@@ -313,14 +326,15 @@ struct Generation<'a> {
 
 impl Generation<'_> {
     /// The generated catalog of `package`'s mutants `mutants_of` (with the tests of its
-    /// package), written beside cargo-mutants' output; `None` when the package has no test
-    /// or no mutant is left. `Err` is the exit code, the error printed on `progress`.
+    /// package), written beside cargo-mutants' output (and not read back); `None` when the
+    /// package has no test or no mutant is left. `Err` is the exit code, the error printed
+    /// on `progress`.
     fn catalog(
         &self,
         package: &str,
         mutants_of: &[(usize, &crate::mutants::MutantInfo)],
         progress: &Progress,
-    ) -> Result<Option<PathBuf>, ExitCode> {
+    ) -> Result<Option<Catalog>, ExitCode> {
         use crate::mutants;
         let base = self.base;
         let Some(mut spec) = package_spec(self.state, base, &self.packages, package, progress)?
@@ -353,16 +367,23 @@ impl Generation<'_> {
                 return Err(ExitCode::Refused);
             }
         };
-        if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, text)) {
+        if let Err(e) = std::fs::create_dir_all(&out).and_then(|_| std::fs::write(&path, &text)) {
             progress.line(&format!("{}: {e}", path.display()));
             return Err(ExitCode::Refused);
         }
+        let catalog = match Catalog::from_text(&path, &text) {
+            Ok(c) => c,
+            Err(e) => {
+                progress.line(&format!("the generated catalog: {e}"));
+                return Err(ExitCode::Refused);
+            }
+        };
         progress.line(&format!(
             "{} generated mutants of package {package} as catalog {}",
             spec.mutations.len(),
             path.display()
         ));
-        Ok(Some(path))
+        Ok(Some(catalog))
     }
 }
 
@@ -380,8 +401,8 @@ impl Generation<'_> {
 fn run_generated(
     generation: &Generation<'_>,
     args: &MutantsArgs,
+    door: &Door,
     by_package: &ByPackage<'_>,
-    lock_note: String,
 ) -> Result<Vec<battery::RunResult>, ExitCode> {
     let at_once = batteries_at_once(args.jobs, args.mode, by_package.len());
     // Twice the jobs: most of a battery's children are short cargo and test starts that
@@ -394,21 +415,7 @@ fn run_generated(
         );
         crate::system::slots::limit_children(2 * args.jobs)
     });
-    let opts = battery::Options {
-        state_dir: generation.state.to_path_buf(),
-        reports_root: args.reports.reports.clone(),
-        only: None,
-        shard: None,
-        lock: lock_note,
-        since: None,
-        incremental: false,
-        recheck: 0,
-        jobs: args.jobs,
-        diff_scope: battery::DiffScope::default(),
-        all_tests: false,
-        generated: true,
-        scratch_name: None,
-    };
+    let opts = door.options();
     let several = by_package.len() > 1;
     let multi = indicatif::MultiProgress::new();
     let results = crate::system::pool::run_in_order(by_package.len(), at_once, |i| {
@@ -419,12 +426,12 @@ fn run_generated(
             Progress::auto()
         };
         let res = match generation.catalog(package, mutants_of, &progress) {
-            Ok(Some(path)) => {
+            Ok(Some(catalog)) => {
                 let opts = battery::Options {
                     scratch_name: several.then(|| format!("switch-{package}")),
                     ..opts.clone()
                 };
-                run_one_generated(&path, &opts, &progress, args.mode).map(Some)
+                run_one_generated(door, catalog, &opts, &progress).map(Some)
             }
             Ok(None) => Ok(None),
             Err(code) => Err(code),
@@ -450,31 +457,25 @@ fn batteries_at_once(jobs: usize, mode: battery::Mode, n: usize) -> usize {
     }
 }
 
-/// One generated battery run at `path`, its progress on `progress`. `Err` is its exit
-/// code when it could not run, refused or was interrupted (the cause printed).
+/// One generated battery, `catalog`, run through the door ([`Door::run_made`]), its
+/// progress on `progress`. `Err` is its exit code when it could not run, refused or was
+/// interrupted (the cause printed).
 fn run_one_generated(
-    path: &Path,
+    door: &Door,
+    catalog: Catalog,
     opts: &battery::Options,
     progress: &Progress,
-    mode: battery::Mode,
 ) -> Result<battery::RunResult, ExitCode> {
-    progress.line(&format!("battery {}", path.display()));
-    let run = match crate::mutants::in_diff::run_battery(path, opts, progress, mode) {
+    progress.line(&format!("battery {}", catalog.path.display()));
+    let run = match door.run_made(catalog, opts, door.mode(), progress) {
         Ok(r) => r,
-        Err(BatteryError::Catalog(e)) => {
-            report_catalog_error(&e);
-            return Err(ExitCode::Refused);
-        }
         Err(e) => {
-            progress.line(&e.to_string());
+            progress.line(&crate::door::error_message(&e));
             return Err(ExitCode::Refused);
         }
     };
     let battery_code = run.report.exit_code;
     if battery_code.stops() {
-        if let Some(f) = &run.report.refusal {
-            progress.line(&format!("{}: {}", f.kind, f.detail));
-        }
         return Err(battery_code);
     }
     Ok(run)
@@ -486,10 +487,10 @@ fn run_one_generated(
 fn via_harness_batteries(
     state: &Path,
     args: &MutantsArgs,
+    door: &Door,
     base: &Catalog,
     listed: &[crate::mutants::MutantInfo],
     named: &[crate::mutants::NamedSite],
-    lock_note: String,
 ) -> ExitCode {
     use crate::mutants;
     let by_package = by_package(listed);
@@ -530,7 +531,7 @@ fn via_harness_batteries(
         packages,
         several,
     };
-    let runs = match run_generated(&generation, args, &by_package, lock_note) {
+    let runs = match run_generated(&generation, args, door, &by_package) {
         Ok(r) => r,
         Err(code) => return code,
     };

@@ -5,55 +5,34 @@
 //! as a unified patch (`<reports>/<catalog>/since.diff`), so the catalog's mutations and the
 //! generated mutants are chosen by the same changed lines. The generated mutants become the
 //! catalog `<catalog>-generated` (the battery's package, targets and listed tests; see
-//! [`super::generated_catalog`]), which runs in switch mode after the battery; its reports
+//! [`super::generated_catalog`]), which runs in switch mode after the battery, through the
+//! same run step as every battery (`crate::door`); its reports
 //! go to `<reports>/<catalog>-generated/`, with `mutants.json` and `mutants.md` beside them.
 
 use std::path::{Path, PathBuf};
 
-use crate::battery::report::schema::{GeneratedInDiff, Status};
+use crate::battery::report::schema::GeneratedInDiff;
 use crate::battery::select::catalog::Catalog;
 use crate::battery::select::diffscope::DiffLines;
-use crate::battery::{self, BatteryError, Mode, Options};
+use crate::battery::{self, BatteryError, Options};
 use crate::system::exit::ExitCode;
 use crate::system::progress::Progress;
 
 use super::{CARGO_MUTANTS_VERSION, ToolOptions};
 
-/// Runs the battery in `catalog_path` as [`battery::run_mode`] does and, with `--since REV
-/// --mutants` (`opts.diff_scope.mutants`) and a complete battery, cargo-mutants' generated
-/// mutants inside the diff after it ([`run`]): the battery's report then holds them
-/// (`generated_in_diff`), its exit code is the worse of the two, and their files follow the
-/// battery's among the written ones.
-///
-/// Errors: the battery's ([`battery::run_mode`]) and those of [`run`].
-pub fn run_battery(
-    catalog_path: &Path,
-    opts: &Options,
-    progress: &Progress,
-    mode: Mode,
-) -> Result<battery::RunResult, BatteryError> {
-    let mut ran = battery::run_unwritten(catalog_path, opts, progress, mode)?;
-    let mut extra = Vec::new();
-    if let Some(d) = &ran.diff
-        && opts.diff_scope.mutants
-        && ran.report.status == Status::Complete
-    {
-        let (generated, files) = run(&ran.catalog, d, opts, &ran.reports_root, &ran.dir, progress)?;
-        ran.report.exit_code = ran.report.exit_code.worst(generated.exit_code);
-        ran.report.generated_in_diff = Some(generated);
-        extra = files;
-    }
-    let mut result = ran.write()?;
-    result.written.extend(extra);
-    Ok(result)
-}
+/// How the generated battery runs: the catalog made (not read back), its options, the
+/// progress. The caller's run step (`crate::door::Door::run_made`), so that it is
+/// preflighted and run as every other battery.
+pub type RunMade<'a> =
+    dyn Fn(Catalog, &Options, &Progress) -> Result<battery::RunResult, BatteryError> + 'a;
 
 /// Lists cargo-mutants' mutants of `base`'s package inside `diff` (written to
-/// `dir/since.diff`) and runs them through the switch runner with `base`'s tests.
-/// Returns the result and the files written.
+/// `dir/since.diff`) and runs them, as the catalog `<base>-generated`, through
+/// `run_made` in switch mode with `base`'s tests. Returns the result and the files
+/// written.
 ///
 /// Errors: [`BatteryError::Generated`] when cargo-mutants cannot list them or the generated
-/// catalog cannot be written; the generated battery's own errors.
+/// catalog cannot be written or used; the generated battery's own errors.
 pub fn run(
     base: &Catalog,
     diff: &DiffLines,
@@ -61,6 +40,7 @@ pub fn run(
     reports_root: &Path,
     dir: &Path,
     progress: &Progress,
+    run_made: &RunMade<'_>,
 ) -> Result<(GeneratedInDiff, Vec<PathBuf>), BatteryError> {
     let patch = dir.join("since.diff");
     std::fs::create_dir_all(dir)
@@ -126,8 +106,10 @@ pub fn run(
     let text = toml::to_string(&spec)
         .map_err(|e| BatteryError::Generated(format!("cannot write the generated catalog: {e}")))?;
     std::fs::create_dir_all(&tool_dir)
-        .and_then(|_| std::fs::write(&path, text))
+        .and_then(|_| std::fs::write(&path, &text))
         .map_err(|e| BatteryError::Generated(format!("{}: {e}", path.display())))?;
+    let catalog = Catalog::from_text(&path, &text)
+        .map_err(|e| BatteryError::Generated(format!("the generated catalog: {e}")))?;
     let sub = Options {
         reports_root: Some(reports_root.to_path_buf()),
         only: None,
@@ -140,7 +122,7 @@ pub fn run(
         ..opts.clone()
     };
     progress.line(&format!("battery {} (switch mode)", path.display()));
-    let run = battery::run_mode(&path, &sub, progress, Mode::Switch)?;
+    let run = run_made(catalog, &sub, progress)?;
     written.extend(run.written.iter().cloned());
     out.battery = Some(name.clone());
     out.status = Some(run.report.status);

@@ -527,13 +527,25 @@ fn status_of(summary: &str) -> Option<Status> {
 /// 1-based line of its first occurrence, `catalog:id`).
 pub type NamedSite = (String, usize, String);
 
-/// Where the named mutations of `catalogs` lie (see [`NamedSite`]), for the join.
+/// Where the named mutations of the catalog files `paths` lie (see [`NamedSite`]), for the
+/// join: each loaded, then [`named_sites`].
 ///
 /// Errors: a catalog that does not load or has drifted.
-pub fn named_sites(catalogs: &[PathBuf]) -> Result<Vec<NamedSite>, MutantsError> {
+pub fn named_sites_of(paths: &[PathBuf]) -> Result<Vec<NamedSite>, MutantsError> {
+    let mut catalogs = Vec::with_capacity(paths.len());
+    for path in paths {
+        catalogs.push(Catalog::load(path)?);
+    }
+    named_sites(&catalogs.iter().collect::<Vec<_>>())
+}
+
+/// Where the named mutations of `catalogs` (as loaded) lie (see [`NamedSite`]), for the
+/// join.
+///
+/// Errors: a catalog that has drifted.
+pub fn named_sites(catalogs: &[&Catalog]) -> Result<Vec<NamedSite>, MutantsError> {
     let mut out = Vec::new();
-    for path in catalogs {
-        let c = Catalog::load_base(path)?;
+    for c in catalogs {
         for pm in c.prepare()? {
             let m = &c.spec.mutations[pm.index];
             out.push((

@@ -387,6 +387,11 @@ pub struct Catalog {
     pub target_dir: PathBuf,
     /// The parsed content.
     pub spec: CatalogSpec,
+    /// SHA-256 (hex) of the catalog file's bytes as they were read, once, by
+    /// [`Catalog::load`] (of the text written, for [`Catalog::from_text`]; empty for a
+    /// catalog derived in memory): a shard's manifest names the catalog by it without
+    /// reading the file again.
+    pub sha256: String,
 }
 
 /// A mutation checked against the tree: the file's current bytes and the mutated bytes.
@@ -426,6 +431,7 @@ impl Catalog {
             root: self.root.clone(),
             target_dir: self.target_dir.join("config").join(&cfg.name),
             spec,
+            sha256: self.sha256.clone(),
         }
     }
 
@@ -451,25 +457,28 @@ impl Catalog {
     /// Reads, parses and statically validates the catalog at `path` (no files of the
     /// workspace are read except to resolve the workspace root). A catalog may hold no
     /// `[[mutation]]` (a starter catalog of `harness init`): its battery then shows every
-    /// listed test UNFALSIFIED.
+    /// listed test UNFALSIFIED. A battery command reads each catalog once, here, through its
+    /// plan (`crate::door`); everything after uses the loaded catalog.
     ///
     /// Errors: [`CatalogError::Read`], [`CatalogError::Parse`], [`CatalogError::Invalid`].
     pub fn load(path: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::load_with(path)
-    }
-
-    /// [`Catalog::load`], for a catalog used only for its workspace, package, targets and
-    /// tests (`harness mutants --via-harness`, whose mutations are generated).
-    pub fn load_base(path: &Path) -> Result<Catalog, CatalogError> {
-        Catalog::load_with(path)
-    }
-
-    fn load_with(path: &Path) -> Result<Catalog, CatalogError> {
         let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        let spec: CatalogSpec = toml::from_str(&text).map_err(|e| CatalogError::Parse {
+        #[cfg(test)]
+        reads::count(path);
+        Catalog::from_text(path, &text)
+    }
+
+    /// The catalog whose file is `path` (relative paths in it resolve against the file's
+    /// folder) and whose text is `text`, parsed and validated as [`Catalog::load`] does a
+    /// file's: a catalog the harness generated and wrote itself (`mutants --via-harness`,
+    /// `--since --mutants`), without reading it back.
+    ///
+    /// Errors: [`CatalogError::Parse`], [`CatalogError::Invalid`].
+    pub fn from_text(path: &Path, text: &str) -> Result<Catalog, CatalogError> {
+        let spec: CatalogSpec = toml::from_str(text).map_err(|e| CatalogError::Parse {
             path: path.to_path_buf(),
             message: e.to_string().trim_end().to_string(),
         })?;
@@ -521,6 +530,7 @@ impl Catalog {
             root,
             target_dir,
             spec,
+            sha256: crate::battery::tree::sha256_hex(text.as_bytes()),
         })
     }
 
@@ -1049,6 +1059,31 @@ fn validate_mutation<'s>(
         ));
     }
     Ok(())
+}
+
+/// How many times [`Catalog::load`] read each catalog file, in this test process: the
+/// evidence that a battery command reads its catalogs once.
+#[cfg(test)]
+pub(crate) mod reads {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    static READS: Mutex<Option<HashMap<PathBuf, usize>>> = Mutex::new(None);
+
+    /// Counts one read of `path`.
+    pub(crate) fn count(path: &Path) {
+        let mut m = READS.lock().unwrap_or_else(|e| e.into_inner());
+        *m.get_or_insert_with(HashMap::new)
+            .entry(path.to_path_buf())
+            .or_default() += 1;
+    }
+
+    /// The reads of `path` so far.
+    pub(crate) fn of(path: &Path) -> usize {
+        let m = READS.lock().unwrap_or_else(|e| e.into_inner());
+        m.as_ref().and_then(|m| m.get(path)).copied().unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

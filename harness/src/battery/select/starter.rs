@@ -239,6 +239,7 @@ fn list_in(root: &Path, package: Option<&str>, state: &Path) -> Result<Listing, 
             },
             root.to_path_buf(),
         ),
+        sha256: String::new(),
     };
     let packages = probe.cargo().with_state_dir(state).metadata()?;
     let p = pick_package(&packages, package)?;

@@ -212,18 +212,12 @@ fn ranges_of(lines: &[usize]) -> Vec<(usize, usize)> {
 /// 1-based inclusive line ranges.
 pub type Guard = (PathBuf, Vec<(usize, usize)>);
 
-/// The occurrences of every mutation of the catalogs at `paths`, relative to `root` (a
+/// The occurrences of every mutation of `catalogs` (as loaded), relative to `root` (a
 /// catalog of another workspace guards nothing here). A file that cannot be read guards
 /// nothing (the battery's drift check refuses it).
-///
-/// Errors: a catalog that does not load.
-pub fn guards(
-    root: &Path,
-    paths: &[PathBuf],
-) -> Result<Vec<Guard>, crate::battery::select::catalog::CatalogError> {
+pub fn guards(root: &Path, catalogs: &[&crate::battery::select::catalog::Catalog]) -> Vec<Guard> {
     let mut out = Vec::new();
-    for p in paths {
-        let c = crate::battery::select::catalog::Catalog::load(p)?;
+    for c in catalogs {
         for m in &c.spec.mutations {
             let abs = c.root.join(&m.file);
             let Ok(rel) = abs.strip_prefix(root) else {
@@ -235,7 +229,7 @@ pub fn guards(
             out.push((rel.to_path_buf(), occurrence_lines(&bytes, &m.find)));
         }
     }
-    Ok(out)
+    out
 }
 
 /// Whether `rel` is guarded code: a `.rs` file under one of `src_dirs` (each member's
