@@ -167,16 +167,15 @@ impl Recipient {
         self.answers.is_some()
     }
 
-    /// Whether the client cancelled or went away.
+    /// Whether the client cancelled (or dropped its ticket, which cancels).
     fn cancelled(&self) -> bool {
-        self.cancel.load(Ordering::SeqCst) || self.tx.is_closed()
+        self.cancel.load(Ordering::SeqCst)
     }
 
-    /// Send `event` now; a client that went away cancels its request.
+    /// Send `event` now. A client that went away dropped its ticket, which cancelled the
+    /// request: nothing more to do here.
     fn send(&self, event: Event) {
-        if self.tx.send(event).is_err() {
-            self.cancel.store(true, Ordering::SeqCst);
-        }
+        let _ = self.tx.send(event);
     }
 
     /// A lockstep client's answer to the last event (`Stop` when it went away, which also
