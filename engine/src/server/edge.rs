@@ -160,8 +160,9 @@ pub async fn serve(
     };
     let loader = {
         let shared = shared.clone();
+        let runtime = tokio::runtime::Handle::current();
         let config = config.clone();
-        tokio::task::spawn_blocking(move || match load(&config) {
+        tokio::task::spawn_blocking(move || match load(&config, runtime) {
             Ok((app, budget)) => {
                 let _ = shared.app.set(app);
                 on_ready(&budget);

@@ -20,14 +20,17 @@ fn model_name(path: &std::path::Path) -> String {
     name.map_or_else(|| "model".to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-/// Load `config.model` under its KV byte budget and start the batch worker (its thread owns
-/// the batch; `deliver` takes each step's output to the handlers). Returns the app the
-/// handlers share and the budget to print.
+/// Load `config.model` under its KV byte budget (its service relays each batch step's output
+/// to the handlers through a task on `runtime`). Returns the app the handlers share and the
+/// budget to print.
 ///
 /// # Errors
 /// [`ServeError::Engine`] when the engine fails to load; [`ServeError::Unservable`] when the
 /// model has no KV geometry, no decode core or a broken chat template.
-pub(super) fn load(config: &ServerConfig) -> Result<(Arc<App>, Budget), ServeError> {
+pub(super) fn load(
+    config: &ServerConfig,
+    runtime: tokio::runtime::Handle,
+) -> Result<(Arc<App>, Budget), ServeError> {
     let probe = EngineOptions {
         threads: config.threads,
         max_running: config.max_running.max(1),
@@ -55,6 +58,7 @@ pub(super) fn load(config: &ServerConfig) -> Result<(Arc<App>, Budget), ServeErr
         max_queue: config.max_queue,
         chunk: config.chunk,
         step_interval: config.step_interval,
+        relay: Some(runtime),
     })?;
     let model = engine.model().cloned().ok_or_else(|| {
         ServeError::Unservable(

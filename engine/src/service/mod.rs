@@ -50,7 +50,7 @@ pub use crate::scheduler::{AdmissionError, BudgetCap, Usage};
 pub use ticket::{Resolution, Ticket, TicketError};
 
 /// How the service runs.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ServiceOptions {
     /// Requests that may wait for KV budget at once; one more is refused with
     /// [`EngineError::QueueFull`].
@@ -61,18 +61,29 @@ pub struct ServiceOptions {
     /// (zero: as fast as the model runs). Lets a demonstration or a test hold requests
     /// running on a tiny model.
     pub step_interval: Duration,
+    /// An async runtime whose tickets are read by tasks (the HTTP server's): each batch
+    /// step's events for non-lockstep tickets go to a task on it as one message, which
+    /// hands them to the tickets there. Without it the worker sends each event itself: a
+    /// send that wakes one of the runtime's threads lets it run on the worker's core, and
+    /// on a machine whose cores all run kernel threads each such switch stalls the step
+    /// (figures: docs/design.md §2.5).
+    pub relay: Option<tokio::runtime::Handle>,
 }
 
 impl Default for ServiceOptions {
-    /// 64 queued, [`crate::batch::DEFAULT_CHUNK`]-token prefill chunks, no pacing.
+    /// 64 queued, [`crate::batch::DEFAULT_CHUNK`]-token prefill chunks, no pacing, no relay.
     fn default() -> Self {
         ServiceOptions {
             max_queue: 64,
             chunk: crate::batch::DEFAULT_CHUNK,
             step_interval: Duration::ZERO,
+            relay: None,
         }
     }
 }
+
+/// One batch step's events for their tickets, in the order the batch produced them.
+pub(crate) type Deliveries = Vec<(Arc<Recipient>, Event)>;
 
 /// How one request is followed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -222,6 +233,8 @@ pub(crate) struct Shared {
     waiting: Mutex<HashMap<ReservationId, Pending>>,
     stats: Mutex<ServiceStats>,
     draining: AtomicBool,
+    /// The relay task's inbox ([`ServiceOptions::relay`]).
+    relay: Option<mpsc::UnboundedSender<Deliveries>>,
 }
 
 /// Locks `m`, taking the data of a poisoned lock as it is.
@@ -259,6 +272,17 @@ impl Service {
     /// Start the service of `core`: its worker thread owns the continuous batch.
     pub(crate) fn start(core: Arc<Core>, options: ServiceOptions) -> Service {
         let (jobs, rx) = std_mpsc::channel();
+        let relay = options.relay.as_ref().map(|runtime| {
+            let (tx, mut steps) = mpsc::unbounded_channel::<Deliveries>();
+            runtime.spawn(async move {
+                while let Some(step) = steps.recv().await {
+                    for (to, event) in step {
+                        to.send(event);
+                    }
+                }
+            });
+            tx
+        });
         let shared = Arc::new(Shared {
             core,
             options,
@@ -266,6 +290,7 @@ impl Service {
             waiting: Mutex::new(HashMap::new()),
             stats: Mutex::new(ServiceStats::default()),
             draining: AtomicBool::new(false),
+            relay,
         });
         let worker = shared.clone();
         let spawned = std::thread::Builder::new()

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use super::{Admitted, Event, Job, Recipient, ServiceStats, Shared, Token, lock};
+use super::{Admitted, Deliveries, Event, Job, Recipient, ServiceStats, Shared, Token, lock};
 use crate::batch::{Batch, Done, Key, Piece, SeqSpec, Sink};
 use crate::flow::Flow;
 use crate::model::ModelError;
@@ -43,7 +43,9 @@ struct InFlight {
 struct State {
     flights: HashMap<u64, InFlight>,
     /// Events of this step for non-lockstep clients, sent after the step in one go.
-    outbox: Vec<(Arc<Recipient>, Event)>,
+    outbox: Deliveries,
+    /// The relay's inbox, when the service has one.
+    relay: Option<tokio::sync::mpsc::UnboundedSender<Deliveries>>,
     /// Component names of the decode core's three blocks.
     names: [String; 3],
     has_tokenizer: bool,
@@ -59,8 +61,21 @@ impl State {
         }
     }
 
+    /// Send the step's events: to the relay as one message, or each to its ticket.
     fn flush(&mut self) {
-        for (to, event) in self.outbox.drain(..) {
+        if self.outbox.is_empty() {
+            return;
+        }
+        let step = std::mem::take(&mut self.outbox);
+        let step = match &self.relay {
+            Some(relay) => match relay.send(step) {
+                Ok(()) => return,
+                // The runtime is gone: send them here.
+                Err(e) => e.0,
+            },
+            None => step,
+        };
+        for (to, event) in step {
             to.send(event);
         }
     }
@@ -183,6 +198,7 @@ pub(super) fn run(shared: Arc<Shared>, jobs: std_mpsc::Receiver<Option<Job>>) {
     let state = Rc::new(RefCell::new(State {
         flights: HashMap::new(),
         outbox: Vec::new(),
+        relay: shared.relay.clone(),
         names,
         has_tokenizer: core.tokenizer_arc().is_some(),
     }));
