@@ -29,6 +29,7 @@ use crate::kernels::logprob::{TokenLogprobs, token_logprobs};
 use crate::kernels::sample::{Sampler, SamplerConfig, argmax};
 use crate::kv::{KV_DTYPE, KvCache, KvDtype, SeqId};
 use crate::model::{Logits, Model, ModelError};
+use crate::prefix::PrefixCache;
 use crate::tokenizer::{StreamState, Tokenizer, TokenizerError};
 
 /// Default prefill chunk, in tokens.
@@ -168,6 +169,10 @@ pub struct Batch<'s> {
     decode_time: Duration,
     /// The last decode pass's logits, `[rows, vocab]`; reused from step to step.
     logits: Vec<f32>,
+    /// The shared prefix cache, when the batch keeps finished prefixes.
+    prefix: Option<PrefixCache>,
+    /// Pages the prefix cache newly kept from each ended sequence, by key.
+    kept: HashMap<Key, usize>,
 }
 
 impl std::fmt::Debug for Batch<'_> {
@@ -224,7 +229,27 @@ impl<'s> Batch<'s> {
             decode_tokens: 0,
             decode_time: Duration::ZERO,
             logits: Vec::new(),
+            prefix: None,
+            kept: HashMap::new(),
         })
+    }
+
+    /// The same batch keeping the full KV pages of every sequence that ends well in
+    /// `cache` (its page size must be this batch's KV page size).
+    pub fn with_prefix_cache(mut self, cache: PrefixCache) -> Batch<'s> {
+        self.prefix = Some(cache);
+        self
+    }
+
+    /// Positions per page of the batch's KV cache.
+    pub fn page_tokens(&self) -> usize {
+        self.kv.config().page_tokens
+    }
+
+    /// Pages the prefix cache newly kept from the sequence `key` when it ended (0 without a
+    /// prefix cache); asked once per key.
+    pub fn take_kept(&mut self, key: Key) -> usize {
+        self.kept.remove(&key).unwrap_or(0)
     }
 
     /// The same batch with prefill chunks of `chunk` tokens (at least 1).
@@ -292,6 +317,22 @@ impl<'s> Batch<'s> {
         sink: Box<dyn Sink + 's>,
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<(), ModelError> {
+        self.join_cached(key, spec, &[], sink, cancel)
+    }
+
+    /// [`Batch::join`] for a sequence whose prompt starts with the full KV pages `cached`
+    /// (a [`crate::prefix::PrefixLease`]'s): they are shared, not computed again, and its
+    /// prefill starts after them. They must hold fewer positions than the prompt.
+    ///
+    /// Errors: as [`Batch::join`]; a page the cache no longer holds.
+    pub fn join_cached(
+        &mut self,
+        key: Key,
+        spec: SeqSpec,
+        cached: &[usize],
+        sink: Box<dyn Sink + 's>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<(), ModelError> {
         if spec.prompt.is_empty() {
             return Err(ModelError::Empty);
         }
@@ -300,7 +341,11 @@ impl<'s> Batch<'s> {
         if positions > context {
             return Err(ModelError::ContextOverflow { positions, context });
         }
-        let seq = self.kv.create_sequence();
+        let prefilled = cached.len() * self.kv.config().page_tokens;
+        if prefilled >= spec.prompt.len() {
+            return Err(ModelError::Empty);
+        }
+        let seq = self.kv.adopt(cached)?;
         self.running.push(Running {
             key,
             seq,
@@ -309,7 +354,7 @@ impl<'s> Batch<'s> {
             constraint: spec.constraint.clone().map(Constraint::new),
             masked: Vec::new(),
             spec,
-            prefilled: 0,
+            prefilled,
             next: None,
             tokens: Vec::new(),
             text: String::new(),
@@ -330,6 +375,12 @@ impl<'s> Batch<'s> {
     pub fn step(&mut self) -> (StepReport, Vec<Key>) {
         let mut report = StepReport::default();
         let mut ended: HashMap<Key, Result<Finish, String>> = HashMap::new();
+        // Pages the prefix cache evicted: drop its hold on each.
+        if let Some(prefix) = &self.prefix {
+            for page in prefix.take_evicted() {
+                self.kv.unretain(page);
+            }
+        }
         // Cancelled sequences leave before any work is spent on them.
         for r in &self.running {
             if r.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
@@ -417,6 +468,22 @@ impl<'s> Batch<'s> {
                 continue;
             };
             let mut r = self.running.swap_remove(i);
+            if let (Some(prefix), Ok(_)) = (&self.prefix, &finish) {
+                // The positions in the cache: the prompt, then every generated token but
+                // the last (sampled, never fed).
+                let written = self.kv.len(r.seq);
+                let pt = self.kv.config().page_tokens;
+                let full = written / pt;
+                let mut stream = r.spec.prompt.clone();
+                stream.extend_from_slice(&r.tokens);
+                stream.truncate(full * pt);
+                let blocks = self.kv.block_table(r.seq)[..full].to_vec();
+                let kept = prefix.offer(&stream, &blocks);
+                for &page in &kept {
+                    let _ = self.kv.retain(page);
+                }
+                self.kept.insert(r.key, kept.len());
+            }
             self.kv.release(r.seq);
             finish_seq(&mut r, finish, self.tokenizer.as_deref());
             keys.push(r.key);

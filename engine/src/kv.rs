@@ -93,6 +93,9 @@ pub enum KvError {
     /// The sequence id is unknown (never created, or released).
     #[error("unknown KV sequence {0}")]
     UnknownSequence(u64),
+    /// A page to share is not held by anything (never created, or back on the free list).
+    #[error("KV page {0} is not live: only a page something holds can be shared")]
+    PageNotLive(usize),
     /// A layer index is out of range.
     #[error("layer {layer} out of range: the cache has {n_layers} layers")]
     LayerOutOfRange {
@@ -151,6 +154,9 @@ pub struct KvCache {
     row: usize,
     page_elems: usize,
     pages: Pages,
+    /// Holders of each created page (sequences whose block table names it, and retains);
+    /// a page goes back to the free list when its count reaches 0.
+    refs: Vec<u32>,
     free: Vec<usize>,
     seqs: HashMap<u64, Seq>,
     next_seq: u64,
@@ -208,6 +214,7 @@ impl KvCache {
             row,
             page_elems,
             pages,
+            refs: Vec::new(),
             free: Vec::new(),
             seqs: HashMap::new(),
             next_seq: 0,
@@ -402,11 +409,18 @@ impl KvCache {
         }
         s.len = len;
         let keep = len.div_ceil(pt);
-        self.free.extend(s.blocks.drain(keep..).rev());
-        // Zero the cut-off slots of a partly kept last page, so a later `grow` reads zeros.
+        let cut: Vec<usize> = s.blocks.drain(keep..).rev().collect();
+        let last = (keep > 0).then(|| s.blocks[keep - 1]);
+        for page in cut {
+            self.unretain(page);
+        }
+        // Zero the cut-off slots of a partly kept last page, so a later `grow` reads zeros
+        // (a page another holder shares is full and never partly kept).
         let first_slot = len % pt;
-        if first_slot != 0 {
-            let page = s.blocks[keep - 1];
+        if first_slot != 0
+            && let Some(page) = last
+            && self.refs[page] == 1
+        {
             for layer in 0..self.cfg.n_layers {
                 for kind in 0..2 {
                     for h in 0..self.cfg.n_kv_heads {
@@ -426,8 +440,70 @@ impl KvCache {
     /// already released sequence does nothing (so a double release can never free a page twice).
     pub fn release(&mut self, seq: SeqId) {
         if let Some(s) = self.seqs.remove(&seq.0) {
-            self.free.extend(s.blocks.into_iter().rev());
+            for page in s.blocks.into_iter().rev() {
+                self.unretain(page);
+            }
         }
+    }
+
+    /// Start a sequence whose first positions are the full pages `pages` another holder
+    /// keeps (a shared prefix): its length is `pages.len() × page_tokens`, and each page gains
+    /// a holder. The pages are read-only for it: it grows into pages of its own.
+    ///
+    /// # Errors
+    /// [`KvError::PageNotLive`] for a page nothing holds.
+    pub fn adopt(&mut self, pages: &[usize]) -> Result<SeqId, KvError> {
+        if let Some(&p) = pages
+            .iter()
+            .find(|&&p| self.refs.get(p).is_none_or(|&r| r == 0))
+        {
+            return Err(KvError::PageNotLive(p));
+        }
+        for &p in pages {
+            self.refs[p] += 1;
+        }
+        let id = self.next_seq;
+        self.next_seq += 1;
+        self.seqs.insert(
+            id,
+            Seq {
+                len: pages.len() * self.cfg.page_tokens,
+                blocks: pages.to_vec(),
+            },
+        );
+        Ok(SeqId(id))
+    }
+
+    /// Hold `page` once more (a prefix cache keeping it after its sequence ends).
+    ///
+    /// # Errors
+    /// [`KvError::PageNotLive`] for a page nothing holds.
+    pub fn retain(&mut self, page: usize) -> Result<(), KvError> {
+        match self.refs.get_mut(page) {
+            Some(r) if *r > 0 => {
+                *r += 1;
+                Ok(())
+            }
+            _ => Err(KvError::PageNotLive(page)),
+        }
+    }
+
+    /// Drop one hold on `page`; the last one returns it to the free list. A page nothing
+    /// holds is left alone (so a double drop can never free a page twice).
+    pub fn unretain(&mut self, page: usize) {
+        if let Some(r) = self.refs.get_mut(page)
+            && *r > 0
+        {
+            *r -= 1;
+            if *r == 0 {
+                self.free.push(page);
+            }
+        }
+    }
+
+    /// Holders of `page` (0 for a free or never-created page).
+    pub fn holders(&self, page: usize) -> u32 {
+        self.refs.get(page).copied().unwrap_or(0)
     }
 
     /// Pages that can still be handed out: recycled ones plus never-created ones.
@@ -462,9 +538,11 @@ impl KvCache {
                 Pages::F32(p) => p[id].fill(0.0),
                 Pages::F16(p) => p[id].fill(f16::ZERO),
             }
+            self.refs[id] = 1;
             return id;
         }
         let n = self.page_elems;
+        self.refs.push(1);
         match &mut self.pages {
             Pages::F32(p) => {
                 p.push(vec![0.0; n].into_boxed_slice());

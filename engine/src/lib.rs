@@ -6,6 +6,7 @@
 //! - [`quant`]: GGML block types (F32, F16, BF16, Q8_0, Q8_1, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) behind one trait.
 //! - [`kernels`]: CPU decode kernels (GEMV/GEMM, RMSNorm, RoPE, SwiGLU, softmax, attention, sampling).
 //! - [`kv`]: the paged KV cache.
+//! - [`prefix`]: the shared prefix cache: full KV pages of computed prefixes, reused across requests.
 //! - [`tokenizer`]: text ↔ token ids (GGUF vocabulary or `tokenizer.json`), streaming decode.
 //! - [`chat`]: the model's Jinja chat template, rendered as transformers renders it.
 //! - [`constrain`]: constrained decoding: JSON output that stays inside a JSON Schema (matcher and token mask).
@@ -29,6 +30,7 @@ pub mod isa;
 pub mod kernels;
 pub mod kv;
 pub mod model;
+pub mod prefix;
 pub mod quant;
 pub mod roofline;
 pub mod runtime;

@@ -236,6 +236,9 @@ pub struct GenerateResult {
     pub usage: Usage,
     /// Components invoked, in order (all rows).
     pub events: EventLog,
+    /// Prompt positions (the carried prefix included) taken from the prefix cache rather
+    /// than computed (0 without a prefix cache, or when nothing matched).
+    pub cached_tokens: usize,
 }
 
 impl GenerateResult {
@@ -746,6 +749,12 @@ impl Engine {
         self.core.kv_dtype
     }
 
+    /// Bytes of the budget the prefix cache holds now (part of [`Engine::usage`]'s used
+    /// bytes; evicted before any request waits for bytes).
+    pub fn cached_bytes(&self) -> u64 {
+        self.core.scheduler.cached_bytes()
+    }
+
     /// KV geometry of the model's decoder; `None` without one.
     pub fn kv_geometry(&self) -> Option<KvGeometry> {
         self.core.geometry
@@ -869,6 +878,8 @@ pub(crate) struct Planned {
     pub(crate) plan: Plan,
     pub(crate) rows: Vec<Vec<u32>>,
     pub(crate) demand: Demand,
+    /// The cached prefix pages it starts with, pinned while it lives (decode core, one row).
+    pub(crate) lease: Option<crate::prefix::PrefixLease>,
 }
 
 impl Core {
@@ -921,7 +932,12 @@ impl Core {
                 .into());
             }
         }
-        Ok(Planned { plan, rows, demand })
+        Ok(Planned {
+            plan,
+            rows,
+            demand,
+            lease: None,
+        })
     }
 
     /// Keep a session's state after a turn ran.

@@ -128,6 +128,10 @@ pub struct Demand {
     pub extra_positions: usize,
     /// New tokens requested, per row.
     pub max_new_tokens: usize,
+    /// Positions of the prefix (carried or prompt) already in the KV cache's shared prefix
+    /// cache ([`crate::prefix`]): held by the cache, so not reserved again (single-row
+    /// requests; at most the positions).
+    pub cached_prefix: usize,
 }
 
 impl Demand {
@@ -140,6 +144,15 @@ impl Demand {
             rows: 1,
             extra_positions: 0,
             max_new_tokens,
+            cached_prefix: 0,
+        }
+    }
+
+    /// The same demand whose first `cached_prefix` positions the prefix cache holds.
+    pub fn with_cached_prefix(self, cached_prefix: usize) -> Demand {
+        Demand {
+            cached_prefix,
+            ..self
         }
     }
 
@@ -374,6 +387,8 @@ struct State {
     tag: u64,
     next_seq: u64,
     used_bytes: u64,
+    /// Bytes of the prefix cache's pages (part of `used_bytes`).
+    cached_bytes: u64,
     running: HashMap<u64, u64>,
     queue: VecDeque<(u64, Demand)>,
 }
@@ -422,10 +437,11 @@ impl State {
             shortfall_bytes: missing,
             requested_tokens: d.max_new_tokens,
         };
-        if sizes.minimum_bytes > limit {
-            return Err(AdmissionError::NeverFits(shortfall(
-                sizes.minimum_bytes - limit,
-            )));
+        if sizes.never_bytes > limit {
+            return Err(AdmissionError::NeverFits(Shortfall {
+                minimum_bytes: sizes.never_bytes,
+                ..shortfall(sizes.never_bytes - limit)
+            }));
         }
         self.check_batch()?;
         if sizes.requested_bytes <= available {
@@ -519,8 +535,12 @@ impl State {
 
 /// A demand's sizes in bytes for a given `bytes_per_token`, all checked.
 struct Sizes {
-    /// Positions per row before new tokens.
+    /// Positions per row before new tokens that the request adds (its cached prefix left
+    /// out).
     positions: u64,
+    /// The smallest reservation on an empty cache (the cached prefix counted): above the
+    /// limit, the request can never fit.
+    never_bytes: u64,
     /// `rows × bytes_per_token`: bytes one position costs across all rows.
     bytes_per_position: u64,
     requested_bytes: u64,
@@ -530,15 +550,18 @@ struct Sizes {
 impl Sizes {
     fn of(d: &Demand, bpt: u64) -> Option<Sizes> {
         let n = |v: usize| u64::try_from(v).ok();
-        let positions = n(d.carried_prefix)?
+        let all = n(d.carried_prefix)?
             .checked_add(n(d.prompt_tokens)?)?
             .checked_add(n(d.extra_positions)?)?;
+        let positions = all - n(d.cached_prefix)?.min(all);
         let bytes_per_position = n(d.rows)?.checked_mul(bpt)?;
         let requested_tokens = positions.checked_add(n(d.max_new_tokens)?)?;
         // A request for 0 new tokens (prefill only) needs exactly its positions.
         let minimum_tokens = positions.checked_add(n(d.max_new_tokens.min(1))?)?;
+        let never_tokens = all.checked_add(n(d.max_new_tokens.min(1))?)?;
         Some(Sizes {
             positions,
+            never_bytes: never_tokens.checked_mul(bytes_per_position)?,
             bytes_per_position,
             requested_bytes: requested_tokens.checked_mul(bytes_per_position)?,
             minimum_bytes: minimum_tokens.checked_mul(bytes_per_position)?,
@@ -564,6 +587,7 @@ impl Scheduler {
                 tag: NEXT_SCHEDULER_TAG.fetch_add(1, Ordering::Relaxed),
                 next_seq: 0,
                 used_bytes: 0,
+                cached_bytes: 0,
                 running: HashMap::new(),
                 queue: VecDeque::new(),
             })),
@@ -702,7 +726,9 @@ impl Scheduler {
             config: state.config,
             tag: state.tag,
             next_seq: state.next_seq,
-            used_bytes: state.used_bytes,
+            // The prefix cache's pages are evicted before anyone waits for bytes.
+            used_bytes: state.used_bytes - state.cached_bytes,
+            cached_bytes: 0,
             running: state.running.clone(),
             queue: VecDeque::new(),
         };
@@ -738,6 +764,55 @@ impl Scheduler {
             return Err(ReleaseError::NotAdmitted(id));
         }
         Err(ReleaseError::AlreadyReleased(id))
+    }
+
+    /// [`Scheduler::complete`], keeping `keep_bytes` of the reservation (at most all of it)
+    /// as the prefix cache's: the pages the request filled that the cache keeps.
+    ///
+    /// # Errors
+    /// As [`Scheduler::complete`].
+    pub fn complete_keeping(&self, id: ReservationId, keep_bytes: u64) -> Result<(), ReleaseError> {
+        let mut state = self.lock();
+        state.check_own(id)?;
+        if let Some(&reserved) = state.running.get(&id.seq) {
+            state.release_running(id.seq);
+            let kept = keep_bytes.min(reserved);
+            state.used_bytes += kept;
+            state.cached_bytes += kept;
+            return Ok(());
+        }
+        if state.queue.iter().any(|&(seq, _)| seq == id.seq) {
+            return Err(ReleaseError::NotAdmitted(id));
+        }
+        Err(ReleaseError::AlreadyReleased(id))
+    }
+
+    /// The prefix cache gave up `bytes` of its pages (evicted): they are free again.
+    pub fn release_cached(&self, bytes: u64) {
+        let mut state = self.lock();
+        let bytes = bytes.min(state.cached_bytes);
+        state.cached_bytes -= bytes;
+        state.used_bytes -= bytes;
+    }
+
+    /// Bytes the prefix cache holds (part of [`Usage::used_bytes`]).
+    pub fn cached_bytes(&self) -> u64 {
+        self.lock().cached_bytes
+    }
+
+    /// Whether `demand` (or, with requests waiting, the queue's head) is short of bytes now
+    /// in a way evicting cached pages could help: it would be clamped or wait for bytes,
+    /// though it fits the limit.
+    pub fn short_of_bytes(&self, demand: &Demand) -> bool {
+        let state = self.lock();
+        if state.cached_bytes == 0 {
+            return false;
+        }
+        let d = state.queue.front().map_or(*demand, |&(_, d)| d);
+        match state.decide(&d) {
+            Ok(decision) => decision.budget_cap.is_some(),
+            Err(e) => matches!(e, AdmissionError::OverBudget(_)),
+        }
     }
 
     /// Withdraws a queued request or releases a running one.

@@ -403,3 +403,47 @@ proptest! {
         }
     }
 }
+
+/// A shared page lives while anything holds it: a sequence that adopted it reads the rows
+/// its first holder wrote; releasing one holder keeps it; the last release frees it once.
+#[test]
+fn shared_pages_live_while_held_and_free_once() {
+    let mut kv = KvCache::new(config(1, 1, 2, 2, 4, KvDtype::F32)).unwrap();
+    let a = kv.create_sequence();
+    kv.grow(a, 4).unwrap();
+    for pos in 0..4 {
+        let x = [pos as f32, 10.0 + pos as f32];
+        kv.write(a, 0, pos, &x, &x).unwrap();
+    }
+    let pages = kv.block_table(a).to_vec();
+    for &p in &pages {
+        kv.retain(p).unwrap();
+    }
+    kv.release(a);
+    assert_eq!(
+        kv.used_pages(),
+        2,
+        "the retained pages outlive their sequence"
+    );
+    let b = kv.adopt(&pages).unwrap();
+    assert_eq!(kv.len(b), 4);
+    kv.grow(b, 1).unwrap();
+    assert_eq!(kv.used_pages(), 3, "growth takes a page of its own");
+    let mut k = [0.0; 2];
+    kv.layer(b, 0).read_key(3, 0, &mut k);
+    assert_eq!(
+        k,
+        [3.0, 13.0],
+        "the adopted rows are the ones written before"
+    );
+    kv.release(b);
+    assert_eq!(kv.used_pages(), 2, "the cache's hold keeps them");
+    for &p in &pages {
+        kv.unretain(p);
+        kv.unretain(p);
+    }
+    assert_eq!(kv.used_pages(), 0);
+    assert_eq!(kv.free_pages(), 4, "a page dropped twice is freed once");
+    assert!(matches!(kv.adopt(&pages), Err(KvError::PageNotLive(_))));
+    assert!(matches!(kv.retain(pages[0]), Err(KvError::PageNotLive(_))));
+}

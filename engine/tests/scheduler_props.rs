@@ -109,6 +109,7 @@ fn demand() -> impl Strategy<Value = Demand> {
                 rows,
                 extra_positions,
                 max_new_tokens,
+                cached_prefix: 0,
             },
         )
 }

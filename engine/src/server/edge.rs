@@ -62,11 +62,11 @@ async fn models(State(s): State<Shared>) -> Response {
 }
 
 async fn metrics_text(State(s): State<Shared>) -> Response {
-    let usage = match s.app.get() {
-        Some(a) => a.engine.usage(),
+    let (usage, cached) = match s.app.get() {
+        Some(a) => (a.engine.usage(), a.engine.cached_bytes()),
         None => return unavailable("Loading model"),
     };
-    let mut r = s.metrics.render(&usage).into_response();
+    let mut r = s.metrics.render(&usage, cached).into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),

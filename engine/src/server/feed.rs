@@ -107,12 +107,14 @@ impl Feed {
                             let text = row.text.as_deref().unwrap_or("");
                             Out::Done {
                                 completion_tokens: row.tokens.len(),
+                                cached_tokens: result.cached_tokens,
                                 tail: text.get(self.released..).unwrap_or("").to_string(),
                                 finish: Ok(row.finish.clone()),
                             }
                         }
                         Err(e) => Out::Done {
                             completion_tokens: 0,
+                            cached_tokens: 0,
                             tail: String::new(),
                             finish: Err(e.to_string()),
                         },

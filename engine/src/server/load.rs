@@ -59,6 +59,7 @@ pub(super) fn load(
         chunk: config.chunk,
         step_interval: config.step_interval,
         relay: Some(runtime),
+        prefix_cache: config.prefix_cache,
     })?;
     let model = engine.model().cloned().ok_or_else(|| {
         ServeError::Unservable(

@@ -17,6 +17,7 @@ pub struct Metrics {
     queue_depth: Gauge,
     running: Gauge,
     kv_reserved: Gauge,
+    kv_cached: Gauge,
     kv_budget: Gauge,
     /// Requests admitted (at once or from the queue).
     pub admissions: Counter,
@@ -48,6 +49,7 @@ impl Metrics {
             queue_depth: Gauge::default(),
             running: Gauge::default(),
             kv_reserved: Gauge::default(),
+            kv_cached: Gauge::default(),
             kv_budget: Gauge::default(),
             admissions: Counter::default(),
             refusals: Family::default(),
@@ -72,6 +74,11 @@ impl Metrics {
             "genai_kv_reserved_bytes",
             "KV cache bytes reserved by admitted requests",
             m.kv_reserved.clone(),
+        );
+        registry.register(
+            "genai_kv_cached_bytes",
+            "KV cache bytes the prefix cache holds (evicted before anyone waits for bytes)",
+            m.kv_cached.clone(),
         );
         registry.register(
             "genai_kv_budget_bytes",
@@ -123,11 +130,14 @@ impl Metrics {
             .inc();
     }
 
-    /// The OpenMetrics text, with the gauges set from `usage`.
-    pub fn render(&self, usage: &Usage) -> String {
+    /// The OpenMetrics text, with the gauges set from `usage` and the prefix cache's
+    /// `cached_bytes` (part of `usage.used_bytes`; the reserved gauge leaves them out).
+    pub fn render(&self, usage: &Usage, cached_bytes: u64) -> String {
         self.queue_depth.set(usage.queued as i64);
         self.running.set(usage.running as i64);
-        self.kv_reserved.set(usage.used_bytes as i64);
+        self.kv_reserved
+            .set(usage.used_bytes.saturating_sub(cached_bytes) as i64);
+        self.kv_cached.set(cached_bytes as i64);
         self.kv_budget.set(usage.limit_bytes as i64);
         let mut out = String::new();
         // Writing into a String cannot fail.

@@ -82,11 +82,15 @@ pub struct ServerConfig {
     pub step_interval: Duration,
     /// Element type of the KV cache; the default budget's bytes follow it.
     pub kv_dtype: KvDtype,
+    /// Keep the KV pages of finished requests for later requests that start with the same
+    /// tokens (a chat's history, a shared system prompt): see
+    /// [`crate::service::ServiceOptions::prefix_cache`].
+    pub prefix_cache: bool,
 }
 
 impl ServerConfig {
     /// Defaults for `model`: 4 running, 16 queued, 1 MiB bodies, 64-token chunks, the f16
-    /// KV cache.
+    /// KV cache, the prefix cache on.
     pub fn new(model: impl Into<PathBuf>) -> ServerConfig {
         ServerConfig {
             model: model.into(),
@@ -98,6 +102,7 @@ impl ServerConfig {
             chunk: crate::batch::DEFAULT_CHUNK,
             step_interval: Duration::ZERO,
             kv_dtype: crate::kv::KV_DTYPE,
+            prefix_cache: true,
         }
     }
 }

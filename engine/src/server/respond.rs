@@ -121,6 +121,7 @@ pub(super) async fn json_answer(
             }
             Out::Done {
                 completion_tokens,
+                cached_tokens,
                 tail,
                 finish,
             } => {
@@ -164,6 +165,7 @@ pub(super) async fn json_answer(
                         "prompt_tokens": answer.prompt_tokens,
                         "completion_tokens": completion_tokens,
                         "total_tokens": answer.prompt_tokens + completion_tokens,
+                        "prompt_tokens_details": {"cached_tokens": cached_tokens},
                     },
                 }))
                 .into_response();
@@ -273,13 +275,14 @@ fn sse(
             _ => None,
         };
         // The last chunk when the client asked for usage.
-        let usage_chunk = |completion_tokens: usize| {
+        let usage_chunk = |completion_tokens: usize, cached_tokens: usize| {
             let body = json!({
                 "id": id, "object": object, "created": created, "model": model, "choices": [],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
                     "total_tokens": prompt_tokens + completion_tokens,
+                    "prompt_tokens_details": {"cached_tokens": cached_tokens},
                 },
             });
             SseEvent::default().data(body.to_string())
@@ -336,6 +339,7 @@ fn sse(
                 }
                 Out::Done {
                     completion_tokens,
+                    cached_tokens,
                     tail,
                     finish,
                 } => {
@@ -367,14 +371,14 @@ fn sse(
                             let reason = call_finish_reason(&f);
                             send(delta_chunk(json!({}), Some(reason))).await;
                             if include_usage {
-                                send(usage_chunk(completion_tokens)).await;
+                                send(usage_chunk(completion_tokens, cached_tokens)).await;
                             }
                         }
                         Ok(f) => {
                             let text = (kind == Kind::Completion).then_some("");
                             send(chunk(text, Value::Null, Some(finish_reason(&f)), false)).await;
                             if include_usage {
-                                send(usage_chunk(completion_tokens)).await;
+                                send(usage_chunk(completion_tokens, cached_tokens)).await;
                             }
                         }
                         Err(e) => {

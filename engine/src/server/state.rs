@@ -21,6 +21,8 @@ pub(super) enum Out {
     /// The end: generated tokens, the remaining text, why.
     Done {
         completion_tokens: usize,
+        /// Prompt tokens taken from the prefix cache.
+        cached_tokens: usize,
         tail: String,
         finish: Result<Finish, String>,
     },

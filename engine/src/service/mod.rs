@@ -43,6 +43,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::kernels::logprob::TokenLogprobs;
+use crate::prefix::PrefixCache;
 use crate::runtime::{Core, EngineError, GenerateRequest, GenerateResult, Planned, Route};
 use crate::scheduler::{Admission, Demand, ReservationId, Submitted};
 
@@ -68,16 +69,23 @@ pub struct ServiceOptions {
     /// on a machine whose cores all run kernel threads each such switch stalls the step
     /// (figures: docs/design.md §2.5).
     pub relay: Option<tokio::runtime::Handle>,
+    /// Keep the full KV pages of finished decode-core requests and reuse them for later
+    /// requests that start with the same tokens ([`crate::prefix`]); admission prices only
+    /// the positions a request adds, and evicts unused cached pages before anyone waits
+    /// for bytes.
+    pub prefix_cache: bool,
 }
 
 impl Default for ServiceOptions {
-    /// 64 queued, [`crate::batch::DEFAULT_CHUNK`]-token prefill chunks, no pacing, no relay.
+    /// 64 queued, [`crate::batch::DEFAULT_CHUNK`]-token prefill chunks, no pacing, no relay,
+    /// no prefix cache.
     fn default() -> Self {
         ServiceOptions {
             max_queue: 64,
             chunk: crate::batch::DEFAULT_CHUNK,
             step_interval: Duration::ZERO,
             relay: None,
+            prefix_cache: false,
         }
     }
 }
@@ -235,6 +243,8 @@ pub(crate) struct Shared {
     draining: AtomicBool,
     /// The relay task's inbox ([`ServiceOptions::relay`]).
     relay: Option<mpsc::UnboundedSender<Deliveries>>,
+    /// The prefix cache ([`ServiceOptions::prefix_cache`]).
+    prefix: Option<PrefixCache>,
 }
 
 /// Locks `m`, taking the data of a poisoned lock as it is.
@@ -243,6 +253,26 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Shared {
+    /// Lease the cached pages a single-row decode-core request's tokens (a session's
+    /// carried history, then its row) start with; its demand leaves them out.
+    fn lease_prefix(&self, prefix: &PrefixCache, planned: &mut Planned) {
+        if planned.plan.route != Route::DecodeCore || planned.rows.len() != 1 {
+            return;
+        }
+        let mut tokens = planned
+            .plan
+            .session
+            .as_ref()
+            .map(|(_, s)| s.history.clone())
+            .unwrap_or_default();
+        tokens.extend_from_slice(&planned.rows[0]);
+        let lease = prefix.lease(&tokens);
+        if lease.positions() > 0 {
+            planned.demand = planned.demand.with_cached_prefix(lease.positions());
+            planned.lease = Some(lease);
+        }
+    }
+
     /// Leave the queue: a queued request whose client cancelled or went away. Whether it
     /// was still queued.
     fn leave_queue(&self, id: ReservationId) -> bool {
@@ -283,6 +313,13 @@ impl Service {
             });
             tx
         });
+        let prefix = match (options.prefix_cache, core.decode_model()) {
+            (true, Some((model, _))) => core.scheduler().bytes_per_token().map(|bpt| {
+                let page_tokens = model.kv_config(1, core.kv_dtype()).page_tokens;
+                PrefixCache::new(page_tokens, page_tokens as u64 * bpt)
+            }),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             core,
             options,
@@ -291,6 +328,7 @@ impl Service {
             stats: Mutex::new(ServiceStats::default()),
             draining: AtomicBool::new(false),
             relay,
+            prefix,
         });
         let worker = shared.clone();
         let spawned = std::thread::Builder::new()
@@ -327,7 +365,7 @@ impl Service {
             to.send(Event::Refused(EngineError::ShuttingDown));
             return ticket;
         }
-        let planned = match sh.core.plan(&req) {
+        let mut planned = match sh.core.plan(&req) {
             Ok(p) => p,
             Err(e) => {
                 to.send(Event::Refused(e));
@@ -335,6 +373,13 @@ impl Service {
             }
         };
         let scheduler = sh.core.scheduler();
+        if let Some(prefix) = &sh.prefix {
+            sh.lease_prefix(prefix, &mut planned);
+            // Cached pages nobody uses give way before anyone waits for bytes.
+            while scheduler.short_of_bytes(&planned.demand) && prefix.evict_one() {
+                scheduler.release_cached(prefix.page_bytes());
+            }
+        }
         let mut waiting = lock(&sh.waiting);
         match scheduler.submit(&planned.demand) {
             Ok(Submitted::Admitted(admission)) => {

@@ -37,6 +37,10 @@ struct InFlight {
     to: Arc<Recipient>,
     outcomes: Vec<Option<RowOutcome>>,
     events: EventLog,
+    /// The batch keys of its rows.
+    keys: Vec<Key>,
+    /// The cached prefix it started with (unpinned when it ends).
+    lease: Option<crate::prefix::PrefixLease>,
 }
 
 /// What the worker's sinks share: the requests in flight, and the step's output.
@@ -186,7 +190,13 @@ pub(super) fn run(shared: Arc<Shared>, jobs: std_mpsc::Receiver<Option<Job>>) {
                 running.saturating_mul(16).saturating_add(256),
                 core.kv_dtype(),
             )
-            .map(|b| b.with_chunk(shared.options.chunk))
+            .map(|b| {
+                let b = b.with_chunk(shared.options.chunk);
+                match &shared.prefix {
+                    Some(p) => b.with_prefix_cache(p.clone()),
+                    None => b,
+                }
+            })
             .map_err(|e| format!("the KV cache: {e}"))
         }
         None => Err("the engine has no decode core".to_string()),
@@ -273,6 +283,14 @@ impl Worker {
                     pending.to.send(Event::Refused(EngineError::ShuttingDown));
                 }
                 return;
+            }
+            if let Some(prefix) = &self.shared.prefix
+                && let Some(head) = waiting.values().next().map(|p| p.planned.demand)
+            {
+                // Cached pages nobody uses give way before the queue's head waits on.
+                while scheduler.short_of_bytes(&head) && prefix.evict_one() {
+                    scheduler.release_cached(prefix.page_bytes());
+                }
             }
             let mut ready = Vec::new();
             for admission in scheduler.admit_ready() {
@@ -374,6 +392,7 @@ impl Worker {
                     budget_cap: admission.budget_cap,
                     usage,
                     events,
+                    cached_tokens: 0,
                 })
             });
             to.send(Event::Finished(result));
@@ -397,7 +416,13 @@ impl Worker {
         usage: Usage,
         to: Arc<Recipient>,
     ) {
-        let crate::runtime::Planned { plan, rows, .. } = planned;
+        let crate::runtime::Planned {
+            plan, rows, lease, ..
+        } = planned;
+        let cached: Vec<usize> = lease
+            .as_ref()
+            .map(|l| l.pages().to_vec())
+            .unwrap_or_default();
         let carried = plan
             .session
             .as_ref()
@@ -425,6 +450,8 @@ impl Worker {
                 to: to.clone(),
                 outcomes: (0..n).map(|_| None).collect(),
                 events: EventLog::default(),
+                keys: Vec::new(),
+                lease,
             },
         );
         let batch = match &mut self.batch {
@@ -461,9 +488,19 @@ impl Worker {
                 step: 0,
                 state: self.state.clone(),
             };
-            match batch.join(key, spec, Box::new(sink), Some(to.cancel.clone())) {
+            let shared_pages: &[usize] = if row == 0 { &cached } else { &[] };
+            match batch.join_cached(
+                key,
+                spec,
+                shared_pages,
+                Box::new(sink),
+                Some(to.cancel.clone()),
+            ) {
                 Ok(()) => {
                     self.rows.insert(key, (request, row));
+                    if let Some(f) = self.state.borrow_mut().flights.get_mut(&request) {
+                        f.keys.push(key);
+                    }
                 }
                 Err(e) => {
                     if let Some(f) = self.state.borrow_mut().flights.get_mut(&request) {
@@ -562,9 +599,24 @@ impl Worker {
             to,
             outcomes,
             events,
+            keys,
+            lease,
         } = f;
+        let cached_tokens = lease.as_ref().map_or(0, |l| l.positions());
+        drop(lease);
+        // The pages the prefix cache kept from its rows become the cache's bytes.
+        let (kept, page_bytes) = match (&mut self.batch, &self.shared.prefix) {
+            (Ok(b), Some(p)) => (
+                keys.iter().map(|&k| b.take_kept(k) as u64).sum::<u64>(),
+                p.page_bytes(),
+            ),
+            _ => (0, 0),
+        };
         // 8. complete: before the client can see the result.
-        let released = self.core.scheduler().complete(admission.id);
+        let released = self
+            .core
+            .scheduler()
+            .complete_keeping(admission.id, kept * page_bytes);
         let result = (|| {
             let mut completions = Vec::with_capacity(outcomes.len());
             let mut timing = (0.0, 0.0);
@@ -599,6 +651,7 @@ impl Worker {
                 budget_cap: admission.budget_cap,
                 usage,
                 events,
+                cached_tokens,
             })
         })();
         self.state

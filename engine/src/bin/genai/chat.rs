@@ -31,6 +31,15 @@ pub(crate) struct ChatArgs {
 /// a reply stops the reply.
 pub(crate) fn run(args: ChatArgs) -> Result<()> {
     let l = load_engine(&args.model, args.kv.options())?;
+    // Each turn re-sends the whole conversation: the prefix cache keeps its KV pages, so a
+    // turn prefills only what it adds.
+    let l = crate::model::Loaded {
+        engine: l.engine.with_service(engine::service::ServiceOptions {
+            prefix_cache: true,
+            ..Default::default()
+        })?,
+        ..l
+    };
     let template = chat_template(&l)?;
     let mut msgs = Vec::new();
     if let Some(s) = args.system {

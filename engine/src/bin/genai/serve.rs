@@ -37,6 +37,10 @@ pub(crate) struct ServeArgs {
     /// requests running on a tiny model for demonstrations and tests.
     #[arg(long, default_value_t = 0)]
     step_interval_ms: u64,
+    /// Do not keep finished requests' KV pages for later requests that share their prefix
+    /// (each request prefills its whole prompt).
+    #[arg(long)]
+    no_prefix_cache: bool,
     #[command(flatten)]
     model: ModelArgs,
     #[command(flatten)]
@@ -62,6 +66,7 @@ pub(crate) fn run(args: ServeArgs) -> Result<()> {
         chunk: args.chunk.max(1),
         step_interval: std::time::Duration::from_millis(args.step_interval_ms),
         kv_dtype: args.kv.dtype(),
+        prefix_cache: !args.no_prefix_cache,
         ..ServerConfig::new(model)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
