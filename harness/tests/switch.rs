@@ -400,6 +400,85 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
 }
 
 #[test]
+fn a_rebuild_fallback_in_a_clean_checkout_compiles_no_dependency_a_second_time() {
+    // No run before: the catalog's target directory is empty, so the switched build
+    // compiles tinydep (a dependency, not a member) itself. The fallback's own target
+    // directory is seeded from the switched build's: tinydep is found fresh there, and only
+    // the member is built again.
+    let sb = with_outside_dependency();
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    sb.write(
+        "mutations/clean.toml",
+        &format!(
+            "{}{}",
+            header.replace("name = \"sample\"", "name = \"clean\""),
+            r#"
+[[mutation]]
+id = "add-subtracts"
+title = "add subtracts instead"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "a - b"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Inside a body: switched."
+
+[[mutation]]
+id = "doc-comment"
+title = "an attribute outside every function"
+role = "gap"
+file = "src/lib.rs"
+find = "/// Sum of two integers.\n"
+replace = "/// Sum of two integers.\n#[inline]\n"
+rationale = "Outside any function body: falls back and survives."
+"#
+        ),
+    );
+    let target = sb.ws.join("target/harness/clean");
+    assert!(!target.exists());
+    let run = sb.run(&[
+        "battery",
+        sb.ws.join("mutations/clean.toml").to_str().unwrap(),
+        "--mode",
+        "switch",
+    ]);
+    // Six tests no mutation kills: weak.
+    run.expect_code(1);
+    let p = plan(&sb, "clean");
+    assert_eq!(p["add-subtracts"]["mode"], "switched");
+    assert_eq!(p["doc-comment"]["mode"], "rebuild");
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/clean/switch.json")).unwrap(),
+    )
+    .unwrap();
+    // The switched build compiled tinydep (nothing to seed it from)...
+    assert!(
+        !sw["fresh_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "tinydep"),
+        "{sw}"
+    );
+    // ... and the fallback found it fresh, seeded from the switched build's target.
+    assert_eq!(
+        sw["fallback_dependencies_built"],
+        serde_json::json!([]),
+        "{sw}"
+    );
+    assert!(sw["fallback_seed"]["linked"].as_u64().unwrap() >= 1, "{sw}");
+    let names: Vec<String> = std::fs::read_dir(target.join("switch/fallback-target/debug/deps"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("libtinydep-")),
+        "{names:?}"
+    );
+}
+
+#[test]
 fn under_a_denied_unused_lint_each_mutation_is_checked_on_its_own() {
     // `b` unused is an error here: `a + 0` does not compile on its own, although it would
     // compile behind the switch (where the original body still uses `b`).

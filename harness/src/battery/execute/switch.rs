@@ -147,6 +147,16 @@ pub struct SwitchInfo {
     /// build found its artifacts fresh unless something else changed.
     #[serde(default)]
     pub reused_fallbacks: Vec<String>,
+    /// What seeding the rebuild fallbacks' target directory took from the switched build's
+    /// target directory (its dependency build products, made or seeded earlier in this run)
+    /// and from the user's: the fallbacks compile no dependency a second time.
+    #[serde(default)]
+    pub fallback_seed: SeedStats,
+    /// Dependency packages (not workspace members) that a rebuild fallback's build compiled
+    /// rather than found fresh, sorted, without duplicates: empty when the seeding gave the
+    /// fallbacks every dependency the switched build had compiled.
+    #[serde(default)]
+    pub fallback_dependencies_built: Vec<String>,
 }
 
 /// The file in the scratch target directory that says a build in it is going on (it holds
@@ -205,7 +215,9 @@ pub(crate) struct Switch {
     fallback: Option<(PathBuf, Vec<u8>)>,
     /// The rebuild fallbacks' own target directory, `<target_dir>/switch/fallback-target`:
     /// built there, a fallback leaves the switched build's artifacts as they were, so the
-    /// next run finds them fresh ([`built_sources`]).
+    /// next run finds them fresh ([`built_sources`]). It is seeded with the switched
+    /// build's dependency products ([`Switch::seed_fallback_target`]), so a fallback
+    /// compiles only the workspace members.
     fallback_target: PathBuf,
     /// Whether [`Switch::fallback_target`] has been seeded in this run.
     fallback_seeded: bool,
@@ -316,6 +328,8 @@ impl Switch {
                 cold_after_interrupted_build: false,
                 reused_switched_files: 0,
                 reused_fallbacks: Vec::new(),
+                fallback_seed: SeedStats::default(),
+                fallback_dependencies_built: Vec::new(),
             },
             scratch,
             packages: Vec::new(),
@@ -654,19 +668,63 @@ impl Switch {
     /// (a later build then fails to link, with no fault of the tree), so the build starts cold.
     fn seed(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
         let target = self.scratch.target_dir.clone();
-        self.info.seed = self.seed_target(sh, &target, "the scratch target directory")?;
+        let user = self.user_target.clone();
+        self.info.seed = self.seed_target(sh, &target, "the scratch target directory", &[&user])?;
         Ok(())
     }
 
-    /// Seeds `target` (the scratch target directory or the fallbacks') with the user's
-    /// dependency build products, after removing it when its last build did not finish (see
-    /// [`Switch::seed`]). `what` names it in the progress line. Adds the time taken to
-    /// `seed_seconds`.
+    /// Seeds the rebuild fallbacks' target directory: first with the dependency build
+    /// products of the switched build's target directory (what this run's switched build
+    /// compiled or was seeded with: the same tree, lock, profile and features, so cargo finds
+    /// them fresh), then with the user's (see [`Switch::seed_target`]). Without the first, a
+    /// fallback in a clean checkout (the user's target directory empty) compiled the whole
+    /// dependency tree a second time, cold. The workspace members are never taken from
+    /// either: the switched build's hold switched code, and a fallback builds its own.
+    fn seed_fallback_target(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
+        let target = self.fallback_target.clone();
+        let switched = self.scratch.target_dir.clone();
+        let user = self.user_target.clone();
+        self.info.fallback_seed = self.seed_target(
+            sh,
+            &target,
+            "the rebuild fallbacks' target directory",
+            &[&switched, &user],
+        )?;
+        Ok(())
+    }
+
+    /// Adds to [`SwitchInfo::fallback_dependencies_built`] the packages that are not
+    /// workspace members among the artifacts `build` (a rebuild fallback's) did not find
+    /// fresh.
+    fn note_dependencies_built(&mut self, build: &Build) {
+        let members: BTreeSet<&str> = self.packages.iter().map(|p| p.id.as_str()).collect();
+        let mut built: BTreeSet<String> = self
+            .info
+            .fallback_dependencies_built
+            .iter()
+            .cloned()
+            .collect();
+        built.extend(
+            build
+                .artifacts
+                .iter()
+                .filter(|a| !a.fresh && !members.contains(a.package_id.as_str()))
+                .map(|a| package_name(&a.package_id)),
+        );
+        self.info.fallback_dependencies_built = built.into_iter().collect();
+    }
+
+    /// Seeds `target` (the scratch target directory or the fallbacks') with the dependency
+    /// build products of the target directories `from`, in order (an entry one of them gave
+    /// is not taken again from a later one), after removing `target` when its last build did
+    /// not finish (see [`Switch::seed`]). `what` names it in the progress line. Adds the time
+    /// taken to `seed_seconds`.
     fn seed_target(
         &mut self,
         sh: &Shared<'_>,
         target: &Path,
         what: &str,
+        from: &[&Path],
     ) -> Result<SeedStats, Stop> {
         let mark = target.join(BUILD_MARK);
         if mark.exists() {
@@ -684,17 +742,23 @@ impl Switch {
         }
         sh.progress.phase(&format!("seeding {what}"));
         let t = Instant::now();
-        let (from, to) = (self.user_target.join("debug"), target.join("debug"));
         let members = scratch::Members::of(&self.packages);
-        let seeding = |e| {
-            refuse(
-                RefusalKind::HarnessFault,
-                format!("seeding {} from {}: {e}", to.display(), from.display()),
-            )
-        };
-        let mut stats = scratch::seed_dependencies(&from, &to, &members).map_err(seeding)?;
-        if scratch::seed_rustc_info(&self.user_target, target).map_err(seeding)? {
-            stats.copied += 1;
+        let mut stats = SeedStats::default();
+        for source in from {
+            let (src, to) = (source.join("debug"), target.join("debug"));
+            let seeding = |e| {
+                refuse(
+                    RefusalKind::HarnessFault,
+                    format!("seeding {} from {}: {e}", to.display(), src.display()),
+                )
+            };
+            let s = scratch::seed_dependencies(&src, &to, &members).map_err(seeding)?;
+            stats.linked += s.linked;
+            stats.copied += s.copied;
+            stats.members_skipped += s.members_skipped;
+            if scratch::seed_rustc_info(source, target).map_err(seeding)? {
+                stats.copied += 1;
+            }
         }
         self.info.seed_seconds += t.elapsed().as_secs_f64();
         Ok(stats)
@@ -1418,8 +1482,7 @@ impl ModeRun for Switch {
             reason.unwrap_or_default()
         ));
         if !self.fallback_seeded {
-            let target = self.fallback_target.clone();
-            self.seed_target(sh, &target, "the rebuild fallbacks' target directory")?;
+            self.seed_fallback_target(sh)?;
             self.fallback_seeded = true;
         }
         sh.progress
@@ -1431,6 +1494,7 @@ impl ModeRun for Switch {
         let target = self.fallback_target.clone();
         let same = built_sources::restore_times(&target, &self.scratch.root)?;
         let build = self.marked(&target, || Ok(self.fallback_cargo().build()?))?;
+        self.note_dependencies_built(&build);
         // The mutated file's artifacts may be fresh only when the last fallback build
         // compiled these very bytes (the same mutation, in an earlier run) and passed
         // this check then.
