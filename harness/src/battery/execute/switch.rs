@@ -225,12 +225,6 @@ pub(crate) struct Switch {
     fallback_files: BTreeSet<PathBuf>,
 }
 
-/// A reaching test whose reach run took at least this many seconds is not timed again: its
-/// reach run's seconds (cargo's start-up, a tenth to a quarter of a second, and for a doc
-/// test rustdoc's build of it, included) bound its time as the mutants run it closely
-/// enough, and timing it again would cost as much once more.
-const RETIME_BELOW_SECS: f64 = 1.0;
-
 /// The progress line's tail naming the first test of `left_out` (test -> why) and how many
 /// more `switch.json` names: `; WORD: T (why) and N more (switch.json)`, empty when none.
 fn first_left_out(word: &str, left_out: &BTreeMap<String, String>) -> String {
@@ -363,72 +357,42 @@ impl Switch {
         r.reached_by.get(self.id(i))
     }
 
-    /// The timing run ([`crate::battery::execute::mutant_timeout`]): each test that reaches
-    /// a switched mutation and took under [`RETIME_BELOW_SECS`] in the reach run
-    /// (`reach_seconds`) on its own, no mutant selected, run as the mutants run it (its
-    /// executable, its kept doc test, else `cargo test`); a slower test keeps its reach
-    /// run's seconds, which hold cargo's start-up (and rustdoc's build) besides its own
-    /// time. Fills `info`'s timing fields and [`Switch::timing`]. Errors: a run could not
-    /// start or was interrupted ([`Stop`]).
+    /// The per-mutant timeouts ([`crate::battery::execute::mutant_timeout`]): each test
+    /// that reaches a switched mutation keeps its seconds from the reach run
+    /// (`reach_seconds`), which ran it on its own, unmutated. No test runs again. Fills
+    /// `info`'s `test_seconds` and `mutant_timeouts` (or `no_mutant_timeouts_because`, when
+    /// a reaching test has no seconds there) and [`Switch::timing`].
     fn time_reaching_tests(
         &mut self,
         sh: &Shared<'_>,
         info: &mut crate::battery::execute::reach::ReachInfo,
         reach_seconds: &BTreeMap<String, f64>,
-        timeout: Duration,
-    ) -> Result<(), Stop> {
+    ) {
         let reaching: BTreeSet<&String> = info.reached_by.values().flatten().collect();
-        // A slow test keeps its reach run's seconds; the others are timed again.
-        let mut slow: BTreeMap<String, f64> = BTreeMap::new();
-        let mut tests = Vec::new();
-        for t in sh
-            .catalog
-            .spec
-            .tests
-            .iter()
-            .filter(|t| reaching.contains(t))
-        {
+        if reaching.is_empty() {
+            return;
+        }
+        let mut seconds = BTreeMap::new();
+        for t in reaching {
             match reach_seconds.get(t) {
-                Some(&s) if s >= RETIME_BELOW_SECS => {
-                    slow.insert(t.clone(), s);
+                Some(&s) => {
+                    seconds.insert(t.clone(), s);
                 }
-                _ => tests.push(t.clone()),
+                None => {
+                    info.no_mutant_timeouts_because = Some(format!(
+                        "{t} reaches a mutation but has no seconds of its own in the reach run"
+                    ));
+                    return;
+                }
             }
         }
-        if tests.is_empty() && slow.is_empty() {
-            return Ok(());
-        }
-        sh.progress.phase(
-            "timing run: each test that reaches a mutation on its own, unmutated, as the mutants run it",
-        );
-        let cmd = self
-            .cargo(None)
-            .with_kept_doc_tests(self.kept_docs.clone())
-            .with_direct_tests(self.direct.clone());
-        let t0 = std::time::Instant::now();
-        let timed = crate::battery::execute::mutant_timeout::time_tests(
-            &self.state,
-            &cmd,
-            &tests,
-            self.info.jobs,
-            timeout,
-        )?;
-        info.timing_seconds = t0.elapsed().as_secs_f64();
-        info.tests_timed = tests.len();
-        match timed {
-            Ok(mut seconds) => {
-                seconds.extend(slow);
-                info.test_seconds = seconds.clone();
-                info.mutant_timeouts = true;
-                self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
-                    seconds,
-                    factor: sh.catalog.spec.timeout_factor,
-                    margin: sh.catalog.spec.timeout_margin_secs,
-                });
-            }
-            Err(why) => info.no_mutant_timeouts_because = Some(why),
-        }
-        Ok(())
+        info.test_seconds = seconds.clone();
+        info.mutant_timeouts = true;
+        self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
+            seconds,
+            factor: sh.catalog.spec.timeout_factor,
+            margin: sh.catalog.spec.timeout_margin_secs,
+        });
     }
 
     fn cargo(&self, mutant: Option<&str>) -> CargoCmd {
@@ -1172,7 +1136,7 @@ impl Switch {
             });
             info.direct_tests = direct.len();
             self.direct = std::sync::Arc::new(direct);
-            self.time_reaching_tests(sh, &mut info, &reach.seconds, timeout)?;
+            self.time_reaching_tests(sh, &mut info, &reach.seconds);
         } else {
             info.kept_doc_tests.clear();
             info.doc_tests_not_kept.clear();
@@ -1210,17 +1174,14 @@ impl Switch {
                 if info.mutant_timeouts {
                     let spec = &sh.catalog.spec;
                     sh.progress.line(&format!(
-                        "timing run: {} of {} tests that reach a mutation, each on its own as the mutants run it, in {:.1} s (the others keep their reach run's seconds, a second or more); each mutant's tests time out at min({:.1} s, {} x their seconds + {} s)",
-                        info.tests_timed,
-                        info.test_seconds.len(),
-                        info.timing_seconds,
+                        "per-mutant timeouts: each mutant's tests time out at min({:.1} s, {} x their seconds in the reach run + {} s)",
                         timeout.as_secs_f64(),
                         spec.timeout_factor,
                         spec.timeout_margin_secs
                     ));
                 } else if let Some(why) = &info.no_mutant_timeouts_because {
                     sh.progress.line(&format!(
-                        "timing run: every mutant keeps the test timeout of {:.1} s: {why}",
+                        "per-mutant timeouts: every mutant keeps the test timeout of {:.1} s: {why}",
                         timeout.as_secs_f64()
                     ));
                 }
@@ -1565,6 +1526,17 @@ impl ModeRun for Switch {
                 None => timeout,
             },
             _ => timeout,
+        }
+    }
+
+    fn timeout_rule(
+        &self,
+        pm: &PreparedMutation,
+        timeout: Duration,
+    ) -> Option<crate::battery::report::schema::TimeoutRule> {
+        match (&self.timing, self.mode_of(pm.index)) {
+            (Some(timing), PlanMode::Switched) => timing.rule(&self.tests_for(pm)?, timeout),
+            _ => None,
         }
     }
 

@@ -77,6 +77,19 @@ pub struct BatteryReport {
     pub exit_code: ExitCode,
 }
 
+/// The terms of a mutant's own test timeout (`battery.json`'s `timeout_rule`), as PIT and
+/// Stryker time a mutant out from the time of the tests that cover it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimeoutRule {
+    /// The sum of the wall seconds its selected tests took each on its own, unmutated, in
+    /// the reach run.
+    pub tests_seconds: f64,
+    /// The catalog's `timeout_factor`.
+    pub factor: f64,
+    /// The catalog's `timeout_margin_secs`.
+    pub margin_seconds: f64,
+}
+
 /// The generated mutants inside the diff (`battery.json`'s `generated_in_diff`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GeneratedInDiff {
@@ -268,6 +281,12 @@ pub struct MutationReport {
     /// TIMEOUT re-checked from the cache under the timeout it was found under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<f64>,
+    /// How a reach-selected switched mutant's own timeout was derived: `timeout_seconds` =
+    /// min(`baseline.timeout_seconds`, `factor` x `tests_seconds` + `margin_seconds`).
+    /// Absent when the mutant ran under the battery's timeout (rebuild mode, a rebuild
+    /// fallback, `--all-tests`, no reach) or under a cached TIMEOUT's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_rule: Option<TimeoutRule>,
     /// Whether the verdict was reused from the cache (`--incremental`, evidence unchanged)
     /// rather than found by this run.
     #[serde(default)]
