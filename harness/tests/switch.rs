@@ -1236,3 +1236,52 @@ rationale = "Not inside one body: a rebuild fallback."
     assert!(!fresh(&sw3), "{sw3}");
     assert_eq!(sw3["reused_fallbacks"], serde_json::json!([]));
 }
+
+#[test]
+fn with_no_mode_a_handful_rebuilds_a_larger_selection_switches_and_the_verdicts_agree() {
+    let sb = Sandbox::new();
+    // No `--mode` (straight through `cmd`, which adds none).
+    let auto = |only: &str| {
+        let out = sb
+            .cmd()
+            .args(["battery", sb.catalog.to_str().unwrap(), "--only", only])
+            .output()
+            .unwrap();
+        let run = common::Run::from(out);
+        run.expect_code(0);
+        (run, sb.report_json())
+    };
+    let switch_json = sb.ws.join("reports/sample/switch.json");
+    // One mutation: switch mode's fixed runs cost more than one rebuild.
+    let (run, r) = auto("add-subtracts");
+    run.stderr_has("mode rebuild (chosen by size: 1 of 1 selected mutation(s) the switch can hold, 7 listed test(s); below max(2, 7/10) = 2");
+    assert_eq!(r["mode"]["mode"], "rebuild");
+    assert_eq!(r["mode"]["by"], "size");
+    assert!(!switch_json.exists());
+    assert!(!sb.ws.join("target/harness/sample/switch").exists());
+    let md = sb.read("reports/sample/battery.md");
+    assert!(
+        md.contains("Mode: rebuild (chosen by size: 1 of 1 "),
+        "{md}"
+    );
+    let one = verdicts(&r);
+
+    // Three: switch mode.
+    let three = "add-subtracts,max-takes-min,clamp-upper-inverted";
+    let (run, r) = auto(three);
+    run.stderr_has("mode switch (chosen by size: 3 of 3 selected mutation(s) the switch can hold");
+    assert_eq!(r["mode"]["mode"], "switch");
+    assert!(switch_json.exists());
+    let switched = verdicts(&r);
+    assert_eq!(switched["add-subtracts"], one["add-subtracts"]);
+
+    // `--mode` still forces one: the same three rebuilt, the same verdicts.
+    let forced = sb.battery(&["--only", three, "--mode", "rebuild"]);
+    forced.expect_code(0);
+    let r = sb.report_json();
+    assert_eq!(
+        r["mode"],
+        serde_json::json!({"mode": "rebuild", "by": "option", "reason": "--mode rebuild"})
+    );
+    assert_eq!(verdicts(&r), switched);
+}

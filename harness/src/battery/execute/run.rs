@@ -346,31 +346,7 @@ impl<'a> Run<'a> {
         self.lock_absent = std::fs::symlink_metadata(c.root.join("Cargo.lock")).is_err();
         let start = tree::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
-        let only = self.sh.opts.only.as_ref();
-        let shard = self
-            .sh
-            .opts
-            .shard
-            .as_ref()
-            .map(|s| s.select(&c.mutation_ids()));
-        let diff = self.sh.diff;
-        self.selected = (0..self.prepared.len())
-            .filter(|&k| {
-                let pm = &self.prepared[k];
-                let m = &c.spec.mutations[pm.index];
-                only.is_none_or(|o| o.contains(&m.id))
-                    && shard.as_ref().is_none_or(|s| s.contains(&m.id))
-                    && diff.is_none_or(|d| {
-                        d.meets(
-                            &pm.rel_path,
-                            &crate::battery::select::diffscope::occurrence_lines(
-                                &pm.original,
-                                &m.find,
-                            ),
-                        )
-                    })
-            })
-            .collect();
+        self.selected = selected_indices(c, &self.prepared, self.sh.opts, self.sh.diff);
         mode.open(&self.sh, &start)?;
         self.start = Some(start);
         Ok(())
@@ -1101,6 +1077,33 @@ fn one_mutant(
         own_timeout: None,
         timeout_rule: None,
     })
+}
+
+/// The indices into `prepared` (`catalog`'s mutations, prepared) of the mutations a run
+/// with `opts` selects, in catalog order: those `--only` names, in `--shard`'s part, and
+/// meeting the `--since` diff's changed lines.
+pub(crate) fn selected_indices(
+    c: &Catalog,
+    prepared: &[PreparedMutation],
+    opts: &crate::battery::Options,
+    diff: Option<&crate::battery::select::diffscope::DiffLines>,
+) -> Vec<usize> {
+    let only = opts.only.as_ref();
+    let shard = opts.shard.as_ref().map(|s| s.select(&c.mutation_ids()));
+    (0..prepared.len())
+        .filter(|&k| {
+            let pm = &prepared[k];
+            let m = &c.spec.mutations[pm.index];
+            only.is_none_or(|o| o.contains(&m.id))
+                && shard.as_ref().is_none_or(|s| s.contains(&m.id))
+                && diff.is_none_or(|d| {
+                    d.meets(
+                        &pm.rel_path,
+                        &crate::battery::select::diffscope::occurrence_lines(&pm.original, &m.find),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// [`Ran::own_timeout`]: `timeout`, the one `ran`'s tests ran under, when they ran and it

@@ -54,6 +54,10 @@ pub struct BatteryReport {
     pub incremental: Option<IncrementalInfo>,
     /// How the host lock was held: `own` or `ancestor pid N`.
     pub lock: String,
+    /// The mode that ran and how it was decided (`--mode`, or by the catalog's size when
+    /// none was given: `crate::battery::execute::mode_choice`); absent from a merged report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::battery::execute::mode_choice::ModeChoice>,
     /// Start time, seconds since the Unix epoch.
     pub started_unix: u64,
     /// Wall seconds of the whole battery.

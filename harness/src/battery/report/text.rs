@@ -115,6 +115,13 @@ pub fn markdown(r: &BatteryReport) -> String {
         r.exit_code,
         md_escape(&headline(r))
     ));
+    if let Some(c) = &r.mode {
+        s.push_str(&format!(
+            "Mode: {} ({})\n\n",
+            c.mode.word(),
+            md_escape(&c.reason)
+        ));
+    }
     md_mutations(&mut s, r);
     md_unmet(&mut s, r);
     md_timeouts(&mut s, r);
