@@ -26,37 +26,15 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::{Deserialize, Serialize};
-
 use crate::battery::Mode;
 use crate::battery::execute::instrument::{FnBody, Placement, function_bodies, place};
+use crate::battery::report::schema::{ChosenBy, ModeChoice};
 use crate::battery::select::catalog::{Catalog, PreparedMutation};
 
 /// Listed tests whose reach-run processes cost about one rebuild of the mutated package.
 pub const TESTS_PER_REBUILD: usize = 10;
 /// Switch mode's scratch build and forced-fail control, counted in rebuilds.
 pub const FIXED_REBUILDS: usize = 2;
-
-/// How the mode of a run was decided (`battery.json`'s `mode`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ModeChoice {
-    /// The mode that ran.
-    pub mode: Mode,
-    /// `option` (`--mode` given) or `size` (chosen by [`choose`]).
-    pub by: ChosenBy,
-    /// Why, in words (printed, and in `battery.md`).
-    pub reason: String,
-}
-
-/// Who decided the mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChosenBy {
-    /// `--mode` on the command line (or the caller) named it.
-    Option,
-    /// The catalog's size ([`choose`]).
-    Size,
-}
 
 /// How many of `selected` the switch can hold: each whose every occurrence changes bytes
 /// inside one function body ([`place`]), as switch mode's plan decides it. A file that does

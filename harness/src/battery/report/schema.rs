@@ -57,7 +57,7 @@ pub struct BatteryReport {
     /// The mode that ran and how it was decided (`--mode`, or by the catalog's size when
     /// none was given: `crate::battery::execute::mode_choice`); absent from a merged report.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<crate::battery::execute::mode_choice::ModeChoice>,
+    pub mode: Option<ModeChoice>,
     /// Start time, seconds since the Unix epoch.
     pub started_unix: u64,
     /// Wall seconds of the whole battery.
@@ -79,6 +79,27 @@ pub struct BatteryReport {
     pub summary: Summary,
     /// The process exit code this report implies (0, 1, 2 or 130).
     pub exit_code: ExitCode,
+}
+
+/// How the mode of a run was decided (`battery.json`'s `mode`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeChoice {
+    /// The mode that ran.
+    pub mode: crate::battery::Mode,
+    /// `option` (`--mode` given) or `size` (chosen by the selection's size).
+    pub by: ChosenBy,
+    /// Why, in words (printed, and in `battery.md`).
+    pub reason: String,
+}
+
+/// Who decided the mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChosenBy {
+    /// `--mode` on the command line (or the caller) named it.
+    Option,
+    /// The selection's size (`crate::battery::execute::mode_choice`).
+    Size,
 }
 
 /// The terms of a mutant's own test timeout (`battery.json`'s `timeout_rule`), as PIT and
