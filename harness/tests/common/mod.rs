@@ -283,6 +283,7 @@ pub fn redact(v: &mut serde_json::Value, ws: &Path) {
                         | "test_seconds"
                         | "run_seconds"
                         | "timeout_seconds"
+                        | "tests_seconds"
                         | "duration"
                 );
                 if volatile {
@@ -340,8 +341,8 @@ pub fn killers(m: &serde_json::Value) -> Vec<String> {
 /// reach-guided selection leaves the tests that do not reach a mutant's function unrun
 /// (`not_reached`), and the claim is that they would have passed; so `not_reached` reads as
 /// `passed` (outcomes, kill matrix) and the reach itself (`reached_by`) is dropped, as is a
-/// mutant's own timeout (`timeout_seconds` of a mutation), set from its selected tests'
-/// seconds.
+/// mutant's own timeout (`timeout_seconds` and `timeout_rule` of a mutation), set from its
+/// selected tests' seconds, and the report's `mode` (which mode ran, and why).
 #[allow(dead_code)]
 pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
     use serde_json::Value;
@@ -351,6 +352,10 @@ pub fn as_full_run(v: &serde_json::Value) -> serde_json::Value {
                 map.remove("reached_by");
                 if map.contains_key("verdict") {
                     map.remove("timeout_seconds");
+                    map.remove("timeout_rule");
+                }
+                if map.contains_key("schema") {
+                    map.remove("mode");
                 }
                 map.values_mut().for_each(walk);
             }
