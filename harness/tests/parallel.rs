@@ -326,7 +326,7 @@ fn a_timeout_under_jobs_2_is_timeout_and_leaves_no_process() {
         "unfinished"
     );
     // The hang ran the one test that reaches it, under a timeout of its own from that
-    // test's seconds in the timing run: shorter than the battery's.
+    // test's seconds on its own in the reach run: shorter than the battery's.
     let battery = r["baseline"]["timeout_seconds"].as_f64().unwrap();
     let timeout = hang["timeout_seconds"]
         .as_f64()
@@ -346,6 +346,20 @@ fn a_timeout_under_jobs_2_is_timeout_and_leaves_no_process() {
         (timeout - (5.0 * own + 2.0)).abs() < 1e-6,
         "own timeout {timeout} s from a test of {own} s"
     );
+    // Those seconds are the reach run's own: no test ran again to be timed.
+    assert_eq!(switch["reach"]["tests_timed"], 0, "{}", switch["reach"]);
+    assert!(!run.stderr.contains("timing run"), "{}", run.stderr);
+    run.stderr_has("per-mutant timeouts: each mutant's tests time out at min(");
+    // The rule is in the report, per mutant: JSON and Markdown.
+    assert_eq!(
+        hang["timeout_rule"],
+        serde_json::json!({"tests_seconds": own, "factor": 5.0, "margin_seconds": 2.0})
+    );
+    let md = std::fs::read_to_string(reports.join("parallel/battery.md")).unwrap();
+    let row = format!("| `countdown-hangs` | TIMEOUT | {timeout:.2} s = 5 x {own:.3} s + 2 s |");
+    assert!(md.contains(&row), "{row} not in:\n{md}");
+    // The other mutant's own timeout is shown too, with its verdict.
+    assert!(md.contains("| `even-negative-odd` | SURVIVED | "), "{md}");
     // Measured against its own timeout: at least the timeout, not far beyond it.
     let took = hang["test_seconds"].as_f64().unwrap();
     assert!(

@@ -400,6 +400,85 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
 }
 
 #[test]
+fn a_rebuild_fallback_in_a_clean_checkout_compiles_no_dependency_a_second_time() {
+    // No run before: the catalog's target directory is empty, so the switched build
+    // compiles tinydep (a dependency, not a member) itself. The fallback's own target
+    // directory is seeded from the switched build's: tinydep is found fresh there, and only
+    // the member is built again.
+    let sb = with_outside_dependency();
+    let base = sb.read("mutations/sample.toml");
+    let header = &base[..base.find("[[mutation]]").unwrap()];
+    sb.write(
+        "mutations/clean.toml",
+        &format!(
+            "{}{}",
+            header.replace("name = \"sample\"", "name = \"clean\""),
+            r#"
+[[mutation]]
+id = "add-subtracts"
+title = "add subtracts instead"
+role = "defect"
+file = "src/lib.rs"
+find = "a + b"
+replace = "a - b"
+killed_by = ["contract::adds_two_numbers"]
+rationale = "Inside a body: switched."
+
+[[mutation]]
+id = "doc-comment"
+title = "an attribute outside every function"
+role = "gap"
+file = "src/lib.rs"
+find = "/// Sum of two integers.\n"
+replace = "/// Sum of two integers.\n#[inline]\n"
+rationale = "Outside any function body: falls back and survives."
+"#
+        ),
+    );
+    let target = sb.ws.join("target/harness/clean");
+    assert!(!target.exists());
+    let run = sb.run(&[
+        "battery",
+        sb.ws.join("mutations/clean.toml").to_str().unwrap(),
+        "--mode",
+        "switch",
+    ]);
+    // Six tests no mutation kills: weak.
+    run.expect_code(1);
+    let p = plan(&sb, "clean");
+    assert_eq!(p["add-subtracts"]["mode"], "switched");
+    assert_eq!(p["doc-comment"]["mode"], "rebuild");
+    let sw: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(sb.ws.join("reports/clean/switch.json")).unwrap(),
+    )
+    .unwrap();
+    // The switched build compiled tinydep (nothing to seed it from)...
+    assert!(
+        !sw["fresh_packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == "tinydep"),
+        "{sw}"
+    );
+    // ... and the fallback found it fresh, seeded from the switched build's target.
+    assert_eq!(
+        sw["fallback_dependencies_built"],
+        serde_json::json!([]),
+        "{sw}"
+    );
+    assert!(sw["fallback_seed"]["linked"].as_u64().unwrap() >= 1, "{sw}");
+    let names: Vec<String> = std::fs::read_dir(target.join("switch/fallback-target/debug/deps"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with("libtinydep-")),
+        "{names:?}"
+    );
+}
+
+#[test]
 fn under_a_denied_unused_lint_each_mutation_is_checked_on_its_own() {
     // `b` unused is an error here: `a + 0` does not compile on its own, although it would
     // compile behind the switch (where the original body still uses `b`).
@@ -506,8 +585,15 @@ fn the_mutants_sample_catalog_in_both_modes() {
         .expect_code(1)
         .stderr_has("the forced-fail control failed no listed test");
     let r2 = report();
-    // The whole report is the same, timings aside.
-    assert_eq!(r1, r2);
+    // The whole report is the same, timings and the mode that ran aside.
+    assert_eq!(r1["mode"]["mode"], "rebuild");
+    assert_eq!(r2["mode"]["mode"], "switch");
+    let without_mode = |r: &serde_json::Value| {
+        let mut r = r.clone();
+        r.as_object_mut().unwrap().remove("mode");
+        r
+    };
+    assert_eq!(without_mode(&r1), without_mode(&r2));
     // Rebuild mode's own answer, so that equality is not equality of two empty reports.
     assert_eq!(r1["status"], "complete");
     assert_eq!(r1["mutations"][0]["verdict"], "SURVIVED");
@@ -1156,4 +1242,53 @@ rationale = "Not inside one body: a rebuild fallback."
     assert_eq!(sw3["reused_switched_files"], 0, "{sw3}");
     assert!(!fresh(&sw3), "{sw3}");
     assert_eq!(sw3["reused_fallbacks"], serde_json::json!([]));
+}
+
+#[test]
+fn with_no_mode_a_handful_rebuilds_a_larger_selection_switches_and_the_verdicts_agree() {
+    let sb = Sandbox::new();
+    // No `--mode` (straight through `cmd`, which adds none).
+    let auto = |only: &str| {
+        let out = sb
+            .cmd()
+            .args(["battery", sb.catalog.to_str().unwrap(), "--only", only])
+            .output()
+            .unwrap();
+        let run = common::Run::from(out);
+        run.expect_code(0);
+        (run, sb.report_json())
+    };
+    let switch_json = sb.ws.join("reports/sample/switch.json");
+    // One mutation: switch mode's fixed runs cost more than one rebuild.
+    let (run, r) = auto("add-subtracts");
+    run.stderr_has("mode rebuild (chosen by size: 1 of 1 selected mutation(s) the switch can hold, 7 listed test(s); below max(2, 7/10) = 2");
+    assert_eq!(r["mode"]["mode"], "rebuild");
+    assert_eq!(r["mode"]["by"], "size");
+    assert!(!switch_json.exists());
+    assert!(!sb.ws.join("target/harness/sample/switch").exists());
+    let md = sb.read("reports/sample/battery.md");
+    assert!(
+        md.contains("Mode: rebuild (chosen by size: 1 of 1 "),
+        "{md}"
+    );
+    let one = verdicts(&r);
+
+    // Three: switch mode.
+    let three = "add-subtracts,max-takes-min,clamp-upper-inverted";
+    let (run, r) = auto(three);
+    run.stderr_has("mode switch (chosen by size: 3 of 3 selected mutation(s) the switch can hold");
+    assert_eq!(r["mode"]["mode"], "switch");
+    assert!(switch_json.exists());
+    let switched = verdicts(&r);
+    assert_eq!(switched["add-subtracts"], one["add-subtracts"]);
+
+    // `--mode` still forces one: the same three rebuilt, the same verdicts.
+    let forced = sb.battery(&["--only", three, "--mode", "rebuild"]);
+    forced.expect_code(0);
+    let r = sb.report_json();
+    assert_eq!(
+        r["mode"],
+        serde_json::json!({"mode": "rebuild", "by": "option", "reason": "--mode rebuild"})
+    );
+    assert_eq!(verdicts(&r), switched);
 }

@@ -42,9 +42,20 @@ use report::verdict::KillMatrix;
 use select::catalog::{self, Catalog, CatalogError};
 use select::{diffscope, shard, unguarded};
 
-/// How a battery runs its mutations. Spelled `rebuild` and `switch` on the command line
-/// and in JSON (a mutation's evidence, [`execute::cache`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+/// How a battery runs its mutations. Spelled `rebuild`, `switch` and `auto` on the command
+/// line and in JSON (a mutation's evidence, [`execute::cache`], holds the mode that ran,
+/// never `auto`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// One rebuild per mutation, in the workspace itself (journaled, restored).
@@ -52,6 +63,20 @@ pub enum Mode {
     Rebuild,
     /// Compile once in a scratch copy, one test run per mutation (see [`execute::switch`]).
     Switch,
+    /// Rebuild or switch by the size of the selection ([`execute::mode_choice`]): what a
+    /// command runs given no `--mode`.
+    Auto,
+}
+
+impl Mode {
+    /// The command line's word for it.
+    pub fn word(self) -> &'static str {
+        match self {
+            Mode::Rebuild => "rebuild",
+            Mode::Switch => "switch",
+            Mode::Auto => "auto",
+        }
+    }
 }
 
 /// Options of one battery run.
@@ -296,6 +321,24 @@ pub fn run_unwritten(
         None => None,
     };
     progress.line(&format!("target directory {}", checked.place));
+    let choice = execute::mode_choice::resolve(mode, &catalog, opts, diff.as_ref());
+    progress.line(&format!("mode {} ({})", choice.mode.word(), choice.reason));
+    let mode = choice.mode;
+    // Chosen by size, rebuild mode takes one job whatever `-j` asked.
+    let one_job;
+    let opts = if mode == Mode::Rebuild && opts.jobs > 1 {
+        progress.line(&format!(
+            "-j {}: rebuild mode rebuilds the one tree for each mutation, one at a time",
+            opts.jobs
+        ));
+        one_job = Options {
+            jobs: 1,
+            ..opts.clone()
+        };
+        &one_job
+    } else {
+        opts
+    };
     let reports_root = opts
         .reports_root
         .clone()
@@ -308,8 +351,8 @@ pub fn run_unwritten(
         })?;
     let mode_kind = mode;
     let mut mode: Box<dyn ModeRun> = match mode_kind {
-        Mode::Rebuild => Box::new(rebuild::Rebuild::new(&catalog, opts)),
         Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
+        Mode::Rebuild | Mode::Auto => Box::new(rebuild::Rebuild::new(&catalog, opts)),
     };
     let mut run = Run::new(Shared {
         catalog: &catalog,
@@ -326,6 +369,7 @@ pub fn run_unwritten(
         stop = Some(Stop::Interrupted);
     }
     let mut report = assemble(&catalog, opts, &run, stop);
+    report.mode = Some(choice);
     if report.status == Status::Complete
         && let Some((path, file)) = run.cache_after()
         && let Err(e) = cache::save(&path, &file)
@@ -590,6 +634,7 @@ fn assemble(catalog: &Catalog, opts: &Options, run: &Run<'_>, stop: Option<Stop>
                 .collect(),
         }),
         lock: opts.lock.clone(),
+        mode: None,
         started_unix: 0,
         wall_seconds: 0.0,
         baseline: run.baseline.clone(),
@@ -676,8 +721,8 @@ fn run_configs(
             ..opts.clone()
         };
         let mut mode: Box<dyn ModeRun> = match mode_kind {
-            Mode::Rebuild => Box::new(rebuild::Rebuild::new(&derived, &sub_opts)),
             Mode::Switch => Box::new(switch::Switch::new(&derived, &sub_opts)),
+            Mode::Rebuild | Mode::Auto => Box::new(rebuild::Rebuild::new(&derived, &sub_opts)),
         };
         let mut run = Run::new(Shared {
             catalog: &derived,

@@ -65,8 +65,10 @@ pub struct BatteryRunArgs {
     /// `rebuild`: apply, rebuild and test each mutation in the workspace. `switch`:
     /// compile every mutation that lies in one function body once, in a scratch copy,
     /// behind a run-time switch (`HARNESS_MUTANT`); the others fall back to rebuilds in
-    /// the scratch copy. Both give the same report, timings aside.
-    #[arg(long, value_enum, default_value_t = Mode::Rebuild)]
+    /// the scratch copy. Both give the same report, timings aside. `auto` (the default):
+    /// rebuild for a selection too small for switch mode's fixed runs to pay, switch
+    /// otherwise; the mode and why are printed and in the report.
+    #[arg(long, value_enum, default_value_t = Mode::Auto)]
     pub mode: Mode,
     /// Switch mode: run every listed test for every mutant. By default a mutant's test run
     /// runs only the listed tests that execute its function, as a reach run (each listed

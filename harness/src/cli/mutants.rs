@@ -453,7 +453,7 @@ fn run_generated(
 fn batteries_at_once(jobs: usize, mode: battery::Mode, n: usize) -> usize {
     match mode {
         battery::Mode::Switch if jobs > 1 => n.max(1),
-        battery::Mode::Switch | battery::Mode::Rebuild => 1,
+        battery::Mode::Switch | battery::Mode::Rebuild | battery::Mode::Auto => 1,
     }
 }
 

@@ -8,7 +8,7 @@
 //! each reach-selected mutant's own timeout set by [`mutant_timeout`]; up to
 //! N test runs at once by [`parallel`]; an unchanged switched build kept fresh from one run to
 //! the next by [`built_sources`]; code behind `cfg` gates found uncompiled by rustc, [`cfg_probe`]).
-//! [`stop`] is why a run ends early; [`cache`] reuses
+//! [`mode_choice`] picks the mode when none is given. [`stop`] is why a run ends early; [`cache`] reuses
 //! verdicts whose evidence is unchanged (`--incremental`).
 
 pub mod built_sources;
@@ -16,6 +16,7 @@ pub mod cache;
 pub mod cfg_probe;
 pub mod diagnostics;
 pub mod instrument;
+pub mod mode_choice;
 pub mod mutant_timeout;
 pub mod parallel;
 pub mod reach;

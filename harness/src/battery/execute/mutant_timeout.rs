@@ -1,4 +1,4 @@
-//! Per-mutant timeouts in switch mode: each test that reaches a switched mutation is timed once on its own, unmutated and run as the mutants run it, and a reach-selected mutant's test run times out at the least of the battery's timeout and `timeout_factor` x its tests' seconds + `timeout_margin_secs`.
+//! Per-mutant timeouts in switch mode: a reach-selected mutant's test run times out at the least of the battery's timeout and `timeout_factor` x the seconds its tests took in the reach run + `timeout_margin_secs`.
 //!
 //! Why: the battery's timeout (`timeout_factor` x the slowest baseline run, never under
 //! `timeout_floor_secs`) fits a run of every listed test. A reach-selected mutant runs a
@@ -9,17 +9,16 @@
 //! for the same reason; cargo-mutants 27.1.0 has one timeout for every mutant (at least
 //! 20 s).
 //!
-//! How the seconds are taken: after the reach run, each test that reaches a switched
-//! mutation runs once more, alone, with no mutant selected, as a mutant's run starts it
-//! (from its executable when it runs directly, from its kept executable when it is a kept
-//! doc test, else through `cargo test`), up to `-j N` at once as the mutants run. A test
-//! whose reach run took a second or more is not run again: its reach run's seconds, which
-//! hold `cargo test`'s start-up (and a doc test's build) besides its own time, bound it
-//! closely enough, and a second run would cost as much again. A test
-//! that does not pass there makes the per-mutant timeouts unused for the whole battery (every
-//! mutant keeps the battery's timeout), and `switch.json` says why. A mutant's selected
-//! tests run in one go and partly side by side, so the sum of their own seconds is at least
-//! what they take together unmutated.
+//! Where the seconds come from: the reach run ([`crate::battery::execute::reach`]) runs
+//! every listed test on its own, unmutated, and each of those runs is timed; that is the
+//! time of each test alone, taken at no extra cost. It is started as a mutant's run starts
+//! it or more slowly (through `cargo test` where a mutant may run it from its executable;
+//! a doc test built by rustdoc where a mutant may run its kept executable; recording the
+//! functions it reaches), so it bounds the mutant's unmutated time from above. A mutant's
+//! selected tests run in one go and partly side by side, so the sum of their own seconds is
+//! at least what they take together unmutated. (An earlier version ran each reaching test
+//! once more, alone, for its seconds: on a crate whose tests spawn processes that second
+//! run cost as much as the reach run, for a bound no tighter than the margin.)
 //!
 //! What it changes: a mutant that makes its tests slower than `timeout_factor` times their
 //! own time plus the margin is TIMEOUT where, under the battery's timeout alone, it might
@@ -28,17 +27,14 @@
 //! sets no per-mutant timeout) when a machine is slow to start processes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
-use crate::battery::execute::parallel;
-use crate::battery::execute::stop::Stop;
-use crate::cargo::{CargoCmd, Outcome};
+use crate::battery::report::schema::TimeoutRule;
 
 /// The selected tests' own seconds and the catalog's factor and margin.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Timing {
-    /// Per test, its wall seconds on its own, unmutated.
+    /// Per test, its wall seconds on its own, unmutated (in the reach run).
     pub seconds: BTreeMap<String, f64>,
     /// `timeout_factor`.
     pub factor: f64,
@@ -51,60 +47,27 @@ impl Timing {
     /// `min(battery, factor x sum of the tests' seconds + margin)`, or `battery` when a test
     /// of `tests` was not timed.
     pub fn timeout(&self, tests: &[String], battery: Duration) -> Duration {
+        match self.rule(tests, battery) {
+            Some(r) => Duration::from_secs_f64(r.factor * r.tests_seconds + r.margin_seconds),
+            None => battery,
+        }
+    }
+
+    /// The rule of [`Timing::timeout`] when it gives `tests` a timeout of their own (shorter
+    /// than `battery`): the sum of their seconds, the factor and the margin; `None` when a
+    /// test of `tests` was not timed or the battery's timeout is the shorter.
+    pub fn rule(&self, tests: &[String], battery: Duration) -> Option<TimeoutRule> {
         let mut sum = 0.0;
         for t in tests {
-            match self.seconds.get(t) {
-                Some(s) => sum += s,
-                None => return battery,
-            }
+            sum += self.seconds.get(t)?;
         }
         let own = self.factor * sum + self.margin;
-        if own.is_finite() && own < battery.as_secs_f64() {
-            Duration::from_secs_f64(own)
-        } else {
-            battery
-        }
+        (own.is_finite() && own < battery.as_secs_f64()).then_some(TimeoutRule {
+            tests_seconds: sum,
+            factor: self.factor,
+            margin_seconds: self.margin,
+        })
     }
-}
-
-/// Runs each of `tests` once on its own with `cmd` (no mutant selected; `cmd` runs the
-/// direct and kept tests as the mutants' runs do), up to `jobs` at once, each under
-/// `timeout`, and returns each test's wall seconds; `Ok(Err(why))` when a test did not pass,
-/// with the first such test and its outcome.
-///
-/// Errors: a run could not start, or a signal asked the harness to stop ([`Stop`]).
-pub(crate) fn time_tests(
-    state: &Path,
-    cmd: &CargoCmd,
-    tests: &[String],
-    jobs: usize,
-    timeout: Duration,
-) -> Result<Result<BTreeMap<String, f64>, String>, Stop> {
-    let runs: Vec<(CargoCmd, Vec<String>)> = tests
-        .iter()
-        .map(|t| (cmd.clone(), vec![t.clone()]))
-        .collect();
-    let ran = parallel::run_each(state, jobs, timeout, &runs);
-    if crate::system::interrupt::requested() {
-        return Err(Stop::Interrupted);
-    }
-    let mut seconds = BTreeMap::new();
-    let mut failed = None;
-    for (t, r) in tests.iter().zip(ran) {
-        let r = r?;
-        let o = r.outcomes.get(t).copied().unwrap_or(Outcome::Missing);
-        if o != Outcome::Passed && failed.is_none() {
-            failed = Some(format!(
-                "{t} did not pass when timed on its own with no mutant selected ({}), though it passed in the reach run",
-                crate::battery::outcome_word(Some(&o))
-            ));
-        }
-        seconds.insert(t.clone(), r.seconds);
-    }
-    Ok(match failed {
-        Some(why) => Err(why),
-        None => Ok(seconds),
-    })
 }
 
 #[cfg(test)]

@@ -116,16 +116,15 @@ pub struct ReachInfo {
     /// with why.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tests_not_direct: BTreeMap<String, String>,
-    /// Wall seconds of the timing run ([`crate::battery::execute::mutant_timeout`]): each
-    /// test that reaches a switched mutation on its own, unmutated, as the mutants run it.
+    /// Wall seconds of a timing run: always 0 now (kept for the schema), the per-mutant
+    /// timeouts take the reach run's own seconds ([`crate::battery::execute::mutant_timeout`]).
     #[serde(default)]
     pub timing_seconds: f64,
-    /// Per test that reaches a switched mutation, its wall seconds in the timing run, or in
-    /// the reach run for a test that took a second or more there (empty when none ran).
+    /// Per test that reaches a switched mutation, its wall seconds on its own in the reach
+    /// run: what the per-mutant timeouts are derived from (empty when none reaches one).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub test_seconds: BTreeMap<String, f64>,
-    /// How many of them the timing run ran again; the others took a second or more in the
-    /// reach run and keep its seconds.
+    /// How many tests a timing run ran again: always 0 now (kept for the schema).
     #[serde(default)]
     pub tests_timed: usize,
     /// Whether each reach-selected mutant's test run had its own timeout

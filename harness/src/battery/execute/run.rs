@@ -207,6 +207,15 @@ pub(crate) trait ModeRun: Sync {
     fn mutant_timeout(&self, _pm: &PreparedMutation, timeout: Duration) -> Duration {
         timeout
     }
+    /// How [`ModeRun::mutant_timeout`] derived `pm`'s own timeout under the battery's
+    /// `timeout`, when it gave one: the report's `timeout_rule`. Default: `None`.
+    fn timeout_rule(
+        &self,
+        _pm: &PreparedMutation,
+        _timeout: Duration,
+    ) -> Option<crate::battery::report::schema::TimeoutRule> {
+        None
+    }
     /// How the concurrent test runs went: `jobs` at most at once, and the mutations that
     /// ran again on their own because a file appeared in the tree while other runs went on.
     fn concurrency(&mut self, _jobs: usize, _ran_again_alone: &[String]) {}
@@ -231,6 +240,8 @@ struct Ran {
     /// Its test run's timeout when that was not the battery's (a reach-selected mutant's
     /// own, [`ModeRun::mutant_timeout`], or a cached TIMEOUT's), seconds.
     own_timeout: Option<f64>,
+    /// How the mode derived [`Ran::own_timeout`] ([`ModeRun::timeout_rule`]).
+    timeout_rule: Option<crate::battery::report::schema::TimeoutRule>,
 }
 
 /// The run's state from phase to phase.
@@ -335,31 +346,7 @@ impl<'a> Run<'a> {
         self.lock_absent = std::fs::symlink_metadata(c.root.join("Cargo.lock")).is_err();
         let start = tree::scan(&c.root, &self.sh.exclude)?;
         self.prepared = c.prepare()?;
-        let only = self.sh.opts.only.as_ref();
-        let shard = self
-            .sh
-            .opts
-            .shard
-            .as_ref()
-            .map(|s| s.select(&c.mutation_ids()));
-        let diff = self.sh.diff;
-        self.selected = (0..self.prepared.len())
-            .filter(|&k| {
-                let pm = &self.prepared[k];
-                let m = &c.spec.mutations[pm.index];
-                only.is_none_or(|o| o.contains(&m.id))
-                    && shard.as_ref().is_none_or(|s| s.contains(&m.id))
-                    && diff.is_none_or(|d| {
-                        d.meets(
-                            &pm.rel_path,
-                            &crate::battery::select::diffscope::occurrence_lines(
-                                &pm.original,
-                                &m.find,
-                            ),
-                        )
-                    })
-            })
-            .collect();
+        self.selected = selected_indices(c, &self.prepared, self.sh.opts, self.sh.diff);
         mode.open(&self.sh, &start)?;
         self.start = Some(start);
         Ok(())
@@ -745,6 +732,7 @@ impl<'a> Run<'a> {
                 created: Vec::new(),
                 reached_by: None,
                 own_timeout: None,
+                timeout_rule: None,
             };
             judged(&self.sh, self.reuse.as_ref(), &mut self.results, &mu, ran)?;
         }
@@ -787,6 +775,7 @@ impl<'a> Run<'a> {
             let timeout = timeout_for(self.reuse.as_ref(), mode, pm, self.timeout);
             let mut ran = one_mutant(&self.sh, mode, &mu, timeout, &mut self.overheads)?;
             ran.own_timeout = own_timeout(&ran, timeout, self.timeout);
+            ran.timeout_rule = timeout_rule(&ran, self.reuse.as_ref(), mode, pm, self.timeout);
             // A signal during the mutant (its test binary may have died of it) is never a
             // verdict.
             interrupted()?;
@@ -1086,7 +1075,35 @@ fn one_mutant(
         created,
         reached_by: mode.reached_by(mu.pm),
         own_timeout: None,
+        timeout_rule: None,
     })
+}
+
+/// The indices into `prepared` (`catalog`'s mutations, prepared) of the mutations a run
+/// with `opts` selects, in catalog order: those `--only` names, in `--shard`'s part, and
+/// meeting the `--since` diff's changed lines.
+pub(crate) fn selected_indices(
+    c: &Catalog,
+    prepared: &[PreparedMutation],
+    opts: &crate::battery::Options,
+    diff: Option<&crate::battery::select::diffscope::DiffLines>,
+) -> Vec<usize> {
+    let only = opts.only.as_ref();
+    let shard = opts.shard.as_ref().map(|s| s.select(&c.mutation_ids()));
+    (0..prepared.len())
+        .filter(|&k| {
+            let pm = &prepared[k];
+            let m = &c.spec.mutations[pm.index];
+            only.is_none_or(|o| o.contains(&m.id))
+                && shard.as_ref().is_none_or(|s| s.contains(&m.id))
+                && diff.is_none_or(|d| {
+                    d.meets(
+                        &pm.rel_path,
+                        &crate::battery::select::diffscope::occurrence_lines(&pm.original, &m.find),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// [`Ran::own_timeout`]: `timeout`, the one `ran`'s tests ran under, when they ran and it
@@ -1096,6 +1113,22 @@ fn own_timeout(ran: &Ran, timeout: Duration, battery: Duration) -> Option<f64> {
         && matches!(ran.built, Built::Switched | Built::Rebuilt { .. })
         && timeout != battery)
         .then_some(timeout.as_secs_f64())
+}
+
+/// [`Ran::timeout_rule`]: the mode's rule for `pm`'s own timeout when `ran` ran under it
+/// (not a cached TIMEOUT's re-check timeout).
+fn timeout_rule(
+    ran: &Ran,
+    reuse: Option<&Reuse>,
+    mode: &dyn ModeRun,
+    pm: &PreparedMutation,
+    battery: Duration,
+) -> Option<crate::battery::report::schema::TimeoutRule> {
+    ran.own_timeout?;
+    if reuse.is_some_and(|r| r.rechecked.contains_key(&pm.index)) {
+        return None;
+    }
+    mode.timeout_rule(pm, battery)
 }
 
 /// The timeout of one mutation's test run under the battery's `battery`: the mode's for it
@@ -1230,8 +1263,10 @@ fn concurrent_block(
             created,
             reached_by,
             own_timeout: None,
+            timeout_rule: None,
         };
         ran.own_timeout = own_timeout(&ran, timeouts[i], block.timeout);
+        ran.timeout_rule = timeout_rule(&ran, block.reuse, mode, mu.pm, block.timeout);
         judged(sh, block.reuse, results, mu, ran)
     };
     if let Some((k, _)) = items.first() {
@@ -1415,6 +1450,7 @@ fn mutation_report(
         test_seconds: r.map_or(0.0, |r| r.seconds),
         reached_by: ran.reached_by.clone(),
         timeout_seconds: ran.own_timeout,
+        timeout_rule: ran.timeout_rule,
         reused: false,
         config: None,
     };

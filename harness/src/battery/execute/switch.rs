@@ -147,6 +147,16 @@ pub struct SwitchInfo {
     /// build found its artifacts fresh unless something else changed.
     #[serde(default)]
     pub reused_fallbacks: Vec<String>,
+    /// What seeding the rebuild fallbacks' target directory took from the switched build's
+    /// target directory (its dependency build products, made or seeded earlier in this run)
+    /// and from the user's: the fallbacks compile no dependency a second time.
+    #[serde(default)]
+    pub fallback_seed: SeedStats,
+    /// Dependency packages (not workspace members) that a rebuild fallback's build compiled
+    /// rather than found fresh, sorted, without duplicates: empty when the seeding gave the
+    /// fallbacks every dependency the switched build had compiled.
+    #[serde(default)]
+    pub fallback_dependencies_built: Vec<String>,
 }
 
 /// The file in the scratch target directory that says a build in it is going on (it holds
@@ -205,19 +215,15 @@ pub(crate) struct Switch {
     fallback: Option<(PathBuf, Vec<u8>)>,
     /// The rebuild fallbacks' own target directory, `<target_dir>/switch/fallback-target`:
     /// built there, a fallback leaves the switched build's artifacts as they were, so the
-    /// next run finds them fresh ([`built_sources`]).
+    /// next run finds them fresh ([`built_sources`]). It is seeded with the switched
+    /// build's dependency products ([`Switch::seed_fallback_target`]), so a fallback
+    /// compiles only the workspace members.
     fallback_target: PathBuf,
     /// Whether [`Switch::fallback_target`] has been seeded in this run.
     fallback_seeded: bool,
     /// Every scratch file a rebuild fallback of this run has written (relative paths).
     fallback_files: BTreeSet<PathBuf>,
 }
-
-/// A reaching test whose reach run took at least this many seconds is not timed again: its
-/// reach run's seconds (cargo's start-up, a tenth to a quarter of a second, and for a doc
-/// test rustdoc's build of it, included) bound its time as the mutants run it closely
-/// enough, and timing it again would cost as much once more.
-const RETIME_BELOW_SECS: f64 = 1.0;
 
 /// The progress line's tail naming the first test of `left_out` (test -> why) and how many
 /// more `switch.json` names: `; WORD: T (why) and N more (switch.json)`, empty when none.
@@ -316,6 +322,8 @@ impl Switch {
                 cold_after_interrupted_build: false,
                 reused_switched_files: 0,
                 reused_fallbacks: Vec::new(),
+                fallback_seed: SeedStats::default(),
+                fallback_dependencies_built: Vec::new(),
             },
             scratch,
             packages: Vec::new(),
@@ -349,72 +357,42 @@ impl Switch {
         r.reached_by.get(self.id(i))
     }
 
-    /// The timing run ([`crate::battery::execute::mutant_timeout`]): each test that reaches
-    /// a switched mutation and took under [`RETIME_BELOW_SECS`] in the reach run
-    /// (`reach_seconds`) on its own, no mutant selected, run as the mutants run it (its
-    /// executable, its kept doc test, else `cargo test`); a slower test keeps its reach
-    /// run's seconds, which hold cargo's start-up (and rustdoc's build) besides its own
-    /// time. Fills `info`'s timing fields and [`Switch::timing`]. Errors: a run could not
-    /// start or was interrupted ([`Stop`]).
+    /// The per-mutant timeouts ([`crate::battery::execute::mutant_timeout`]): each test
+    /// that reaches a switched mutation keeps its seconds from the reach run
+    /// (`reach_seconds`), which ran it on its own, unmutated. No test runs again. Fills
+    /// `info`'s `test_seconds` and `mutant_timeouts` (or `no_mutant_timeouts_because`, when
+    /// a reaching test has no seconds there) and [`Switch::timing`].
     fn time_reaching_tests(
         &mut self,
         sh: &Shared<'_>,
         info: &mut crate::battery::execute::reach::ReachInfo,
         reach_seconds: &BTreeMap<String, f64>,
-        timeout: Duration,
-    ) -> Result<(), Stop> {
+    ) {
         let reaching: BTreeSet<&String> = info.reached_by.values().flatten().collect();
-        // A slow test keeps its reach run's seconds; the others are timed again.
-        let mut slow: BTreeMap<String, f64> = BTreeMap::new();
-        let mut tests = Vec::new();
-        for t in sh
-            .catalog
-            .spec
-            .tests
-            .iter()
-            .filter(|t| reaching.contains(t))
-        {
+        if reaching.is_empty() {
+            return;
+        }
+        let mut seconds = BTreeMap::new();
+        for t in reaching {
             match reach_seconds.get(t) {
-                Some(&s) if s >= RETIME_BELOW_SECS => {
-                    slow.insert(t.clone(), s);
+                Some(&s) => {
+                    seconds.insert(t.clone(), s);
                 }
-                _ => tests.push(t.clone()),
+                None => {
+                    info.no_mutant_timeouts_because = Some(format!(
+                        "{t} reaches a mutation but has no seconds of its own in the reach run"
+                    ));
+                    return;
+                }
             }
         }
-        if tests.is_empty() && slow.is_empty() {
-            return Ok(());
-        }
-        sh.progress.phase(
-            "timing run: each test that reaches a mutation on its own, unmutated, as the mutants run it",
-        );
-        let cmd = self
-            .cargo(None)
-            .with_kept_doc_tests(self.kept_docs.clone())
-            .with_direct_tests(self.direct.clone());
-        let t0 = std::time::Instant::now();
-        let timed = crate::battery::execute::mutant_timeout::time_tests(
-            &self.state,
-            &cmd,
-            &tests,
-            self.info.jobs,
-            timeout,
-        )?;
-        info.timing_seconds = t0.elapsed().as_secs_f64();
-        info.tests_timed = tests.len();
-        match timed {
-            Ok(mut seconds) => {
-                seconds.extend(slow);
-                info.test_seconds = seconds.clone();
-                info.mutant_timeouts = true;
-                self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
-                    seconds,
-                    factor: sh.catalog.spec.timeout_factor,
-                    margin: sh.catalog.spec.timeout_margin_secs,
-                });
-            }
-            Err(why) => info.no_mutant_timeouts_because = Some(why),
-        }
-        Ok(())
+        info.test_seconds = seconds.clone();
+        info.mutant_timeouts = true;
+        self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
+            seconds,
+            factor: sh.catalog.spec.timeout_factor,
+            margin: sh.catalog.spec.timeout_margin_secs,
+        });
     }
 
     fn cargo(&self, mutant: Option<&str>) -> CargoCmd {
@@ -654,19 +632,63 @@ impl Switch {
     /// (a later build then fails to link, with no fault of the tree), so the build starts cold.
     fn seed(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
         let target = self.scratch.target_dir.clone();
-        self.info.seed = self.seed_target(sh, &target, "the scratch target directory")?;
+        let user = self.user_target.clone();
+        self.info.seed = self.seed_target(sh, &target, "the scratch target directory", &[&user])?;
         Ok(())
     }
 
-    /// Seeds `target` (the scratch target directory or the fallbacks') with the user's
-    /// dependency build products, after removing it when its last build did not finish (see
-    /// [`Switch::seed`]). `what` names it in the progress line. Adds the time taken to
-    /// `seed_seconds`.
+    /// Seeds the rebuild fallbacks' target directory: first with the dependency build
+    /// products of the switched build's target directory (what this run's switched build
+    /// compiled or was seeded with: the same tree, lock, profile and features, so cargo finds
+    /// them fresh), then with the user's (see [`Switch::seed_target`]). Without the first, a
+    /// fallback in a clean checkout (the user's target directory empty) compiled the whole
+    /// dependency tree a second time, cold. The workspace members are never taken from
+    /// either: the switched build's hold switched code, and a fallback builds its own.
+    fn seed_fallback_target(&mut self, sh: &Shared<'_>) -> Result<(), Stop> {
+        let target = self.fallback_target.clone();
+        let switched = self.scratch.target_dir.clone();
+        let user = self.user_target.clone();
+        self.info.fallback_seed = self.seed_target(
+            sh,
+            &target,
+            "the rebuild fallbacks' target directory",
+            &[&switched, &user],
+        )?;
+        Ok(())
+    }
+
+    /// Adds to [`SwitchInfo::fallback_dependencies_built`] the packages that are not
+    /// workspace members among the artifacts `build` (a rebuild fallback's) did not find
+    /// fresh.
+    fn note_dependencies_built(&mut self, build: &Build) {
+        let members: BTreeSet<&str> = self.packages.iter().map(|p| p.id.as_str()).collect();
+        let mut built: BTreeSet<String> = self
+            .info
+            .fallback_dependencies_built
+            .iter()
+            .cloned()
+            .collect();
+        built.extend(
+            build
+                .artifacts
+                .iter()
+                .filter(|a| !a.fresh && !members.contains(a.package_id.as_str()))
+                .map(|a| package_name(&a.package_id)),
+        );
+        self.info.fallback_dependencies_built = built.into_iter().collect();
+    }
+
+    /// Seeds `target` (the scratch target directory or the fallbacks') with the dependency
+    /// build products of the target directories `from`, in order (an entry one of them gave
+    /// is not taken again from a later one), after removing `target` when its last build did
+    /// not finish (see [`Switch::seed`]). `what` names it in the progress line. Adds the time
+    /// taken to `seed_seconds`.
     fn seed_target(
         &mut self,
         sh: &Shared<'_>,
         target: &Path,
         what: &str,
+        from: &[&Path],
     ) -> Result<SeedStats, Stop> {
         let mark = target.join(BUILD_MARK);
         if mark.exists() {
@@ -684,17 +706,23 @@ impl Switch {
         }
         sh.progress.phase(&format!("seeding {what}"));
         let t = Instant::now();
-        let (from, to) = (self.user_target.join("debug"), target.join("debug"));
         let members = scratch::Members::of(&self.packages);
-        let seeding = |e| {
-            refuse(
-                RefusalKind::HarnessFault,
-                format!("seeding {} from {}: {e}", to.display(), from.display()),
-            )
-        };
-        let mut stats = scratch::seed_dependencies(&from, &to, &members).map_err(seeding)?;
-        if scratch::seed_rustc_info(&self.user_target, target).map_err(seeding)? {
-            stats.copied += 1;
+        let mut stats = SeedStats::default();
+        for source in from {
+            let (src, to) = (source.join("debug"), target.join("debug"));
+            let seeding = |e| {
+                refuse(
+                    RefusalKind::HarnessFault,
+                    format!("seeding {} from {}: {e}", to.display(), src.display()),
+                )
+            };
+            let s = scratch::seed_dependencies(&src, &to, &members).map_err(seeding)?;
+            stats.linked += s.linked;
+            stats.copied += s.copied;
+            stats.members_skipped += s.members_skipped;
+            if scratch::seed_rustc_info(source, target).map_err(seeding)? {
+                stats.copied += 1;
+            }
         }
         self.info.seed_seconds += t.elapsed().as_secs_f64();
         Ok(stats)
@@ -1108,7 +1136,7 @@ impl Switch {
             });
             info.direct_tests = direct.len();
             self.direct = std::sync::Arc::new(direct);
-            self.time_reaching_tests(sh, &mut info, &reach.seconds, timeout)?;
+            self.time_reaching_tests(sh, &mut info, &reach.seconds);
         } else {
             info.kept_doc_tests.clear();
             info.doc_tests_not_kept.clear();
@@ -1146,17 +1174,14 @@ impl Switch {
                 if info.mutant_timeouts {
                     let spec = &sh.catalog.spec;
                     sh.progress.line(&format!(
-                        "timing run: {} of {} tests that reach a mutation, each on its own as the mutants run it, in {:.1} s (the others keep their reach run's seconds, a second or more); each mutant's tests time out at min({:.1} s, {} x their seconds + {} s)",
-                        info.tests_timed,
-                        info.test_seconds.len(),
-                        info.timing_seconds,
+                        "per-mutant timeouts: each mutant's tests time out at min({:.1} s, {} x their seconds in the reach run + {} s)",
                         timeout.as_secs_f64(),
                         spec.timeout_factor,
                         spec.timeout_margin_secs
                     ));
                 } else if let Some(why) = &info.no_mutant_timeouts_because {
                     sh.progress.line(&format!(
-                        "timing run: every mutant keeps the test timeout of {:.1} s: {why}",
+                        "per-mutant timeouts: every mutant keeps the test timeout of {:.1} s: {why}",
                         timeout.as_secs_f64()
                     ));
                 }
@@ -1418,8 +1443,7 @@ impl ModeRun for Switch {
             reason.unwrap_or_default()
         ));
         if !self.fallback_seeded {
-            let target = self.fallback_target.clone();
-            self.seed_target(sh, &target, "the rebuild fallbacks' target directory")?;
+            self.seed_fallback_target(sh)?;
             self.fallback_seeded = true;
         }
         sh.progress
@@ -1431,6 +1455,7 @@ impl ModeRun for Switch {
         let target = self.fallback_target.clone();
         let same = built_sources::restore_times(&target, &self.scratch.root)?;
         let build = self.marked(&target, || Ok(self.fallback_cargo().build()?))?;
+        self.note_dependencies_built(&build);
         // The mutated file's artifacts may be fresh only when the last fallback build
         // compiled these very bytes (the same mutation, in an earlier run) and passed
         // this check then.
@@ -1501,6 +1526,17 @@ impl ModeRun for Switch {
                 None => timeout,
             },
             _ => timeout,
+        }
+    }
+
+    fn timeout_rule(
+        &self,
+        pm: &PreparedMutation,
+        timeout: Duration,
+    ) -> Option<crate::battery::report::schema::TimeoutRule> {
+        match (&self.timing, self.mode_of(pm.index)) {
+            (Some(timing), PlanMode::Switched) => timing.rule(&self.tests_for(pm)?, timeout),
+            _ => None,
         }
     }
 

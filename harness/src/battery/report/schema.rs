@@ -54,6 +54,10 @@ pub struct BatteryReport {
     pub incremental: Option<IncrementalInfo>,
     /// How the host lock was held: `own` or `ancestor pid N`.
     pub lock: String,
+    /// The mode that ran and how it was decided (`--mode`, or by the catalog's size when
+    /// none was given: `crate::battery::execute::mode_choice`); absent from a merged report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ModeChoice>,
     /// Start time, seconds since the Unix epoch.
     pub started_unix: u64,
     /// Wall seconds of the whole battery.
@@ -75,6 +79,40 @@ pub struct BatteryReport {
     pub summary: Summary,
     /// The process exit code this report implies (0, 1, 2 or 130).
     pub exit_code: ExitCode,
+}
+
+/// How the mode of a run was decided (`battery.json`'s `mode`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModeChoice {
+    /// The mode that ran.
+    pub mode: crate::battery::Mode,
+    /// `option` (`--mode` given) or `size` (chosen by the selection's size).
+    pub by: ChosenBy,
+    /// Why, in words (printed, and in `battery.md`).
+    pub reason: String,
+}
+
+/// Who decided the mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChosenBy {
+    /// `--mode` on the command line (or the caller) named it.
+    Option,
+    /// The selection's size (`crate::battery::execute::mode_choice`).
+    Size,
+}
+
+/// The terms of a mutant's own test timeout (`battery.json`'s `timeout_rule`), as PIT and
+/// Stryker time a mutant out from the time of the tests that cover it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TimeoutRule {
+    /// The sum of the wall seconds its selected tests took each on its own, unmutated, in
+    /// the reach run.
+    pub tests_seconds: f64,
+    /// The catalog's `timeout_factor`.
+    pub factor: f64,
+    /// The catalog's `timeout_margin_secs`.
+    pub margin_seconds: f64,
 }
 
 /// The generated mutants inside the diff (`battery.json`'s `generated_in_diff`).
@@ -268,6 +306,12 @@ pub struct MutationReport {
     /// TIMEOUT re-checked from the cache under the timeout it was found under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<f64>,
+    /// How a reach-selected switched mutant's own timeout was derived: `timeout_seconds` =
+    /// min(`baseline.timeout_seconds`, `factor` x `tests_seconds` + `margin_seconds`).
+    /// Absent when the mutant ran under the battery's timeout (rebuild mode, a rebuild
+    /// fallback, `--all-tests`, no reach) or under a cached TIMEOUT's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_rule: Option<TimeoutRule>,
     /// Whether the verdict was reused from the cache (`--incremental`, evidence unchanged)
     /// rather than found by this run.
     #[serde(default)]

@@ -115,8 +115,16 @@ pub fn markdown(r: &BatteryReport) -> String {
         r.exit_code,
         md_escape(&headline(r))
     ));
+    if let Some(c) = &r.mode {
+        s.push_str(&format!(
+            "Mode: {} ({})\n\n",
+            c.mode.word(),
+            md_escape(&c.reason)
+        ));
+    }
     md_mutations(&mut s, r);
     md_unmet(&mut s, r);
+    md_timeouts(&mut s, r);
     md_unfalsified(&mut s, r);
     md_skipped(&mut s, r);
     md_unguarded(&mut s, r);
@@ -192,6 +200,40 @@ fn md_unmet(s: &mut String, r: &BatteryReport) {
             let first = e.lines().next().unwrap_or("");
             s.push_str(&format!("  - compiler: `{}`\n", first.replace('`', "'")));
         }
+    }
+    s.push('\n');
+}
+
+/// The mutants that ran under a test timeout of their own, each with its rule (none when
+/// no mutant did: every one ran under the battery's timeout).
+fn md_timeouts(s: &mut String, r: &BatteryReport) {
+    let own: Vec<(
+        &MutationReport,
+        f64,
+        &crate::battery::report::schema::TimeoutRule,
+    )> = r
+        .mutations
+        .iter()
+        .filter_map(|m| Some((m, m.timeout_seconds?, m.timeout_rule.as_ref()?)))
+        .collect();
+    let Some((_, _, first)) = own.first() else {
+        return;
+    };
+    s.push_str("### Test timeouts of their own\n\n");
+    let battery = r
+        .baseline
+        .as_ref()
+        .map_or(String::new(), |b| format!("{:.1} s, ", b.timeout_seconds));
+    s.push_str(&format!(
+        "Each mutant below ran only the tests that reach it, under a timeout of min(the battery's timeout, {battery}{} x the seconds its tests took on their own in the reach run + {} s):\n\n",
+        first.factor, first.margin_seconds
+    ));
+    s.push_str("| mutation | verdict | its timeout |\n|---|---|---|\n");
+    for (m, seconds, rule) in own {
+        s.push_str(&format!(
+            "| `{}` | {} | {:.2} s = {} x {:.3} s + {} s |\n",
+            m.id, m.verdict, seconds, rule.factor, rule.tests_seconds, rule.margin_seconds
+        ));
     }
     s.push('\n');
 }
