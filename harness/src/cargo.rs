@@ -163,11 +163,19 @@ pub fn cargo_status_words(status: std::process::ExitStatus) -> String {
 impl Artifact {
     /// The source files rustc compiled into this artifact, from the dep-info file beside
     /// one of its `filenames` (`deps/NAME-HASH.d` for `deps/libNAME-HASH.rlib` or
-    /// `deps/NAME-HASH`; `NAME.d` for an uplifted `NAME`); relative paths are resolved
-    /// against `root` (the workspace root: rustc runs there for workspace members). `None`
-    /// when no dep-info file is found.
+    /// `deps/NAME-HASH`; `NAME.d` for an uplifted `NAME`), or, for an uplifted `NAME` with
+    /// no `NAME.d` (a binary cargo builds for integration tests to start), beside the
+    /// `deps/NAME-HASH` it is a hard link of; relative paths are resolved against `root`
+    /// (the workspace root: rustc runs there for workspace members). `None` when no
+    /// dep-info file is found.
     pub fn sources(&self, root: &Path) -> Option<Vec<PathBuf>> {
-        self.filenames.iter().find_map(|f| {
+        let read = |text: String| -> Vec<PathBuf> {
+            parse_dep_info(&text)
+                .into_iter()
+                .map(|p| root.join(p))
+                .collect()
+        };
+        let beside = self.filenames.iter().find_map(|f| {
             let dir = f.parent()?;
             let stem = f.file_stem()?.to_string_lossy().into_owned();
             let mut names = vec![stem.clone()];
@@ -176,15 +184,40 @@ impl Artifact {
             }
             names.iter().find_map(|n| {
                 let text = std::fs::read_to_string(dir.join(format!("{n}.d"))).ok()?;
-                Some(
-                    parse_dep_info(&text)
-                        .into_iter()
-                        .map(|p| root.join(p))
-                        .collect(),
-                )
+                Some(read(text))
+            })
+        });
+        beside.or_else(|| {
+            self.filenames.iter().find_map(|f| {
+                let linked = uplifted_from(f)?;
+                std::fs::read_to_string(linked.with_extension("d"))
+                    .ok()
+                    .map(read)
             })
         })
     }
+}
+
+/// The `deps/NAME-HASH` that the uplifted file `f` (`DIR/NAME`) is a hard link of (same
+/// device and inode: cargo uplifts by hard-linking), `None` when there is none.
+fn uplifted_from(f: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(f).ok()?;
+    let name = f.file_name()?.to_str()?;
+    let prefix = format!("{name}-");
+    std::fs::read_dir(f.parent()?.join("deps"))
+        .ok()?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix(&prefix))
+                .is_some_and(|hash| !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_hexdigit()))
+        })
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+        })
 }
 
 /// The prerequisites of a Makefile-style dep-info file as rustc and cargo write it
@@ -1495,6 +1528,20 @@ mod tests {
             ..a
         };
         assert_eq!(none.sources(root), None);
+        // A binary built for integration tests is uplifted (`NAME`, a hard link of
+        // `deps/NAME-HASH`) with no `NAME.d`: its dep-info is the hashed file's; a
+        // `deps/NAME-HASH` of another build (another inode) is not it.
+        std::fs::write(deps.join("tool-0a1b"), "test build").unwrap();
+        std::fs::write(deps.join("tool-0a1b.d"), "x: src/other.rs\n").unwrap();
+        std::fs::write(deps.join("tool-2c3d"), "bin").unwrap();
+        std::fs::write(deps.join("tool-2c3d.d"), "x: src/main.rs\n").unwrap();
+        std::fs::hard_link(deps.join("tool-2c3d"), dir.path().join("tool")).unwrap();
+        let bin = Artifact {
+            kind: vec!["bin".into()],
+            filenames: vec![dir.path().join("tool")],
+            ..none.clone()
+        };
+        assert_eq!(bin.sources(root), Some(vec![root.join("src/main.rs")]));
         // As cargo names a test executable in its `Running` line.
         assert_eq!(
             none.test_description(root),

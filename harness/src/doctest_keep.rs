@@ -42,7 +42,9 @@ pub const RECORD_ENV: &str = "HARNESS_REACH_RECORD";
 /// fields, the argument count, the arguments (the program first), the working directory,
 /// then name and value of each environment variable. When [`RECORD_ENV`] is set instead
 /// (a libtest test's reach run, [`crate::libtest_direct`]), the process copies nothing: it
-/// creates an empty `PID.seen` (once per process) and writes the same record. The record
+/// creates an empty `PID.seen` (once per process), writes the same record, and records its
+/// ancestors that were started in the same recording as `PPID.spawner` (see [`spawners`]:
+/// a test that starts the crate's binary is recorded by its child). The record
 /// is written under a temporary name and renamed, so a `PID.run` is always whole. Every
 /// path is absolute and every trait method is called through its trait's path: a
 /// `#![no_std]` library that links `std` itself has no `std` prelude.
@@ -71,8 +73,48 @@ pub fn keeper() -> String {
          for (k, v) in ::std::env::vars_os() {{ put(&mut rec, k.as_bytes()); put(&mut rec, v.as_bytes()); }}\n\
          let tmp = dir.join(::std::format!(\"{{id}}.run.tmp\"));\n\
          if ::std::fs::write(&tmp, &rec).is_ok() {{ let _ = ::std::fs::rename(&tmp, dir.join(::std::format!(\"{{id}}.run\"))); }}\n\
+         if !copy {{ {spawners} }}\n\
          }}\n\
-         __harness_keep();\n"
+         __harness_keep();\n",
+        spawners = spawners()
+    )
+}
+
+/// Rust statements for [`keeper`]'s record mode: the process records, as `PPID.spawner`
+/// (the same fields as a `PID.run`), each ancestor that has [`RECORD_ENV`] naming the same
+/// folder, from its parent up: a test that runs no switched function itself but starts the
+/// crate's binary (`CARGO_BIN_EXE_*`, `assert_cmd`, a lookup of `target/debug/<bin>`), or a
+/// shell that does, is so recorded by the child, as cargo started it: its `/proc/PID/cmdline`,
+/// `cwd` link and `environ` (the environment it was started with). An ancestor without the
+/// variable (the harness itself) ends the walk, and so does one that cannot be read; each
+/// ancestor is recorded once (`PPID.spawned`, created exclusively). Linux's `/proc`; where
+/// it is missing nothing is recorded and such a test stays with `cargo test`.
+fn spawners() -> String {
+    format!(
+        "let mut pid = ::std::os::unix::process::parent_id();\n\
+         let mut want = ::std::vec::Vec::from(&b\"{RECORD_ENV}=\"[..]);\n\
+         want.extend_from_slice(dir.as_os_str().as_bytes());\n\
+         for _ in 0..16 {{\n\
+         if pid <= 1 {{ break; }}\n\
+         let at = ::std::path::PathBuf::from(::std::format!(\"/proc/{{pid}}\"));\n\
+         let environ = match ::std::fs::read(at.join(\"environ\")) {{ ::std::result::Result::Ok(e) => e, _ => break }};\n\
+         if !environ.split(|b| *b == 0).any(|e| e == &want[..]) {{ break; }}\n\
+         let stat = match ::std::fs::read(at.join(\"stat\")) {{ ::std::result::Result::Ok(s) => s, _ => break }};\n\
+         let next = stat.iter().rposition(|b| *b == b')').and_then(|i| ::std::str::from_utf8(&stat[i + 1..]).ok()).and_then(|rest| rest.split_whitespace().nth(1)).and_then(|p| p.parse::<u32>().ok());\n\
+         if ::std::fs::OpenOptions::new().write(true).create_new(true).open(dir.join(::std::format!(\"{{pid}}.spawned\"))).is_ok() {{\n\
+         if let (::std::result::Result::Ok(cmdline), ::std::result::Result::Ok(cwd)) = (::std::fs::read(at.join(\"cmdline\")), ::std::fs::read_link(at.join(\"cwd\"))) {{\n\
+         let args: ::std::vec::Vec<&[u8]> = cmdline.strip_suffix(&[0]).unwrap_or(&cmdline).split(|b| *b == 0).collect();\n\
+         let mut rec = ::std::vec::Vec::new();\n\
+         put(&mut rec, ::std::string::ToString::to_string(&args.len()).as_bytes());\n\
+         for a in &args {{ put(&mut rec, a); }}\n\
+         put(&mut rec, cwd.as_os_str().as_bytes());\n\
+         for e in environ.split(|b| *b == 0) {{ if let ::std::option::Option::Some(i) = e.iter().position(|b| *b == b'=') {{ put(&mut rec, &e[..i]); put(&mut rec, &e[i + 1..]); }} }}\n\
+         let tmp = dir.join(::std::format!(\"{{pid}}.spawner.tmp\"));\n\
+         if ::std::fs::write(&tmp, &rec).is_ok() {{ let _ = ::std::fs::rename(&tmp, dir.join(::std::format!(\"{{pid}}.spawner\"))); }}\n\
+         }}\n\
+         }}\n\
+         match next {{ ::std::option::Option::Some(p) => pid = p, ::std::option::Option::None => break }}\n\
+         }}\n"
     )
 }
 

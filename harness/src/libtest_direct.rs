@@ -21,6 +21,17 @@
 //! variables over it, in the recorded directory; its output is libtest's, read as cargo's
 //! run of it is read.
 //!
+//! A test that starts the crate's own binary (`env!("CARGO_BIN_EXE_<name>")`,
+//! `assert_cmd`'s `cargo_bin`, a helper that finds `target/debug/<name>`) often runs no
+//! switched function in its own process: only the binary does. The binary inherits the
+//! test's environment, so it records into the test's folder, and it records the test too:
+//! each ancestor whose environment names the same folder, from its parent up, as its child
+//! sees it in `/proc` (command line, directory, the environment it was started with:
+//! `PID.spawner`, [`records_and_spawners`]). So the test's process is known as if it had
+//! recorded itself, and runs directly like any other; the binary it starts inherits the
+//! mutant's switch variable from it, so the mutant is live in the child, and the child's
+//! reach, appended to the test's reach file, counts for the test.
+//!
 //! A test that reaches no switched function records nothing and is never run for a mutant
 //! anyway (reach-guided selection); one whose record is missing or unclear stays with
 //! `cargo test`, and the reach report says why.
@@ -139,14 +150,14 @@ impl Binary {
 /// (see the module docs). `drop_env` are variables not to give it again (the reach
 /// recorder's). Errors say why the test cannot be run directly.
 pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, String> {
-    let records = records(dir)?;
+    let records = records_and_spawners(dir)?;
     let want = [OsString::from("--exact"), OsString::from(test)];
     let mut found: Vec<Record> = records.iter().filter(|r| r.args == want).cloned().collect();
     let rec = match found.len() {
         1 => found.remove(0),
         0 => {
             return Err(format!(
-                "no process of its reach run recorded itself with the arguments `--exact {test}` ({} other records)",
+                "no process of its reach run, nor any process its children recorded, had the arguments `--exact {test}` ({} other records)",
                 records.len()
             ));
         }
@@ -159,15 +170,42 @@ pub fn collect(dir: &Path, test: &str, drop_env: &[&str]) -> Result<Binary, Stri
     binary(rec, drop_env)
 }
 
-/// Every record in `dir` (`PID.run`, [`crate::doctest_keep::parse_record`]), in file name
-/// order; none when `dir` does not exist. Errors name the folder or record at fault.
+/// Every record in `dir` that a process wrote of itself (`PID.run`,
+/// [`crate::doctest_keep::parse_record`]), in file name order; none when `dir` does not
+/// exist. Errors name the folder or record at fault.
 pub fn records(dir: &Path) -> Result<Vec<Record>, String> {
+    let paths = record_paths(dir, "run")?;
+    paths.iter().map(|p| read_record(p)).collect()
+}
+
+/// The records of `dir` ([`records`]) and, after them, each process that a recorded
+/// process's child recorded for it (`PID.spawner`, [`crate::doctest_keep::keeper`]) and
+/// that wrote no record of its own: a test that runs no switched function itself but starts
+/// the crate's binary, which does. Its record is then its child's view of it (its command
+/// line, directory and the environment it was started with). Errors name the folder or
+/// record at fault.
+pub fn records_and_spawners(dir: &Path) -> Result<Vec<Record>, String> {
+    let own = record_paths(dir, "run")?;
+    let mut out: Vec<Record> = own
+        .iter()
+        .map(|p| read_record(p))
+        .collect::<Result<_, _>>()?;
+    for p in record_paths(dir, "spawner")? {
+        if !own.contains(&p.with_extension("run")) {
+            out.push(read_record(&p)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The files `*.EXT` of `dir`, sorted; none when `dir` does not exist.
+fn record_paths(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
     let mut paths = Vec::new();
     match std::fs::read_dir(dir) {
         Ok(entries) => {
             for e in entries {
                 let p = e.map_err(|e| format!("{}: {e}", dir.display()))?.path();
-                if p.extension().is_some_and(|x| x == "run") {
+                if p.extension().is_some_and(|x| x == ext) {
                     paths.push(p);
                 }
             }
@@ -176,13 +214,13 @@ pub fn records(dir: &Path) -> Result<Vec<Record>, String> {
         Err(e) => return Err(format!("{}: {e}", dir.display())),
     }
     paths.sort();
-    paths
-        .iter()
-        .map(|p| {
-            let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
-            crate::doctest_keep::parse_record(&bytes).map_err(|e| format!("{}: {e}", p.display()))
-        })
-        .collect()
+    Ok(paths)
+}
+
+/// The record in file `p`. Errors name the file and what is malformed.
+fn read_record(p: &Path) -> Result<Record, String> {
+    let bytes = std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    crate::doctest_keep::parse_record(&bytes).map_err(|e| format!("{}: {e}", p.display()))
 }
 
 /// The executable of record `rec`, its environment less `drop_env`. Errors: its program
@@ -277,12 +315,18 @@ pub fn lanes(tests: &[(String, f64)], n: usize) -> Vec<Vec<String>> {
 /// Writes record `PID.run` into `dir` with `fields` as the keeper writes them (for tests).
 #[cfg(test)]
 pub(crate) fn write_record(dir: &Path, pid: u32, fields: &[&[u8]]) {
+    write_record_as(dir, &format!("{pid}.run"), fields)
+}
+
+/// Writes record file `name` into `dir` with `fields` as the keeper writes them (for tests).
+#[cfg(test)]
+fn write_record_as(dir: &Path, name: &str, fields: &[&[u8]]) {
     let mut rec = Vec::new();
     for f in fields {
         rec.extend_from_slice(f);
         rec.push(0);
     }
-    std::fs::write(dir.join(format!("{pid}.run")), rec).unwrap();
+    std::fs::write(dir.join(name), rec).unwrap();
 }
 
 #[cfg(test)]
@@ -300,7 +344,7 @@ mod tests {
         assert!(
             collect(d.path(), "m::t", &[])
                 .unwrap_err()
-                .contains("no process of its reach run recorded itself")
+                .contains("no process of its reach run, nor any process its children recorded")
         );
         write_record(
             d.path(),
@@ -331,6 +375,54 @@ mod tests {
                 .unwrap_err()
                 .contains("2 processes")
         );
+    }
+
+    #[test]
+    fn a_test_that_only_its_child_recorded_is_found_by_its_spawner_record() {
+        let d = tempfile::tempdir().unwrap();
+        let exe = d.path().join("cli-0a1b");
+        std::fs::write(&exe, "").unwrap();
+        let exe_b = exe.as_os_str().as_bytes();
+        // The crate's binary, started by the test, recorded itself and its parent, the
+        // test's process (pid 40), which ran no switched function.
+        let bin = d.path().join("tool");
+        std::fs::write(&bin, "").unwrap();
+        write_record(
+            d.path(),
+            41,
+            &[
+                b"2",
+                bin.as_os_str().as_bytes(),
+                b"shout",
+                b"/w/pkg",
+                b"K",
+                b"1",
+            ],
+        );
+        let test = [
+            &b"3"[..],
+            exe_b,
+            b"--exact",
+            b"by_env::shouts",
+            b"/w/pkg",
+            b"CARGO_MANIFEST_DIR",
+            b"/w/pkg",
+            b"HARNESS_REACH_RECORD",
+            b"/k",
+        ];
+        write_record_as(d.path(), "40.spawner", &test);
+        let b = collect(d.path(), "by_env::shouts", &[RECORD_ENV]).unwrap();
+        assert_eq!(b.program, exe);
+        assert_eq!(b.cwd, PathBuf::from("/w/pkg"));
+        assert_eq!(b.env, vec![("CARGO_MANIFEST_DIR".into(), "/w/pkg".into())]);
+        // Spawner records are not the processes' own: `records` leaves them out (the doc
+        // test count of `reach::unreached_doc_tests` reads only those).
+        assert_eq!(records(d.path()).unwrap().len(), 1);
+        assert_eq!(records_and_spawners(d.path()).unwrap().len(), 2);
+        // A process that recorded itself too is counted once, by its own record.
+        write_record(d.path(), 40, &test);
+        assert_eq!(records_and_spawners(d.path()).unwrap().len(), 2);
+        assert!(collect(d.path(), "by_env::shouts", &[]).is_ok());
     }
 
     #[test]

@@ -1292,3 +1292,77 @@ fn with_no_mode_a_handful_rebuilds_a_larger_selection_switches_and_the_verdicts_
     );
     assert_eq!(verdicts(&r), switched);
 }
+
+/// A binary whose integration tests start it (`fixtures/workspaces/spawns`: one test through
+/// `CARGO_BIN_EXE_spawns`, one through `target/debug/spawns`), the mutations in code only
+/// the binary runs. In switch mode the tests' own processes run no switched function; the
+/// binary records them as their child. So both tests run from their executables, without
+/// `cargo test`, in the reach run and for every mutant; the binary, started by the test,
+/// runs the mutant the test's process was given (each defect is killed by the test that
+/// starts the binary on it, the gap survives); and what the binary reached counts for the
+/// test that started it. Each run of the binary by a test is logged (`SPAWNS_LOG`) with the
+/// mutant selected and the test's parent process, which is not cargo for a mutant's run.
+#[test]
+fn tests_that_start_the_binary_run_directly_and_its_reach_counts_for_them() {
+    let sb = Sandbox::of("spawns", "mutations/spawns.toml");
+    let log = sb.dir.path().join("spawns.log");
+    let out = sb
+        .cmd()
+        .args(["battery", sb.catalog.to_str().unwrap(), "--mode", "switch"])
+        .env("SPAWNS_LOG", &log)
+        .output()
+        .unwrap();
+    common::Run::from(out).expect_code(0);
+    let v = verdicts(&sb.report_of("spawns"));
+    let want = |verdict: &str, killers: &[&str], expectation: &str| {
+        (
+            verdict.to_string(),
+            expectation.to_string(),
+            killers.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(v["shout-lowers"], want("KILLED", &["shouts"], "MET"));
+    assert_eq!(v["count-one-more"], want("KILLED", &["counts"], "MET"));
+    assert_eq!(v["usage-exit-code"], want("SURVIVED", &[], "MET"));
+
+    let sw: serde_json::Value =
+        serde_json::from_str(&sb.read("reports/spawns/switch.json")).unwrap();
+    let reach = &sw["reach"];
+    for e in sw["plan"].as_array().unwrap() {
+        assert_eq!(e["mode"], "switched", "{e}");
+    }
+    assert_eq!(reach["selection"], true, "{reach}");
+    // The binary's reach is its test's: `main` is started by both tests.
+    assert_eq!(
+        reach["reached_by"],
+        serde_json::json!({
+            "shout-lowers": ["shouts"],
+            "count-one-more": ["counts"],
+            "usage-exit-code": ["shouts", "counts"],
+        }),
+        "{reach}"
+    );
+    assert_eq!(reach["direct_tests"], 2, "{reach}");
+    assert!(reach.get("tests_not_direct").is_none(), "{reach}");
+    assert_eq!(reach["started_directly"], 2, "{reach}");
+
+    // Every run of a test under a mutant started the binary from a process the harness
+    // started itself, not cargo.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let mutant_runs: Vec<(&str, &str, &str)> = log
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f[0], f[1], f[2])
+        })
+        .filter(|(m, _, _)| *m != "-" && !m.contains("forced_fail"))
+        .collect();
+    let tests: std::collections::BTreeSet<&str> = mutant_runs.iter().map(|r| r.2).collect();
+    assert_eq!(tests, ["counts", "shouts"].into(), "{log}");
+    for (m, parent, t) in &mutant_runs {
+        assert_eq!(
+            *parent, "harness",
+            "{t} under {m} was not started by the harness:\n{log}"
+        );
+    }
+}

@@ -1053,7 +1053,7 @@ impl Switch {
         )?;
         let recs = crate::libtest_direct::records(&record_dir).ok();
         let direct = reach::start_directly(
-            recs.as_deref().unwrap_or_default(),
+            &crate::libtest_direct::records_and_spawners(&record_dir).unwrap_or_default(),
             &sh.catalog.spec.tests,
             &[REACH_ENV, KEEP_ENV, RECORD_ENV, SWITCH_ENV],
             |p| self.test_artifacts.contains_key(p),
