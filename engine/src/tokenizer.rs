@@ -20,12 +20,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use tokenizers::SplitDelimiterBehavior;
 use tokenizers::models::bpe::{BPE, Vocab};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
-use tokenizers::SplitDelimiterBehavior;
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{AddedToken, PreTokenizerWrapper};
 
@@ -572,7 +572,11 @@ impl Tokenizer {
                     false,
                 )
                 .map_err(lib_err("building the split regex"))?;
-                Sequence::new(vec![split.into(), ByteLevel::new(false, true, false).into()]).into()
+                Sequence::new(vec![
+                    split.into(),
+                    ByteLevel::new(false, true, false).into(),
+                ])
+                .into()
             }
         };
         inner.with_pre_tokenizer(Some(pre));

@@ -156,7 +156,10 @@ pub fn geglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
 /// # Panics
 /// If `cap` is not finite and positive.
 pub fn softcap_in_place(x: &mut [f32], cap: f32) {
-    assert!(cap.is_finite() && cap > 0.0, "softcap: cap must be positive, got {cap}");
+    assert!(
+        cap.is_finite() && cap > 0.0,
+        "softcap: cap must be positive, got {cap}"
+    );
     for v in x.iter_mut() {
         *v = cap * (*v / cap).tanh();
     }

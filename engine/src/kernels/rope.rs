@@ -76,7 +76,11 @@ impl Rope {
             "rope: frequency scale must be finite and positive, got {freq_scale}"
         );
         if let Some(f) = factors {
-            assert_eq!(f.len(), head_dim / 2, "rope: factors must be [head_dim / 2]");
+            assert_eq!(
+                f.len(),
+                head_dim / 2,
+                "rope: factors must be [head_dim / 2]"
+            );
             assert!(
                 f.iter().all(|x| x.is_finite() && *x > 0.0),
                 "rope: frequency factors must be finite and positive"

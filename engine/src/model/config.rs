@@ -6,7 +6,8 @@ use crate::kernels::rope::RopeStyle;
 use super::ModelError;
 
 /// Architecture names (`general.architecture`) this core runs. Mistral files are `llama`.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] =
+    &["llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"];
 
 /// The decoder families this core runs, each as llama.cpp builds its graph
 /// (`src/models/<arch>.cpp` of llama.cpp, the version llama-cpp-python 0.3.36 vendors).

@@ -323,9 +323,11 @@ impl Model {
                 rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
             }
             match &lw.qkv {
-                QkvWeights::Split { q: wq, k: wk, v: wv } => {
-                    self.project_many(&[wq, wk, wv], &xn, n, &mut [&mut q, &mut k, &mut v])
-                }
+                QkvWeights::Split {
+                    q: wq,
+                    k: wk,
+                    v: wv,
+                } => self.project_many(&[wq, wk, wv], &xn, n, &mut [&mut q, &mut k, &mut v]),
                 QkvWeights::Fused(m) => {
                     fused.resize(n * (qw + 2 * kvw), 0.0);
                     self.project(m, &xn, n, &mut fused);
@@ -552,7 +554,16 @@ impl Model {
                 head: kvh,
             };
             SCRATCH.with_borrow_mut(|scratch| {
-                causal_attention(&qg, &one, first + r0, group, scale, softcap, &mut og, scratch)
+                causal_attention(
+                    &qg,
+                    &one,
+                    first + r0,
+                    group,
+                    scale,
+                    softcap,
+                    &mut og,
+                    scratch,
+                )
             });
             *results[t].lock().unwrap_or_else(|e| e.into_inner()) = og;
         });
