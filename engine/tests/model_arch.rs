@@ -46,17 +46,19 @@ struct Step {
 /// The families of `fixtures/arch/`, the architecture each file declares, and the largest
 /// difference allowed between our logit and llama.cpp's for each of llama.cpp's top-8
 /// tokens at every step. Every file is the same type mix, Q8_0 with a Q4_0 token
-/// embedding and output, whose logits run 9-14 here: 0.2 (about 1.5%) for that mix.
-/// Measured largest differences, every path alike: 0.088-0.158 (mistral, a plain `llama`
-/// file, 0.138: the spread is the quantized products', not an architecture's).
-/// llama.cpp quantizes the activations to Q8_0 for these products, the engine to Q8_1 or
-/// Q8_0 per path; llama.cpp computes GELU through an f16 table and RoPE angles in f32
-/// (the engine in f64).
+/// embedding and output, whose logits run 9-14 here, and the KV cache is f16 as in
+/// llama.cpp: 0.2 (about 1.5%) for that mix. Measured largest differences, every SIMD
+/// path alike: 0.08-0.16 (mistral, a plain `llama` file, 0.15: the spread is the quantized
+/// products', not an architecture's). Gemma 2 0.5: its file's Q and K weights are drawn
+/// 4x wider so that scores reach the 50 soft-cap, and the sharper attention carries the
+/// rounding further (measured 0.43 with an f16 cache, 0.36 with f32). llama.cpp quantizes
+/// the activations to Q8_0 for these products, the engine to Q8_1 or Q8_0 per path;
+/// llama.cpp computes GELU through an f16 table and RoPE angles in f32 (the engine in f64).
 const FAMILIES: [(&str, Arch, f32); 7] = [
     ("llama3", Arch::Llama, 0.2),
     ("qwen2", Arch::Qwen2, 0.2),
     ("qwen3", Arch::Qwen3, 0.2),
-    ("gemma2", Arch::Gemma2, 0.2),
+    ("gemma2", Arch::Gemma2, 0.5),
     ("gemma3", Arch::Gemma3, 0.2),
     ("phi3", Arch::Phi3, 0.2),
     ("mistral", Arch::Llama, 0.2),
@@ -134,7 +136,7 @@ fn check_step(
 /// Our greedy choice at each step must be llama.cpp's token (so free-running generation
 /// gives llama.cpp's tokens) except at a reported near-tie.
 fn run_case(model: &Model, family: &str, case: &Case, tol: f32) -> Result<f32, String> {
-    let mut kv = KvCache::new(model.kv_config(512, KvDtype::F32)).unwrap();
+    let mut kv = KvCache::new(model.kv_config(2048, KvDtype::F16)).unwrap();
     let seq = kv.create_sequence();
     let vocab = model.config().vocab;
     let all = model
@@ -233,7 +235,7 @@ fn step_by_step_decode_equals_prefill() {
     for (family, _, _) in FAMILIES {
         let model = Model::from_file(file(family), Cpu::new(2, Isa::Portable)).unwrap();
         let ids = &reference(family).generate[0].prompt_ids;
-        let mut kv = KvCache::new(model.kv_config(512, KvDtype::F32)).unwrap();
+        let mut kv = KvCache::new(model.kv_config(2048, KvDtype::F16)).unwrap();
         let a = kv.create_sequence();
         let prefill = model.forward(&mut kv, a, ids, Logits::Last).unwrap();
         let b = kv.create_sequence();

@@ -35,10 +35,14 @@ TEXTS = [
 PROMPTS = [
     "The capital of France is Paris, and the capital of Germany is Berlin. The capital of Italy is",
     "Once upon a time, in a small village by the sea, there lived an old fisherman who",
+    # Long: past a thousand positions, where Llama 3's frequency factors turn the
+    # low-frequency pairs by whole radians.
+    " ".join(["Every morning the fisherman rowed out past the lighthouse, counted the gulls,"
+              " and sang the same old song about the northern wind."] * 48) + " Then he",
 ]
 
 sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-llm = llama_cpp.Llama(model_path=path, n_ctx=256, n_threads=2, n_threads_batch=2,
+llm = llama_cpp.Llama(model_path=path, n_ctx=2048, n_batch=2048, n_ubatch=512, n_threads=2, n_threads_batch=2,
                       logits_all=True, verbose=False)
 add_bos = llm._model.add_bos_token() if hasattr(llm._model, "add_bos_token") else True
 eos = llm.token_eos()

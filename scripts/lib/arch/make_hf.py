@@ -171,6 +171,9 @@ with torch.no_grad():
             p.copy_(0.5 * torch.randn_like(p))
         elif "embed_tokens" in name or "lm_head" in name:
             p.copy_(0.5 * torch.randn_like(p))
+        elif family == "gemma2" and ("q_proj" in name or "k_proj" in name):
+            # Scores large enough (tens) for the 50 soft-cap to bend them.
+            p.copy_(4.0 * torch.randn_like(p) / math.sqrt(p.shape[-1]))
         else:
             p.copy_(torch.randn_like(p) / math.sqrt(p.shape[-1]))
 model.save_pretrained(out, safe_serialization=True)
