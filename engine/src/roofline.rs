@@ -24,8 +24,8 @@ pub fn matrix_bytes(m: &MatrixRef) -> u64 {
     (m.rows * m.cols / m.ty.block_len() * m.ty.block_bytes()) as u64
 }
 
-/// Weight bytes one decode step reads: every block's seven projections (Q, K, V, output,
-/// gate, up, down) and its two RMSNorm vectors (f32), the final norm, the whole LM head, and
+/// Weight bytes one decode step reads: every block's projections (Q, K, V, output,
+/// gate, up, down; fused or not) and its norm and bias vectors (f32), the final norm, the whole LM head, and
 /// one row of the token embedding. KV cache reads are not counted (they grow with the
 /// context; this is the weights' share of the memory traffic).
 pub fn decode_weight_bytes(w: &Weights) -> u64 {
@@ -33,11 +33,8 @@ pub fn decode_weight_bytes(w: &Weights) -> u64 {
         .layers
         .iter()
         .map(|l| {
-            [&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down]
-                .into_iter()
-                .map(matrix_bytes)
-                .sum::<u64>()
-                + ((l.attn_norm.len() + l.ffn_norm.len()) * 4) as u64
+            l.matrices().into_iter().map(matrix_bytes).sum::<u64>()
+                + l.norms().iter().map(|n| n.len() as u64 * 4).sum::<u64>()
         })
         .sum();
     let embd_row = matrix_bytes(&w.token_embd) / w.token_embd.rows.max(1) as u64;

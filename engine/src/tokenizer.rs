@@ -20,10 +20,12 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use tokenizers::SplitDelimiterBehavior;
 use tokenizers::models::bpe::{BPE, Vocab};
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::digits::Digits;
 use tokenizers::pre_tokenizers::sequence::Sequence;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::processors::template::TemplateProcessing;
 use tokenizers::{AddedToken, PreTokenizerWrapper};
 
@@ -89,6 +91,15 @@ const EOG_TEXTS: &[&str] = &[
 
 /// Pre-tokenizer names that llama.cpp maps to the plain GPT-2 split regex.
 const PRE_GPT2: &[&str] = &["gpt-2", "phi-2", "mpt", "olmo", "jais", "exaone4"];
+/// Pre-tokenizer names that llama.cpp maps to its `LLAMA3` split regex (and `ignore_merges`:
+/// a piece that is a whole vocabulary entry is taken as is). Llama 3.x.
+const PRE_LLAMA3: &[&str] = &["llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral"];
+/// Pre-tokenizer names that llama.cpp maps to its `QWEN2` split regex (digits one by one).
+const PRE_QWEN2: &[&str] = &["qwen2", "deepseek-r1-qwen", "megrez"];
+/// llama.cpp's `LLAMA3` split regex (`llama-vocab.cpp`), the one Llama 3's tokenizer.json holds.
+const LLAMA3_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+/// llama.cpp's `QWEN2` split regex: [`LLAMA3_REGEX`] with single digits.
+const QWEN2_REGEX: &str = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 /// Pre-tokenizer names that llama.cpp maps to "every `\p{N}` alone", then the GPT-2 split regex.
 const PRE_DIGITS_GPT2: &[&str] = &[
     "smollm",
@@ -250,10 +261,23 @@ pub enum TokenizerError {
     },
 }
 
+/// How a `gpt2` vocabulary's text is cut before BPE (llama.cpp's pre-tokenizer types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PreKind {
+    /// The GPT-2 split regex.
+    Gpt2,
+    /// Every `\p{N}` alone, then the GPT-2 split regex.
+    DigitsGpt2,
+    /// This split regex, then byte-level mapping without a regex of its own.
+    Regex(&'static str),
+}
+
 fn supported_pre_list() -> String {
     PRE_DIGITS_GPT2
         .iter()
         .chain(PRE_GPT2)
+        .chain(PRE_LLAMA3)
+        .chain(PRE_QWEN2)
         .map(|p| format!("`{p}`"))
         .collect::<Vec<_>>()
         .join(", ")
@@ -449,9 +473,11 @@ impl Tokenizer {
                 model: v.model.clone(),
             });
         }
-        let digits_first = match v.pre.as_deref() {
-            Some(p) if PRE_DIGITS_GPT2.contains(&p) => true,
-            Some(p) if PRE_GPT2.contains(&p) => false,
+        let pre_kind = match v.pre.as_deref() {
+            Some(p) if PRE_DIGITS_GPT2.contains(&p) => PreKind::DigitsGpt2,
+            Some(p) if PRE_GPT2.contains(&p) => PreKind::Gpt2,
+            Some(p) if PRE_LLAMA3.contains(&p) => PreKind::Regex(LLAMA3_REGEX),
+            Some(p) if PRE_QWEN2.contains(&p) => PreKind::Regex(QWEN2_REGEX),
             other => {
                 return Err(TokenizerError::UnsupportedPreTokenizer {
                     pre: other.map(str::to_string),
@@ -528,15 +554,30 @@ impl Tokenizer {
 
         let bpe = BPE::builder()
             .vocab_and_merges(vocab, merges)
+            .ignore_merges(pre_kind == PreKind::Regex(LLAMA3_REGEX))
             .build()
             .map_err(lib_err("building the BPE model"))?;
         let mut inner = tokenizers::Tokenizer::new(bpe);
 
         let byte_level = ByteLevel::new(false, true, true);
-        let pre: PreTokenizerWrapper = if digits_first {
-            Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into()
-        } else {
-            byte_level.into()
+        let pre: PreTokenizerWrapper = match pre_kind {
+            PreKind::DigitsGpt2 => {
+                Sequence::new(vec![Digits::new(true).into(), byte_level.into()]).into()
+            }
+            PreKind::Gpt2 => byte_level.into(),
+            PreKind::Regex(re) => {
+                let split = Split::new(
+                    SplitPattern::Regex(re.to_string()),
+                    SplitDelimiterBehavior::Isolated,
+                    false,
+                )
+                .map_err(lib_err("building the split regex"))?;
+                Sequence::new(vec![
+                    split.into(),
+                    ByteLevel::new(false, true, false).into(),
+                ])
+                .into()
+            }
         };
         inner.with_pre_tokenizer(Some(pre));
         inner.with_decoder(Some(ByteLevel::new(false, true, true)));

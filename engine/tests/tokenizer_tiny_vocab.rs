@@ -116,14 +116,18 @@ fn unsupported_or_missing_pre_tokenizer_names_it() {
     let mut md = tiny();
     md.insert(
         "tokenizer.ggml.pre",
-        MetaValue::String("llama-bpe".to_string()),
+        MetaValue::String("deepseek-llm".to_string()),
     );
     let (err, msg) = build_err(&md);
     assert!(
-        matches!(err, TokenizerError::UnsupportedPreTokenizer { pre: Some(ref p) } if p == "llama-bpe")
+        matches!(err, TokenizerError::UnsupportedPreTokenizer { pre: Some(ref p) } if p == "deepseek-llm")
     );
     assert!(
-        msg.contains("`llama-bpe`") && msg.contains("tokenizer.ggml.pre") && msg.contains("smollm"),
+        msg.contains("`deepseek-llm`")
+            && msg.contains("tokenizer.ggml.pre")
+            && msg.contains("smollm")
+            && msg.contains("llama-bpe")
+            && msg.contains("qwen2"),
         "{msg}"
     );
 

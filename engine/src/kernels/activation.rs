@@ -1,4 +1,4 @@
-//! Element-wise activations: SwiGLU (SiLU-gated linear unit) and a numerically stable softmax.
+//! Element-wise activations: SwiGLU, GeGLU, soft-capping and a numerically stable softmax.
 
 /// SwiGLU feed-forward gate: `out[i] = silu(gate[i]) * up[i]` with `silu(g) = g / (1 + e^-g)`.
 ///
@@ -128,5 +128,39 @@ pub fn softmax_in_place(x: &mut [f32]) {
     let inv = 1.0 / sum;
     for v in x.iter_mut() {
         *v *= inv;
+    }
+}
+
+/// GeGLU feed-forward gate (Gemma): `out[i] = gelu(gate[i]) * up[i]` with the tanh form
+/// `gelu(g) = g/2 · (1 + tanh(√(2/π) · (g + 0.044715 g³)))` (Hendrycks & Gimpel 2016; what
+/// Gemma's `gelu_pytorch_tanh` and llama.cpp's `ggml_gelu` compute). The tanh is evaluated
+/// with `f32::tanh`, which saturates to ±1 without overflow or NaN.
+///
+/// Shapes: `gate`, `up`, `out` all `[n]`.
+///
+/// # Panics
+/// If the three lengths differ.
+pub fn geglu(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    assert_eq!(gate.len(), up.len(), "geglu: gate and up lengths differ");
+    assert_eq!(gate.len(), out.len(), "geglu: gate and out lengths differ");
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        let z = SQRT_2_OVER_PI * (g + 0.044_715 * g * g * g);
+        *o = 0.5 * g * (1.0 + z.tanh()) * u;
+    }
+}
+
+/// Soft-capping in place: `x[i] = cap · tanh(x[i] / cap)` (Gemma 2's final logits), which
+/// keeps every value inside `(-cap, cap)` and the order of the values.
+///
+/// # Panics
+/// If `cap` is not finite and positive.
+pub fn softcap_in_place(x: &mut [f32], cap: f32) {
+    assert!(
+        cap.is_finite() && cap > 0.0,
+        "softcap: cap must be positive, got {cap}"
+    );
+    for v in x.iter_mut() {
+        *v = cap * (*v / cap).tanh();
     }
 }

@@ -54,6 +54,47 @@ impl Rope {
         }
     }
 
+    /// RoPE with scaled frequencies: `inv_freq[i] = freq_scale · base^(-2i/head_dim) /
+    /// factors[i]`, i.e. llama.cpp's `ggml_rope_ext` with `freq_scale` (linear scaling:
+    /// `1 / rope.scaling.factor`) and `freq_factors` (Llama 3's `rope_freqs.weight`, whose
+    /// angle `theta / factor` llama.cpp takes per pair), without YaRN (`ext_factor = 0`,
+    /// `attn_factor = 1`). `Rope::scaled(d, b, s, 1.0, None)` is `Rope::new(d, b, s)`.
+    ///
+    /// # Panics
+    /// As [`Rope::new`]; also if `factors` is not `[head_dim / 2]` or holds a factor that
+    /// is not finite and positive, or `freq_scale` is not finite and positive.
+    pub fn scaled(
+        head_dim: usize,
+        base: f32,
+        style: RopeStyle,
+        freq_scale: f32,
+        factors: Option<&[f32]>,
+    ) -> Rope {
+        let mut rope = Rope::new(head_dim, base, style);
+        assert!(
+            freq_scale.is_finite() && freq_scale > 0.0,
+            "rope: frequency scale must be finite and positive, got {freq_scale}"
+        );
+        if let Some(f) = factors {
+            assert_eq!(
+                f.len(),
+                head_dim / 2,
+                "rope: factors must be [head_dim / 2]"
+            );
+            assert!(
+                f.iter().all(|x| x.is_finite() && *x > 0.0),
+                "rope: frequency factors must be finite and positive"
+            );
+        }
+        for (i, w) in rope.inv_freq.iter_mut().enumerate() {
+            *w *= freq_scale as f64;
+            if let Some(f) = factors {
+                *w /= f[i] as f64;
+            }
+        }
+        rope
+    }
+
     /// Head size this table was built for.
     pub fn head_dim(&self) -> usize {
         self.head_dim

@@ -1,4 +1,10 @@
-//! The Llama decode core: prefill (matrix-matrix) and one-token decode (matrix-vector) over the paged KV cache.
+//! The decode core: prefill (matrix-matrix) and one-token decode (matrix-vector) over the paged KV cache.
+//!
+//! One pass serves every supported architecture ([`Arch`]): the Llama block, with the
+//! pieces each family adds switched on by its configuration and weights (Q/K/V biases,
+//! Q/K RMSNorm, fused QKV and gate-up projections, post-attention and post-FFN norms,
+//! GeGLU, embedding scaling, sliding-window layers with their own RoPE base, score and
+//! logit soft-capping, Llama 3 RoPE frequency factors).
 //!
 //! The forward pass is split into the three components a declared workflow can name —
 //! [`Model::embed`] (`token_embedding`), [`Model::decoder`] (`llama_decoder`, all blocks,
@@ -11,18 +17,18 @@ mod weights;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use config::{LlamaConfig, SUPPORTED_ARCHITECTURES};
-pub use weights::{LayerWeights, MatrixRef, Weights};
+pub use config::{Activation, Arch, LlamaConfig, SUPPORTED_ARCHITECTURES};
+pub use weights::{GateUpWeights, LayerWeights, MatrixRef, QkvWeights, Weights};
 
 use crate::gguf::{GgmlType, GgufError, GgufFile};
-use crate::kernels::activation::swiglu;
+use crate::kernels::activation::{geglu, softcap_in_place, swiglu};
 use crate::kernels::attention::KvSource;
 use crate::kernels::attention::{
     causal_attention, gqa_attention, gqa_attention_part, merge_parts, part_len, split_segments,
 };
 use crate::kernels::matmul::{Cpu, WeightMatrix, matmul, matmul_many, matvec};
 use crate::kernels::norm::rms_norm;
-use crate::kernels::rope::{Rope, RopeStyle};
+use crate::kernels::rope::Rope;
 use crate::kv::{KvCache, KvConfig, KvDtype, KvError, SeqId};
 
 /// Errors of loading or running the decode core. Each names the tensor, key or number at fault.
@@ -32,7 +38,10 @@ pub enum ModelError {
     #[error(transparent)]
     Metadata(#[from] GgufError),
     /// `general.architecture` names an architecture this core does not run.
-    #[error("unsupported architecture '{architecture}' (this decode core runs: {supported})")]
+    #[error(
+        "unsupported architecture '{architecture}' (GGUF key `general.architecture`; this \
+         decode core runs: {supported})"
+    )]
     UnsupportedArchitecture {
         /// The architecture the file declares.
         architecture: String,
@@ -57,6 +66,14 @@ pub enum ModelError {
         expected: String,
         /// Found dims.
         found: String,
+    },
+    /// The file holds a tensor whose meaning this core does not implement.
+    #[error("tensor '{name}' is not supported: {reason}")]
+    UnsupportedTensor {
+        /// Tensor name, e.g. `rope_factors_long.weight`.
+        name: String,
+        /// What it would need.
+        reason: String,
     },
     /// A tensor's storage type has no kernel.
     #[error("tensor '{name}' has unsupported type {ty}")]
@@ -122,7 +139,10 @@ pub struct Model {
     cfg: LlamaConfig,
     weights: Weights,
     cpu: Cpu,
+    /// RoPE of the global layers.
     rope: Rope,
+    /// RoPE of the sliding-window layers when it differs (Gemma 3's local base).
+    rope_swa: Option<Rope>,
 }
 
 impl Model {
@@ -134,18 +154,33 @@ impl Model {
 
     /// Bind the Llama weights of an already opened GGUF file.
     ///
-    /// RoPE uses adjacent pairs: llama.cpp's converter permutes the Q and K weights of
-    /// LLaMA checkpoints so that GGUF `llama` models rotate pairs `(2i, 2i+1)`.
+    /// RoPE uses adjacent pairs for `llama` (llama.cpp's converter permutes the Q and K
+    /// weights of LLaMA checkpoints so that GGUF `llama` models rotate pairs `(2i, 2i+1)`)
+    /// and rotate-half for the other families ([`Arch::rope_style`]). Gemma 3's local
+    /// layers get their own table (`rope.freq_base_swa`, no scaling), as in llama.cpp.
     pub fn from_file(file: Arc<GgufFile>, cpu: Cpu) -> Result<Model, ModelError> {
         let mut cfg = LlamaConfig::from_metadata(file.metadata())?;
         let mut weights = Weights::bind(file, &mut cfg)?;
         weights.pack(cpu.isa());
-        let rope = Rope::new(cfg.head_dim, cfg.rope_base, RopeStyle::Adjacent);
+        let style = cfg.arch.rope_style();
+        let factors = weights.rope_freqs.as_deref();
+        let rope = Rope::scaled(
+            cfg.head_dim,
+            cfg.rope_base,
+            style,
+            cfg.rope_freq_scale,
+            factors,
+        );
+        let swa_differs =
+            cfg.rope_base_swa != cfg.rope_base || cfg.rope_freq_scale != 1.0 || factors.is_some();
+        let rope_swa = (cfg.swa_layers.iter().any(|&s| s) && swa_differs)
+            .then(|| Rope::new(cfg.head_dim, cfg.rope_base_swa, style));
         Ok(Model {
             cfg,
             weights,
             cpu,
             rope,
+            rope_swa,
         })
     }
 
@@ -178,7 +213,8 @@ impl Model {
         }
     }
 
-    /// `token_embedding`: look up rows of the token embedding.
+    /// `token_embedding`: look up rows of the token embedding (multiplied by √hidden for
+    /// Gemma, [`LlamaConfig::embed_scale`]).
     ///
     /// `tokens`: `[n]` ids; returns `[n, hidden]` row-major. Errors on an id outside the
     /// vocabulary.
@@ -194,6 +230,9 @@ impl Model {
                 });
             }
             emb.dequantize_row(id as usize, row);
+            if self.cfg.embed_scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= self.cfg.embed_scale);
+            }
         }
         Ok(out)
     }
@@ -259,7 +298,7 @@ impl Model {
         let h = cfg.hidden;
         let n = rows.len();
         assert_eq!(x.len(), n * h, "x must be [rows, hidden]");
-        let (qw, kvw, f) = (cfg.q_width(), cfg.kv_width(), cfg.ffn);
+        let (qw, kvw, f, d) = (cfg.q_width(), cfg.kv_width(), cfg.ffn, cfg.head_dim);
         let mut xn = vec![0.0f32; n * h];
         let mut q = vec![0.0f32; n * qw];
         let mut k = vec![0.0f32; n * kvw];
@@ -269,24 +308,58 @@ impl Model {
         let mut gate = vec![0.0f32; n * f];
         let mut up = vec![0.0f32; n * f];
         let mut act = vec![0.0f32; n * f];
-        // Each row's rotation angles, the same in every layer.
+        // Fused projections' outputs, split into the buffers above.
+        let mut fused = Vec::new();
+        let mut normed = vec![0.0f32; d];
+        // Each row's rotation angles, the same in every layer (of a kind).
         let angles: Vec<Vec<(f32, f32)>> = rows.iter().map(|&(_, p)| self.rope.angles(p)).collect();
+        let angles_swa: Option<Vec<Vec<(f32, f32)>>> = self
+            .rope_swa
+            .as_ref()
+            .map(|r| rows.iter().map(|&(_, p)| r.angles(p)).collect());
 
         for (l, lw) in self.weights.layers.iter().enumerate() {
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
                 rms_norm(xr, &lw.attn_norm, cfg.rms_eps, xnr);
             }
-            self.project_many(
-                &[&lw.wq, &lw.wk, &lw.wv],
-                &xn,
-                n,
-                &mut [&mut q, &mut k, &mut v],
-            );
+            match &lw.qkv {
+                QkvWeights::Split {
+                    q: wq,
+                    k: wk,
+                    v: wv,
+                } => self.project_many(&[wq, wk, wv], &xn, n, &mut [&mut q, &mut k, &mut v]),
+                QkvWeights::Fused(m) => {
+                    fused.resize(n * (qw + 2 * kvw), 0.0);
+                    self.project(m, &xn, n, &mut fused);
+                    for (i, r) in fused.chunks_exact(qw + 2 * kvw).enumerate() {
+                        q[i * qw..(i + 1) * qw].copy_from_slice(&r[..qw]);
+                        k[i * kvw..(i + 1) * kvw].copy_from_slice(&r[qw..qw + kvw]);
+                        v[i * kvw..(i + 1) * kvw].copy_from_slice(&r[qw + kvw..]);
+                    }
+                }
+            }
+            if let Some([bq, bk, bv]) = &lw.qkv_bias {
+                for (buf, b) in [(&mut q, bq), (&mut k, bk), (&mut v, bv)] {
+                    for r in buf.chunks_exact_mut(b.len()) {
+                        add_in_place(r, b);
+                    }
+                }
+            }
+            if let Some([nq, nk]) = &lw.qk_norm {
+                for (buf, w) in [(&mut q, nq), (&mut k, nk)] {
+                    for head in buf.chunks_exact_mut(d) {
+                        rms_norm(head, w, cfg.rms_eps, &mut normed);
+                        head.copy_from_slice(&normed);
+                    }
+                }
+            }
+            let (rope, angles) = match (&self.rope_swa, &angles_swa) {
+                (Some(r), Some(a)) if cfg.is_swa(l) => (r, a),
+                _ => (&self.rope, &angles),
+            };
             for (i, &(seq, pos)) in rows.iter().enumerate() {
-                self.rope
-                    .apply_angles(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, &angles[i]);
-                self.rope
-                    .apply_angles(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, &angles[i]);
+                rope.apply_angles(&mut q[i * qw..(i + 1) * qw], cfg.n_heads, &angles[i]);
+                rope.apply_angles(&mut k[i * kvw..(i + 1) * kvw], cfg.n_kv_heads, &angles[i]);
                 kv.write(
                     seq,
                     l,
@@ -295,19 +368,45 @@ impl Model {
                     &v[i * kvw..(i + 1) * kvw],
                 )?;
             }
+            // A prefill chunk whose rows all see from position 0 takes the tiled causal
+            // path; rows of a sliding-window layer past the window take the per-row path,
+            // which bounds each row's window.
             match prefill_chunk(rows) {
-                Some((seq, first)) => self.prefill_attention(&q, kv, seq, first, l, &mut att),
-                None => self.attention(&q, kv, rows, l, &mut att),
+                Some((seq, first)) if cfg.window_start(l, first + n - 1) == 0 => {
+                    self.prefill_attention(&q, kv, seq, first, l, &mut att)
+                }
+                _ => self.attention(&q, kv, rows, l, &mut att),
             }
             self.project(&lw.wo, &att, n, &mut o);
+            if let Some(w) = &lw.attn_post_norm {
+                norm_rows(&mut o, w, cfg.rms_eps, h);
+            }
             add_in_place(x, &o);
 
             for (xr, xnr) in x.chunks_exact(h).zip(xn.chunks_exact_mut(h)) {
                 rms_norm(xr, &lw.ffn_norm, cfg.rms_eps, xnr);
             }
-            self.project_many(&[&lw.w_gate, &lw.w_up], &xn, n, &mut [&mut gate, &mut up]);
-            self.swiglu_rows(&gate, &up, &mut act);
+            match &lw.gate_up {
+                GateUpWeights::Split { gate: wg, up: wu } => {
+                    self.project_many(&[wg, wu], &xn, n, &mut [&mut gate, &mut up])
+                }
+                GateUpWeights::Fused(m) => {
+                    fused.resize(n * 2 * f, 0.0);
+                    self.project(m, &xn, n, &mut fused);
+                    for (i, r) in fused.chunks_exact(2 * f).enumerate() {
+                        gate[i * f..(i + 1) * f].copy_from_slice(&r[..f]);
+                        up[i * f..(i + 1) * f].copy_from_slice(&r[f..]);
+                    }
+                }
+            }
+            match cfg.activation {
+                Activation::Silu => self.swiglu_rows(&gate, &up, &mut act),
+                Activation::GeluTanh => geglu(&gate, &up, &mut act),
+            }
             self.project(&lw.w_down, &act, n, &mut o);
+            if let Some(w) = &lw.ffn_post_norm {
+                norm_rows(&mut o, w, cfg.rms_eps, h);
+            }
             add_in_place(x, &o);
         }
         Ok(())
@@ -337,14 +436,14 @@ impl Model {
         att: &mut [f32],
     ) {
         let cfg = &self.cfg;
-        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+        let (scale, softcap) = (cfg.attn_scale, cfg.attn_softcap);
         let (n_heads, d, n_kv) = (cfg.n_heads, cfg.head_dim, cfg.n_kv_heads);
         let group = n_heads / n_kv;
         let views: Vec<_> = rows.iter().map(|&(s, _)| kv.layer(s, l)).collect();
         let views = &views;
         let segs: Vec<Vec<(usize, usize)>> = rows
             .iter()
-            .map(|&(_, p)| split_segments(0, p + 1))
+            .map(|&(_, p)| split_segments(cfg.window_start(l, p), p + 1))
             .collect();
         if segs.iter().all(|s| s.len() == 1) {
             self.cpu.for_chunks(att, group * d, &|t, out| {
@@ -358,11 +457,11 @@ impl Model {
                     gqa_attention(
                         &q[at..at + group * d],
                         &view,
-                        0,
+                        segs[i][0].0,
                         rows[i].1 + 1,
                         group,
                         scale,
-                        None,
+                        softcap,
                         out,
                         scratch,
                     )
@@ -391,9 +490,9 @@ impl Model {
             SCRATCH.with_borrow_mut(|scratch| {
                 if whole {
                     let out = &mut part[..group * d];
-                    gqa_attention(qg, &view, a, b, group, scale, None, out, scratch)
+                    gqa_attention(qg, &view, a, b, group, scale, softcap, out, scratch)
                 } else {
-                    gqa_attention_part(qg, &view, a, b, group, scale, None, part, scratch)
+                    gqa_attention_part(qg, &view, a, b, group, scale, softcap, part, scratch)
                 }
             });
         });
@@ -432,7 +531,7 @@ impl Model {
         att: &mut [f32],
     ) {
         let cfg = &self.cfg;
-        let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+        let (scale, softcap) = (cfg.attn_scale, cfg.attn_softcap);
         let (n_heads, d, n_kv) = (cfg.n_heads, cfg.head_dim, cfg.n_kv_heads);
         let group = n_heads / n_kv;
         let rows = q.len() / (n_heads * d);
@@ -455,7 +554,16 @@ impl Model {
                 head: kvh,
             };
             SCRATCH.with_borrow_mut(|scratch| {
-                causal_attention(&qg, &one, first + r0, group, scale, None, &mut og, scratch)
+                causal_attention(
+                    &qg,
+                    &one,
+                    first + r0,
+                    group,
+                    scale,
+                    softcap,
+                    &mut og,
+                    scratch,
+                )
             });
             *results[t].lock().unwrap_or_else(|e| e.into_inner()) = og;
         });
@@ -469,7 +577,8 @@ impl Model {
         }
     }
 
-    /// `lm_head`: final RMSNorm and output projection.
+    /// `lm_head`: final RMSNorm and output projection (then Gemma's final soft-capping,
+    /// [`LlamaConfig::final_softcap`]).
     ///
     /// `x`: `[n, hidden]`; returns `[n, vocab]` logits row-major.
     pub fn lm_head(&self, x: &[f32]) -> Vec<f32> {
@@ -493,6 +602,9 @@ impl Model {
         logits.resize(n * self.cfg.vocab, 0.0);
         logits.truncate(n * self.cfg.vocab);
         self.project(&self.weights.lm_head, &xn, n, logits);
+        if let Some(c) = self.cfg.final_softcap {
+            softcap_in_place(logits, c);
+        }
     }
 
     /// The fused forward pass: embed `tokens`, run them through every block at the next
@@ -650,6 +762,15 @@ thread_local! {
     /// Each kernel thread's attention scores, kept across calls so that decode allocates
     /// only when the context grows.
     static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// RMSNorm of every `width`-element row of `x` in place (Gemma's post norms).
+fn norm_rows(x: &mut [f32], w: &[f32], eps: f32, width: usize) {
+    let mut row = vec![0.0f32; width];
+    for r in x.chunks_exact_mut(width) {
+        rms_norm(r, w, eps, &mut row);
+        r.copy_from_slice(&row);
+    }
 }
 
 fn add_in_place(x: &mut [f32], y: &[f32]) {

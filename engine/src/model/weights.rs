@@ -1,4 +1,4 @@
-//! Binding of GGUF tensors to the Llama layout: names, shapes and types checked at load.
+//! Binding of GGUF tensors to the decoder layouts: names, shapes and types checked at load.
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use crate::kernels::matmul::packed::PackedWeights;
 use crate::kernels::matmul::{WeightMatrix, uses_packed};
 use crate::quant;
 
-use super::{LlamaConfig, ModelError};
+use super::{Arch, LlamaConfig, ModelError};
 
 /// A weight matrix `[rows = outputs, cols = inputs]` held in the memory-mapped file,
 /// addressed by its tensor name and, resolved at load, its position in the file's tensor
@@ -28,30 +28,100 @@ pub struct MatrixRef {
     index: usize,
 }
 
+/// The attention input projections: three matrices, or one fused `attn_qkv` (Phi-3)
+/// whose output rows are Q, then K, then V.
+#[derive(Debug, Clone)]
+pub enum QkvWeights {
+    /// `attn_q` `[n_heads·head_dim, hidden]`, `attn_k` and `attn_v`
+    /// `[n_kv_heads·head_dim, hidden]`.
+    Split {
+        /// Query projection.
+        q: MatrixRef,
+        /// Key projection.
+        k: MatrixRef,
+        /// Value projection.
+        v: MatrixRef,
+    },
+    /// `attn_qkv` `[(n_heads + 2·n_kv_heads)·head_dim, hidden]`.
+    Fused(MatrixRef),
+}
+
+/// The FFN input projections: gate and up, or one fused `ffn_up` of `2·ffn` rows (Phi-3)
+/// whose first `ffn` output rows are the gate and the rest the up projection.
+#[derive(Debug, Clone)]
+pub enum GateUpWeights {
+    /// `ffn_gate` and `ffn_up`, each `[ffn, hidden]`.
+    Split {
+        /// Gate projection.
+        gate: MatrixRef,
+        /// Up projection.
+        up: MatrixRef,
+    },
+    /// `ffn_up` `[2·ffn, hidden]`.
+    Fused(MatrixRef),
+}
+
 /// One transformer block's weights.
 #[derive(Debug, Clone)]
 pub struct LayerWeights {
     /// RMSNorm weight before attention, `[hidden]`.
     pub attn_norm: Vec<f32>,
-    /// Query projection `[n_heads·head_dim, hidden]`.
-    pub wq: MatrixRef,
-    /// Key projection `[n_kv_heads·head_dim, hidden]`.
-    pub wk: MatrixRef,
-    /// Value projection `[n_kv_heads·head_dim, hidden]`.
-    pub wv: MatrixRef,
+    /// Q, K and V projections.
+    pub qkv: QkvWeights,
+    /// Biases of Q, K and V (`attn_q.bias`, ... : Qwen2), `[q_width]`, `[kv_width]`,
+    /// `[kv_width]`.
+    pub qkv_bias: Option<[Vec<f32>; 3]>,
+    /// Per-head RMSNorm weights of Q and K (`attn_q_norm`, `attn_k_norm`: Qwen3, Gemma 3),
+    /// each `[head_dim]`.
+    pub qk_norm: Option<[Vec<f32>; 2]>,
     /// Attention output projection `[hidden, n_heads·head_dim]`.
     pub wo: MatrixRef,
+    /// RMSNorm of the attention output before the residual add (`post_attention_norm`:
+    /// Gemma), `[hidden]`.
+    pub attn_post_norm: Option<Vec<f32>>,
     /// RMSNorm weight before the FFN, `[hidden]`.
     pub ffn_norm: Vec<f32>,
-    /// FFN gate projection `[ffn, hidden]`.
-    pub w_gate: MatrixRef,
-    /// FFN up projection `[ffn, hidden]`.
-    pub w_up: MatrixRef,
+    /// FFN gate and up projections.
+    pub gate_up: GateUpWeights,
     /// FFN down projection `[hidden, ffn]`.
     pub w_down: MatrixRef,
+    /// RMSNorm of the FFN output before the residual add (`post_ffw_norm`: Gemma), `[hidden]`.
+    pub ffn_post_norm: Option<Vec<f32>>,
 }
 
-/// All weights of a Llama model, bound to the GGUF file that holds them.
+impl LayerWeights {
+    /// Every matrix of the block, in pass order.
+    pub fn matrices(&self) -> Vec<&MatrixRef> {
+        let mut out = Vec::with_capacity(7);
+        match &self.qkv {
+            QkvWeights::Split { q, k, v } => out.extend([q, k, v]),
+            QkvWeights::Fused(m) => out.push(m),
+        }
+        out.push(&self.wo);
+        match &self.gate_up {
+            GateUpWeights::Split { gate, up } => out.extend([gate, up]),
+            GateUpWeights::Fused(m) => out.push(m),
+        }
+        out.push(&self.w_down);
+        out
+    }
+
+    /// Every norm weight of the block (attention, FFN, and the optional post and Q/K norms).
+    pub fn norms(&self) -> Vec<&[f32]> {
+        let mut out: Vec<&[f32]> = vec![&self.attn_norm, &self.ffn_norm];
+        out.extend(self.attn_post_norm.as_deref());
+        out.extend(self.ffn_post_norm.as_deref());
+        if let Some([q, k]) = &self.qk_norm {
+            out.extend([q.as_slice(), k.as_slice()]);
+        }
+        if let Some(b) = &self.qkv_bias {
+            out.extend(b.iter().map(Vec::as_slice));
+        }
+        out
+    }
+}
+
+/// All weights of a decoder, bound to the GGUF file that holds them.
 #[derive(Debug)]
 pub struct Weights {
     file: Arc<GgufFile>,
@@ -66,13 +136,16 @@ pub struct Weights {
     pub lm_head: MatrixRef,
     /// Whether the LM head is the token embedding.
     pub tied_embeddings: bool,
+    /// Llama 3 RoPE frequency factors (`rope_freqs.weight`, `[head_dim / 2]`): pair `i`'s
+    /// angle is divided by `rope_freqs[i]`.
+    pub rope_freqs: Option<Vec<f32>>,
     /// 16-row packings of the Q4_1 and Q8_0 matrices, by position in the file's tensor
     /// table (see [`Weights::pack`]); empty before packing.
     packed: Vec<Option<PackedWeights>>,
 }
 
 impl Weights {
-    /// Bind and check every tensor the Llama layout needs. Fills `cfg.vocab` from the
+    /// Bind and check every tensor the architecture's layout needs (`cfg.arch`). Fills `cfg.vocab` from the
     /// token embedding when the metadata did not give it.
     ///
     /// Errors name the tensor: [`ModelError::MissingTensor`], [`ModelError::TensorShape`]
@@ -106,24 +179,85 @@ impl Weights {
         cfg.vocab = vocab;
 
         let (h, q, kv, f) = (cfg.hidden, cfg.q_width(), cfg.kv_width(), cfg.ffn);
+        let d = cfg.head_dim;
+        let arch = cfg.arch;
         let token_embd = matrix(&file, "token_embd.weight", vocab, h)?;
         let mut layers = Vec::with_capacity(cfg.n_layers.min(4096));
         for l in 0..cfg.n_layers {
             let n = |s: &str| format!("blk.{l}.{s}.weight");
+            let b = |s: &str| format!("blk.{l}.{s}.bias");
+            let qkv = if arch == Arch::Phi3 && file.tensor(&n("attn_qkv")).is_some() {
+                QkvWeights::Fused(matrix(&file, &n("attn_qkv"), q + 2 * kv, h)?)
+            } else {
+                QkvWeights::Split {
+                    q: matrix(&file, &n("attn_q"), q, h)?,
+                    k: matrix(&file, &n("attn_k"), kv, h)?,
+                    v: matrix(&file, &n("attn_v"), kv, h)?,
+                }
+            };
+            let qkv_bias = if arch == Arch::Qwen2 {
+                Some([
+                    vector(&file, &b("attn_q"), q)?,
+                    vector(&file, &b("attn_k"), kv)?,
+                    vector(&file, &b("attn_v"), kv)?,
+                ])
+            } else {
+                None
+            };
+            let qk_norm = if matches!(arch, Arch::Qwen3 | Arch::Gemma3) {
+                Some([
+                    vector(&file, &n("attn_q_norm"), d)?,
+                    vector(&file, &n("attn_k_norm"), d)?,
+                ])
+            } else {
+                None
+            };
+            let gate_up = if arch == Arch::Phi3 {
+                GateUpWeights::Fused(matrix(&file, &n("ffn_up"), 2 * f, h)?)
+            } else {
+                GateUpWeights::Split {
+                    gate: matrix(&file, &n("ffn_gate"), f, h)?,
+                    up: matrix(&file, &n("ffn_up"), f, h)?,
+                }
+            };
+            let post = |s: &str| -> Result<Option<Vec<f32>>, ModelError> {
+                if arch.is_gemma() {
+                    Ok(Some(vector(&file, &n(s), h)?))
+                } else {
+                    Ok(None)
+                }
+            };
             layers.push(LayerWeights {
                 attn_norm: vector(&file, &n("attn_norm"), h)?,
-                wq: matrix(&file, &n("attn_q"), q, h)?,
-                wk: matrix(&file, &n("attn_k"), kv, h)?,
-                wv: matrix(&file, &n("attn_v"), kv, h)?,
+                qkv,
+                qkv_bias,
+                qk_norm,
                 wo: matrix(&file, &n("attn_output"), h, q)?,
+                attn_post_norm: post("post_attention_norm")?,
                 ffn_norm: vector(&file, &n("ffn_norm"), h)?,
-                w_gate: matrix(&file, &n("ffn_gate"), f, h)?,
-                w_up: matrix(&file, &n("ffn_up"), f, h)?,
+                gate_up,
                 w_down: matrix(&file, &n("ffn_down"), h, f)?,
+                ffn_post_norm: post("post_ffw_norm")?,
             });
         }
+        // Phi-3's LongRoPE factors (128k-context files) are not implemented: refuse the file
+        // rather than run it with the wrong angles.
+        for name in ["rope_factors_long.weight", "rope_factors_short.weight"] {
+            if file.tensor(name).is_some() {
+                return Err(ModelError::UnsupportedTensor {
+                    name: name.to_string(),
+                    reason: "LongRoPE frequency factors are not implemented".into(),
+                });
+            }
+        }
+        let rope_freqs = if file.tensor("rope_freqs.weight").is_some() {
+            Some(vector(&file, "rope_freqs.weight", d / 2)?)
+        } else {
+            None
+        };
         let output_norm = vector(&file, "output_norm.weight", h)?;
-        let (lm_head, tied) = if file.tensor("output.weight").is_some() {
+        // llama.cpp's Gemma 2 graph always reads the token embedding as the LM head.
+        let (lm_head, tied) = if file.tensor("output.weight").is_some() && arch != Arch::Gemma2 {
             (matrix(&file, "output.weight", vocab, h)?, false)
         } else {
             (token_embd.clone(), true)
@@ -135,6 +269,7 @@ impl Weights {
             output_norm,
             lm_head,
             tied_embeddings: tied,
+            rope_freqs,
             packed: Vec::new(),
         })
     }
@@ -163,9 +298,7 @@ impl Weights {
         let mut packed: Vec<Option<PackedWeights>> = Vec::new();
         packed.resize_with(self.file.tensors().len(), || None);
         for lw in &self.layers {
-            for m in [
-                &lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down,
-            ] {
+            for m in lw.matrices() {
                 if !uses_packed(isa, m.ty) {
                     continue;
                 }
