@@ -17,7 +17,9 @@
 //! - [`roofline`]: `genai bench`'s roofline: achieved weight GB/s and GFLOP/s against measured memory read and SIMD peak.
 //! - [`tiny`]: deterministic tiny Llama GGUF models for tests and fixtures.
 //! - [`workflow`]: declared-workflow packages (manifest, validation, op graphs, interpreter).
-//! - [`runtime`]: the `Engine`: the model it serves and the request funnel's stages (validate, encode, count).
+//! - [`request`]: what a request is and what becomes of it (prompt, request, route, result, typed errors).
+//! - [`funnel`]: the funnel's first stages (validate, encode, count) and the interpreter's run, on what the engine serves.
+//! - [`runtime`]: the `Engine`: loading a model or package, and the front door (`submit`) to its service.
 //! - [`service`]: the engine's one front door: one queue, one admission, one continuous batch for every request; tickets.
 //! - [`server`]: `genai serve`, the OpenAI-compatible HTTP server, a client of the service.
 
@@ -25,6 +27,7 @@ pub mod batch;
 pub mod chat;
 pub mod constrain;
 pub mod flow;
+pub mod funnel;
 pub mod gguf;
 pub mod isa;
 pub mod kernels;
@@ -32,6 +35,7 @@ pub mod kv;
 pub mod model;
 pub mod prefix;
 pub mod quant;
+pub mod request;
 pub mod roofline;
 pub mod runtime;
 pub mod scheduler;

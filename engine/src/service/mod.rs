@@ -6,7 +6,7 @@
 //! once (docs/design.md §2.1):
 //!
 //! 1. **plan** (the caller's thread): validate, encode, count
-//!    ([`Core::plan`](crate::runtime::Core)); an invalid request is refused at once;
+//!    (`Core::plan`, `engine::funnel`); an invalid request is refused at once;
 //! 2. **admit** (the caller's thread, under the service's queue lock): the scheduler
 //!    reserves the KV bytes (clamping `max_new_tokens` when only part fits), queues a
 //!    request that fits the budget only later (FIFO, bounded by
@@ -42,9 +42,10 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::funnel::{Core, Planned};
 use crate::kernels::logprob::TokenLogprobs;
 use crate::prefix::PrefixCache;
-use crate::runtime::{Core, EngineError, GenerateRequest, GenerateResult, Planned, Route};
+use crate::request::{EngineError, GenerateRequest, GenerateResult, Route};
 use crate::scheduler::{Admission, Demand, ReservationId, Submitted};
 
 pub use crate::scheduler::{AdmissionError, BudgetCap, Usage};

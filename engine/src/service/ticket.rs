@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use super::{Admitted, Event, Shared};
 use crate::batch::Piece;
 use crate::flow::Flow;
-use crate::runtime::{EngineError, GenerateResult, Route};
+use crate::request::{EngineError, GenerateResult, Route};
 use crate::scheduler::ReservationId;
 
 /// How a ticket's admission resolved.

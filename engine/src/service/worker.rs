@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use super::{Admitted, Deliveries, Event, Job, Recipient, ServiceStats, Shared, Token, lock};
 use crate::batch::{Batch, Done, Key, Piece, SeqSpec, Sink};
 use crate::flow::Flow;
+use crate::funnel::{Core, Plan};
 use crate::model::ModelError;
-use crate::runtime::{Completion, Core, EngineError, GenerateResult, Plan, Route};
+use crate::request::{Completion, EngineError, GenerateResult, Route};
 use crate::scheduler::{Admission, ReservationId, Usage};
 use crate::workflow::{Event as LogEvent, EventLog};
 
@@ -348,8 +349,8 @@ impl Worker {
     /// sends its result when it ends.
     fn interpret(
         &mut self,
-        _req: crate::runtime::GenerateRequest,
-        planned: crate::runtime::Planned,
+        _req: crate::request::GenerateRequest,
+        planned: crate::funnel::Planned,
         admission: Admission,
         usage: Usage,
         to: Arc<Recipient>,
@@ -410,13 +411,13 @@ impl Worker {
     /// A decode-core request: each row joins the batch as one sequence.
     fn join(
         &mut self,
-        req: crate::runtime::GenerateRequest,
-        planned: crate::runtime::Planned,
+        req: crate::request::GenerateRequest,
+        planned: crate::funnel::Planned,
         admission: Admission,
         usage: Usage,
         to: Arc<Recipient>,
     ) {
-        let crate::runtime::Planned {
+        let crate::funnel::Planned {
             plan, rows, lease, ..
         } = planned;
         let cached: Vec<usize> = lease
