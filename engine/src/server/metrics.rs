@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 use crate::service::Usage;
 
 /// Every metric the server exports. Counters only grow; gauges are set from the
-/// scheduler's state when scraped.
+/// engine's KV budget state when scraped.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,

@@ -1,35 +1,28 @@
-//! `genai serve`: an OpenAI-compatible HTTP server (axum on tokio) on the engine's admission funnel and continuous batch.
+//! `genai serve`: an OpenAI-compatible HTTP server (axum on tokio), a client of the engine's one service (queue, admission, continuous batch).
 //!
-//! Every generation request takes the engine's funnel: validate and encode
-//! ([`Engine::prepare`](crate::runtime::Engine::prepare)), count, then admission against
-//! the KV byte budget at the HTTP edge
-//! ([`Scheduler::submit`](crate::scheduler::Scheduler::submit)):
+//! Every generation request is submitted to the engine's service
+//! ([`Engine::submit`](crate::runtime::Engine::submit), docs/design.md §2.1), which
+//! validates, encodes, counts and admits it like every other front end's; the server only
+//! translates the ticket:
 //!
-//! - admitted: the request joins the continuous [`Batch`](crate::batch::Batch) run by one
-//!   worker thread;
-//! - fits the budget later: it waits in the scheduler's FIFO queue, bounded by
-//!   `max_queue`; a full queue answers `429` with `Retry-After`;
-//! - can never fit: `400` with the byte arithmetic and the levers.
+//! - admitted (at once or from the queue): its tokens as one JSON body or server-sent
+//!   events;
+//! - queued: a streamed request gets its `200` only once it is admitted;
+//! - refused: a bad request or one that can never fit `400` (the byte arithmetic and the
+//!   levers), a full queue `429` with the service's own `Retry-After`, shutting down `503`.
 //!
-//! A client that disconnects (or drops its stream) cancels its request: a queued one
-//! leaves the queue, a running one leaves the batch at the next step, and its
-//! reservation is released. Shutdown (the future given to [`serve`], SIGTERM in
-//! `genai serve`) stops accepting, lets running requests finish, answers queued ones
-//! `503`, and returns.
-//!
-//! `Retry-After` (whole seconds, at least 1) is when the queue's head is admitted if the
-//! batch keeps its pace: the running requests' steps left
-//! ([`Batch::steps_left`](crate::batch::Batch::steps_left)), the fewest releases in that
-//! order after which the scheduler admits the head
-//! ([`Scheduler::releases_before_admission`](crate::scheduler::Scheduler::releases_before_admission)),
-//! times the measured seconds per worker step; 1 before the first step. See
-//! `docs/serve.md`.
+//! A client that disconnects (or drops its stream) drops its ticket, which cancels the
+//! request: a queued one leaves the queue, a running one leaves the batch at the next step,
+//! and its reservation is released. Shutdown (the future given to [`serve`], SIGTERM in
+//! `genai serve`) stops accepting, drains the service (running requests finish, queued ones
+//! are answered `503`), and returns. See `docs/serve.md`.
 //!
 //! The modules: `edge` (the listener, the router, the endpoints that do not generate),
-//! `generate` (a generation request: built, then admitted, queued or refused) and `respond`
-//! (its JSON or streamed answer), `tools` (a chat request's tools: its prompt, the grammar of
-//! a forced call, the calls in OpenAI's shapes), `worker` (the thread that owns the batch), `load` (the
-//! model and the worker's start), and what they share (`state`, `cancel`, `http`).
+//! `generate` (a generation request: built, submitted, its refusal answered), `feed` (the
+//! ticket's events as the handler's output), `respond` (its JSON or streamed answer),
+//! `tools` (a chat request's tools: its prompt, the grammar of a forced call, the calls in
+//! OpenAI's shapes), `load` (the model under its budget and queue bound), and what they
+//! share (`state`, `http`).
 
 // Handlers return axum's `Response` as their error (it is what they answer), and
 // `ServeError` carries the engine's errors by value, as `runtime` does.
@@ -99,7 +92,7 @@ impl ServerConfig {
             max_running: 4,
             max_queue: 16,
             max_body_bytes: 1 << 20,
-            chunk: crate::batch::DEFAULT_CHUNK,
+            chunk: crate::service::ServiceOptions::default().chunk,
             step_interval: Duration::ZERO,
             kv_dtype: crate::kv::KV_DTYPE,
             prefix_cache: true,

@@ -15,7 +15,7 @@ use super::http::error;
 use super::logprobs;
 use super::state::{App, Out};
 use super::tools::{ToolParse, call_deltas, message_calls};
-use crate::batch::Finish;
+use crate::runtime::Finish;
 
 /// Which endpoint a generation answers.
 #[derive(Clone, Copy, PartialEq, Eq)]
