@@ -469,14 +469,14 @@ impl<'s> Batch<'s> {
             };
             let mut r = self.running.swap_remove(i);
             if let (Some(prefix), Ok(_)) = (&self.prefix, &finish) {
-                // The positions in the cache: the prompt, then every generated token but
-                // the last (sampled, never fed).
-                let written = self.kv.len(r.seq);
+                // Only prompt positions are kept: their rows are what a prefill computes, so a
+                // later request that shares them gets the rows recomputing would give. (The
+                // generated tokens' rows come from the decode pass, whose products may differ
+                // from the prefill's in the last bits, enough to flip a near-tie much later.)
+                let written = self.kv.len(r.seq).min(r.spec.prompt.len());
                 let pt = self.kv.config().page_tokens;
                 let full = written / pt;
-                let mut stream = r.spec.prompt.clone();
-                stream.extend_from_slice(&r.tokens);
-                stream.truncate(full * pt);
+                let stream = r.spec.prompt[..full * pt].to_vec();
                 let blocks = self.kv.block_table(r.seq)[..full].to_vec();
                 let kept = prefix.offer(&stream, &blocks);
                 for &page in &kept {
