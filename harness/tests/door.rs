@@ -89,7 +89,12 @@ fn a_state_dir_inside_the_workspace_is_refused_alike_by_every_command() {
 #[test]
 fn jobs_in_rebuild_mode_are_refused_alike_by_every_command() {
     let sb = Sandbox::new();
-    let line = same_refusal(&sb, &sb.state, &["-j", "2"], "only switch mode");
+    let line = same_refusal(
+        &sb,
+        &sb.state,
+        &["--mode", "rebuild", "-j", "2"],
+        "only switch mode",
+    );
     assert!(line.starts_with("harness: -j 2: "), "{line}");
     assert!(!sb.ws.join("reports").exists(), "a report was written");
 }
