@@ -176,21 +176,13 @@ mod admission {
 
     #[test]
     fn service_queue_full_is_refused_with_its_wait_and_nothing_reserved() {
-        let shared = Scheduler::new(SchedulerConfig {
-            budget_bytes: 20 * BPT,
-            bytes_per_token: Some(BPT),
-            max_running: 4,
-        })
-        .expect("config");
-        let other = shared.admit(&Demand::prompt(11, 1)).expect("holder fits");
-        let e = engine(20)
+        let (e, shared, other) = engine_with_budget_held();
+        let e = e
             .with_service(engine::service::ServiceOptions {
                 max_queue: 1,
                 ..Default::default()
             })
-            .expect("not started")
-            .with_scheduler(shared.clone())
-            .expect("same pricing");
+            .expect("not started");
         let mut first = e.submit(GenerateRequest::tokens(prompt(8), 2), Default::default());
         assert!(matches!(
             first.next_event_timeout(Duration::from_secs(10)),

@@ -98,15 +98,15 @@ impl Sink for RowSink {
     fn token(&mut self, piece: Piece<'_>) -> Flow {
         let to = {
             let mut st = self.state.borrow_mut();
-            let names = st.names.clone();
+            let st = &mut *st;
             let Some(flight) = st.flights.get_mut(&self.request) else {
                 return Flow::Stop;
             };
-            for (which, component) in names.into_iter().enumerate() {
+            for (which, component) in st.names.iter().enumerate() {
                 flight.events.events.push(LogEvent::Invoke {
                     step: format!("decode_core.row[{}]", self.row),
                     iteration: vec![self.step],
-                    component,
+                    component: component.clone(),
                     implementation: [
                         "native:token_embedding",
                         "native:llama_decoder",
