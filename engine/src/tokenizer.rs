@@ -661,7 +661,8 @@ impl Tokenizer {
             v.add_space_prefix,
             phi3,
         )?;
-        let eog = eog_set(v.eos, |t| spm.token_to_id(t));
+        let mut eog: HashSet<u32> = spm.eog_ids().iter().copied().collect();
+        eog.extend(v.eos);
         Ok(Tokenizer {
             inner: Backend::Spm { spm, bos, eos },
             vocab_size: n,

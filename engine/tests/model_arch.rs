@@ -252,36 +252,48 @@ fn step_by_step_decode_equals_prefill() {
     }
 }
 
-/// The byte-level BPE vocabularies (llama-bpe for Llama 3, qwen2 for Qwen2/Qwen3) tokenize
-/// llama.cpp's multilingual texts to llama.cpp's ids; the SentencePiece vocabularies
-/// (Gemma, Phi-3, Mistral files) are refused with a typed error naming the GGUF key.
+/// Every family's vocabulary tokenizes llama.cpp's multilingual texts and its prompts to
+/// llama.cpp's ids: byte-level BPE (llama-bpe for Llama 3, qwen2 for Qwen2/Qwen3) and
+/// SentencePiece (Mistral, Phi-3, Gemma 2/3 files; LLaMA's vocabulary, Phi-3's with its
+/// added tokens, Gemma's without the space prefix). The texts were captured without bos, the
+/// prompts with bos as each file asks.
 #[test]
-fn tokenizers_match_llama_cpp_or_are_refused_by_name() {
+fn every_family_tokenizes_as_llama_cpp() {
     for (family, _, _) in FAMILIES {
         let f = file(family);
         let vocab = GgufVocab::from_metadata(f.metadata()).unwrap();
         let r = reference(family);
-        match vocab.model.as_str() {
-            "gpt2" => {
-                let tok = Tokenizer::from_vocab(&vocab).unwrap_or_else(|e| panic!("{family}: {e}"));
-                for t in &r.tokenization {
-                    let mut ids = tok.encode(&t.text).unwrap();
-                    if vocab.add_bos && ids.first() == vocab.bos.as_ref() {
-                        ids.remove(0);
-                    }
-                    assert_eq!(ids, t.ids, "{family}: {:?}", t.text);
-                }
+        let tok = Tokenizer::from_vocab(&vocab).unwrap_or_else(|e| panic!("{family}: {e}"));
+        for t in &r.tokenization {
+            let mut ids = tok.encode(&t.text).unwrap();
+            if vocab.add_bos && ids.first() == vocab.bos.as_ref() {
+                ids.remove(0);
             }
-            other => {
-                let err = Tokenizer::from_vocab(&vocab).unwrap_err();
-                assert!(
-                    matches!(&err, TokenizerError::UnsupportedModel { model } if model == other),
-                    "{family}: {err:?}"
-                );
-                assert!(err.to_string().contains("tokenizer.ggml.model"), "{err}");
-            }
+            assert_eq!(ids, t.ids, "{family}: {:?}", t.text);
+        }
+        for case in &r.generate {
+            let ids = tok.encode(&case.prompt).unwrap();
+            assert_eq!(ids, case.prompt_ids, "{family}: {:?}", &case.prompt[..24]);
         }
     }
+}
+
+/// A vocabulary of another tokenizer model is refused naming the GGUF key and the value.
+#[test]
+fn unknown_tokenizer_model_is_refused_naming_the_key() {
+    let f = file("mistral");
+    let mut vocab = GgufVocab::from_metadata(f.metadata()).unwrap();
+    vocab.model = "rwkv".to_string();
+    let err = Tokenizer::from_vocab(&vocab).unwrap_err();
+    assert!(
+        matches!(&err, TokenizerError::UnsupportedModel { model } if model == "rwkv"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("tokenizer.ggml.model") && msg.contains("`rwkv`"),
+        "{msg}"
+    );
 }
 
 /// An architecture outside the supported list is refused naming the GGUF key and the value.

@@ -26,6 +26,100 @@ use std::collections::{BinaryHeap, HashMap};
 
 use super::{TokenizerError, token_type};
 
+/// Token texts llama.cpp's loader makes control tokens whatever their type (its EOT, EOM,
+/// FIM and end-of-generation detection lists in `llama_vocab::impl::load`), so that they are
+/// cut out of text and rendered verbatim. (llama.cpp marks only the first FIM token of each
+/// kind it meets; a vocabulary with two spellings of one FIM kind is not reproduced.)
+const CONTROL_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "<end_of_utterance>",
+    "<|eom_id|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "</s>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "[e~[",
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<\u{ff5c}fim\u{2581}begin\u{ff5c}>",
+    "<PRE>",
+    "\u{2581}<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<\u{ff5c}fim\u{2581}hole\u{ff5c}>",
+    "<SUF>",
+    "\u{2581}<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<\u{ff5c}fim\u{2581}end\u{ff5c}>",
+    "<MID>",
+    "\u{2581}<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+    "<|fim_pad|>",
+    "<fim-pad>",
+    "<fim_pad>",
+    "<PAD>",
+    "[PAD]",
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+    "<|file_sep|>",
+];
+
+/// Token texts llama.cpp's loader lists as ending generation (`special_eog_ids`; the FIM
+/// pad, repo and file-separator tokens it adds too are left out).
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
+];
+
+/// Token texts llama.cpp's loader makes user-defined whatever their type (gpt-oss).
+const USER_DEFINED_TEXTS: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
+
 /// A SentencePiece vocabulary ready to encode and decode (see the module docs).
 #[derive(Debug)]
 pub(super) struct Spm {
@@ -41,6 +135,8 @@ pub(super) struct Spm {
     specials: Vec<Special>,
     /// `tokenizer.ggml.add_space_prefix`.
     add_space_prefix: bool,
+    /// Ids of the end-of-generation texts present ([`EOG_TEXTS`]).
+    eog: Vec<u32>,
 }
 
 /// A token matched verbatim in text (control, unknown or user-defined).
@@ -136,7 +232,22 @@ impl Spm {
         if let Some((index, &value)) = scores.iter().enumerate().find(|(_, s)| s.is_nan()) {
             return Err(TokenizerError::BadScore { index, value });
         }
-        let ty = |id: usize| types.get(id).copied().unwrap_or(token_type::NORMAL);
+        let stored = |id: usize| types.get(id).copied().unwrap_or(token_type::NORMAL);
+        let has = |t: &str| tokens.iter().any(|x| x == t);
+        // Gemma 4 and PLaMo keep `</s>` a normal token (llama.cpp's loader).
+        let normal_s = has("<|tool_response>") || has("<|plamo:eos|>");
+        let ty = |id: usize| {
+            let text = tokens[id].as_str();
+            if USER_DEFINED_TEXTS.contains(&text) {
+                token_type::USER_DEFINED
+            } else if text == "</s>" && normal_s {
+                token_type::NORMAL
+            } else if CONTROL_TEXTS.contains(&text) && stored(id) != token_type::USER_DEFINED {
+                token_type::CONTROL
+            } else {
+                stored(id)
+            }
+        };
         let mut ids = HashMap::with_capacity(tokens.len());
         let mut pieces = Vec::with_capacity(tokens.len());
         let mut specials = Vec::new();
@@ -188,7 +299,13 @@ impl Spm {
                     .flatten()
             });
         }
+        let eog = EOG_TEXTS
+            .iter()
+            .filter(|t| !(normal_s && **t == "</s>"))
+            .filter_map(|t| ids.get(*t).copied())
+            .collect();
         Ok(Spm {
+            eog,
             ids,
             scores: scores.to_vec(),
             pieces,
@@ -201,6 +318,11 @@ impl Spm {
     /// The id of a token text, if it is in the vocabulary.
     pub(super) fn token_to_id(&self, text: &str) -> Option<u32> {
         self.ids.get(text).copied()
+    }
+
+    /// Ids whose text llama.cpp treats as ending generation (besides eos).
+    pub(super) fn eog_ids(&self) -> &[u32] {
+        &self.eog
     }
 
     /// Whether `id` is matched verbatim in text (control, unknown or user-defined), never
