@@ -489,10 +489,10 @@ impl std::fmt::Debug for Tokenizer {
 /// What runs a [`Tokenizer`].
 enum Backend {
     /// Byte-level BPE from a GGUF vocabulary, or a `tokenizer.json`: the `tokenizers` crate.
-    Hf(tokenizers::Tokenizer),
+    Hf(Box<tokenizers::Tokenizer>),
     /// A SentencePiece vocabulary, with whether encoding adds bos and eos.
     Spm {
-        spm: spm::Spm,
+        spm: Box<spm::Spm>,
         bos: Option<u32>,
         eos: Option<u32>,
     },
@@ -654,13 +654,13 @@ impl Tokenizer {
             let name = name.to_lowercase();
             name.contains("phi-3") || name.contains("phi3")
         });
-        let spm = spm::Spm::new(
+        let spm = Box::new(spm::Spm::new(
             &v.tokens,
             &v.token_types,
             &v.scores,
             v.add_space_prefix,
             phi3,
-        )?;
+        )?);
         let mut eog: HashSet<u32> = spm.eog_ids().iter().copied().collect();
         eog.extend(v.eos);
         Ok(Tokenizer {
@@ -783,7 +783,7 @@ impl Tokenizer {
 
         let eog = eog_set(v.eos, |t| inner.token_to_id(t));
         Ok(Tokenizer {
-            inner: Backend::Hf(inner),
+            inner: Backend::Hf(Box::new(inner)),
             vocab_size: n,
             bos: v.bos,
             eos: v.eos,
@@ -813,7 +813,7 @@ impl Tokenizer {
         check_special(KEY_EOS, eos, vocab_size)?;
         let eog = eog_set(eos, |t| inner.token_to_id(t));
         Ok(Tokenizer {
-            inner: Backend::Hf(inner),
+            inner: Backend::Hf(Box::new(inner)),
             vocab_size,
             bos,
             eos,

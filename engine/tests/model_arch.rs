@@ -313,7 +313,11 @@ fn sentencepiece_families_generate_llama_cpp_text_from_text() {
     let mut failures = Vec::new();
     let mut families = 0;
     for (family, _, tol) in FAMILIES {
-        let Some(entry) = spm.files.iter().find(|f| f.model == format!("{family}.gguf")) else {
+        let Some(entry) = spm
+            .files
+            .iter()
+            .find(|f| f.model == format!("{family}.gguf"))
+        else {
             continue;
         };
         families += 1;
