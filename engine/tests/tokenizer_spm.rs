@@ -23,6 +23,7 @@ struct FileRef {
     add_bos: bool,
     add_space_prefix_key: Option<bool>,
     bos: u32,
+    eog_ids: Vec<u32>,
     texts: Vec<TextRef>,
 }
 
@@ -63,7 +64,8 @@ fn hex(bytes: &[u8]) -> String {
 /// text, multilingual, with runs of whitespace, with special and user-defined tokens, to
 /// llama.cpp's ids (bos included as the file asks); decode gives llama.cpp's
 /// `llama_detokenize` text, with and without the bos; each token's bytes are llama.cpp's
-/// piece. Both settings of `add_space_prefix` are among the files.
+/// piece; the end-of-generation ids are llama.cpp's. Both settings of `add_space_prefix`
+/// are among the files.
 #[test]
 fn sentencepiece_files_tokenize_and_detokenize_as_llama_cpp() {
     let r = reference();
@@ -84,6 +86,10 @@ fn sentencepiece_files_tokenize_and_detokenize_as_llama_cpp() {
         assert_eq!(sha, f.model_sha256, "{}: captured on another file", f.model);
         let tok = tokenizer(&f.model);
         assert_eq!(tok.bos(), Some(f.bos), "{}", f.model);
+        let eog: Vec<u32> = (0..tok.vocab_size() as u32)
+            .filter(|&id| tok.is_eog(id))
+            .collect();
+        assert_eq!(eog, f.eog_ids, "{}: end-of-generation ids", f.model);
         for t in &f.texts {
             let what = format!("{} {:?}", f.model, t.text);
             let ids = tok.encode(&t.text).unwrap();

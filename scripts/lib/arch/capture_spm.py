@@ -4,7 +4,8 @@ Usage: capture_spm.py OUT_JSON GGUF...
 
 llama.cpp through llama-cpp-python 0.3.36, vocabulary only. For each file whose
 vocabulary type is SPM (`tokenizer.ggml.model = "llama"`; other files are skipped and
-listed), records its sha256, its `tokenizer.ggml.add_space_prefix` key (absent: true), and for each text of
+listed), records its sha256, its `tokenizer.ggml.add_space_prefix` key (absent: true), the ids
+`llama_vocab_is_eog` holds, and for each text of
 TEXTS:
 
 - `ids`: `llama_tokenize(text, add_special=True, parse_special=True)` (bos as the file
@@ -128,6 +129,9 @@ for path in paths:
         "add_space_prefix_key": {"true": True, "false": False, None: None}[
             llm.metadata.get("tokenizer.ggml.add_space_prefix")],
         "bos": bos,
+        # llama_vocab_is_eog over the whole vocabulary.
+        "eog_ids": [t for t in range(llama_cpp.llama_vocab_n_tokens(vocab))
+                    if llama_cpp.llama_vocab_is_eog(vocab, t)],
         "texts": texts,
         "generate": generate,
     })
