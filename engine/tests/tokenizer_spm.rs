@@ -163,6 +163,8 @@ fn sentencepiece_stream_decode_and_constraint_vocabulary_follow_the_pieces() {
         let the = tok.encode(" the").unwrap();
         let the = *the.last().unwrap();
         assert_eq!(vocab.bytes(the), b" the", "{}", f.model);
+        assert_eq!(tok.token_to_piece(the).unwrap(), " the");
+        assert_eq!(tok.token_to_piece(f.bos).unwrap(), "<s>");
         assert_eq!(vocab.bytes(f.bos), b"", "{}", f.model);
         assert_eq!(vocab.bytes(0), b"", "{}", f.model);
     }
