@@ -384,7 +384,7 @@ impl Core {
                             .copied()
                             .filter(|&id| !t.is_eog(id))
                             .collect();
-                        Some(t.decode(&shown)?)
+                        Some(t.decode_continuation(&shown)?)
                     }
                     None => None,
                 };

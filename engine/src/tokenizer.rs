@@ -1,8 +1,15 @@
-//! Text ↔ token ids: a `tokenizers` byte-level BPE built from a GGUF vocabulary (or a `tokenizer.json`), with streaming decode.
+//! Text ↔ token ids from a GGUF vocabulary (byte-level BPE or SentencePiece) or a `tokenizer.json`, with streaming decode.
 //!
 //! The GGUF route reads the keys llama.cpp's `llama_vocab::load` reads (`tokenizer.ggml.*`,
-//! see the GGUF specification's "Tokenizer" section) and rebuilds the same tokenizer with the
-//! `tokenizers` crate:
+//! see the GGUF specification's "Tokenizer" section) and rebuilds the same tokenizer:
+//!
+//! - `tokenizer.ggml.model = "llama"`: SentencePiece (Llama 2, Mistral, Phi-3, Gemma), the
+//!   score-ordered merge of llama.cpp's `llm_tokenizer_spm` in [`spm`] (tokens with `▁` for a
+//!   space, `tokenizer.ggml.scores`, byte tokens `<0xXX>`, `tokenizer.ggml.add_space_prefix`).
+//!   Absent keys take llama.cpp's defaults for this model: bos 1, eos 2, unk 0, add_bos true,
+//!   add_space_prefix true.
+//!
+//! The byte-level BPE is built with the `tokenizers` crate:
 //!
 //! - `tokenizer.ggml.model = "gpt2"`: byte-level BPE. Tokens are stored in the GPT-2 byte-to-unicode
 //!   alphabet (`Ġ` for a space, `Ċ` for a newline) and merges as `"left right"` strings, in rank order.
@@ -16,6 +23,10 @@
 //!   user-defined (4) tokens are plain added tokens; all of them are recognised as whole units in
 //!   input text before the BPE runs, as llama.cpp does with `parse_special = true`.
 //! - `tokenizer.ggml.add_bos_token` / `add_eos_token`: a post-processor wraps the ids.
+//!
+//! Any other `tokenizer.ggml.model` is refused with [`TokenizerError::UnsupportedModel`].
+
+mod spm;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -39,6 +50,12 @@ pub const KEY_PRE: &str = "tokenizer.ggml.pre";
 pub const KEY_TOKENS: &str = "tokenizer.ggml.tokens";
 /// GGUF key of the per-token types (i32, one per token).
 pub const KEY_TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
+/// GGUF key of the SentencePiece scores (f32, one per token; higher merges first).
+pub const KEY_SCORES: &str = "tokenizer.ggml.scores";
+/// GGUF key of the SentencePiece "prefix each text with a space" flag.
+pub const KEY_ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+/// GGUF key of the model's name (llama.cpp keys Phi-3's special-token stripping on it).
+pub const KEY_NAME: &str = "general.name";
 /// GGUF key of the BPE merges, `"left right"` strings in rank order.
 pub const KEY_MERGES: &str = "tokenizer.ggml.merges";
 /// GGUF key of the beginning-of-sequence token id.
@@ -131,7 +148,7 @@ pub enum TokenizerError {
     },
     /// `tokenizer.ggml.model` names a tokenizer this engine does not implement.
     #[error(
-        "tokenizer model `{model}` (GGUF key `tokenizer.ggml.model`) is not supported; only `gpt2` (byte-level BPE) is"
+        "tokenizer model `{model}` (GGUF key `tokenizer.ggml.model`) is not supported; only `gpt2` (byte-level BPE) and `llama` (SentencePiece) are"
     )]
     UnsupportedModel {
         /// The model name found.
@@ -189,6 +206,43 @@ pub enum TokenizerError {
         index: usize,
         /// The value found.
         value: i32,
+    },
+    /// `tokenizer.ggml.scores` and `tokenizer.ggml.tokens` disagree in length.
+    #[error(
+        "GGUF metadata key `tokenizer.ggml.scores` has {scores} entries but `tokenizer.ggml.tokens` has {tokens}"
+    )]
+    ScoresLength {
+        /// Length of the token list.
+        tokens: usize,
+        /// Length of the score list.
+        scores: usize,
+    },
+    /// A score that is not a number (merges are ordered by score).
+    #[error("GGUF metadata key `tokenizer.ggml.scores`[{index}] = {value} is not a number")]
+    BadScore {
+        /// The token id.
+        index: usize,
+        /// The value found.
+        value: f32,
+    },
+    /// A token typed as a byte (6) whose text is not `<0xXX>`.
+    #[error(
+        "GGUF metadata key `tokenizer.ggml.token_type`[{index}] marks {text:?} as a byte token, but its text is not `<0xXX>`"
+    )]
+    BadByteToken {
+        /// The token id.
+        index: usize,
+        /// Its text.
+        text: String,
+    },
+    /// A SentencePiece text has a character outside the vocabulary, and the vocabulary has no
+    /// token for one of its UTF-8 bytes (neither `<0xXX>` nor the byte itself).
+    #[error(
+        "GGUF metadata key `tokenizer.ggml.tokens` has no byte token `<0x{byte:02X}>`, needed for a character outside the vocabulary"
+    )]
+    MissingByteToken {
+        /// The byte without a token.
+        byte: u8,
     },
     /// A BPE vocabulary without merges.
     #[error(
@@ -295,7 +349,7 @@ fn lib_err(action: &'static str) -> impl FnOnce(tokenizers::Error) -> TokenizerE
 /// `tokens[i]` is the text of id `i` (byte-level alphabet for `gpt2` models); `token_types`
 /// is parallel to it (see [`token_type`]), or empty when the file has no types; `merges` are
 /// `"left right"` strings in rank order. Special ids are `None` when their key is absent.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GgufVocab {
     /// `tokenizer.ggml.model`, e.g. `gpt2`.
     pub model: String,
@@ -307,6 +361,12 @@ pub struct GgufVocab {
     pub token_types: Vec<i32>,
     /// `tokenizer.ggml.merges` (empty when absent).
     pub merges: Vec<String>,
+    /// `tokenizer.ggml.scores` (empty when absent; an i32 array is read as f32, as llama.cpp).
+    pub scores: Vec<f32>,
+    /// `tokenizer.ggml.add_space_prefix` (absent: true for `llama`, false otherwise).
+    pub add_space_prefix: bool,
+    /// `general.name`, e.g. `Phi3` (llama.cpp sets right-strip on Phi-3's special tokens).
+    pub name: Option<String>,
     /// `tokenizer.ggml.bos_token_id`.
     pub bos: Option<u32>,
     /// `tokenizer.ggml.eos_token_id`.
@@ -315,7 +375,7 @@ pub struct GgufVocab {
     pub unk: Option<u32>,
     /// `tokenizer.ggml.padding_token_id`.
     pub pad: Option<u32>,
-    /// `tokenizer.ggml.add_bos_token` (false when absent).
+    /// `tokenizer.ggml.add_bos_token` (absent: true for `llama`, false otherwise).
     pub add_bos: bool,
     /// `tokenizer.ggml.add_eos_token` (false when absent).
     pub add_eos: bool,
@@ -344,8 +404,10 @@ impl GgufVocab {
     /// Reads the tokenizer keys (`tokenizer.ggml.*`, `tokenizer.chat_template`) from GGUF metadata.
     ///
     /// `tokenizer.ggml.model` and `tokenizer.ggml.tokens` are required; every other key is
-    /// optional (absent lists are empty, absent ids `None`, absent flags false). Nothing is
-    /// cross-checked here: [`Tokenizer::from_vocab`] validates the vocabulary.
+    /// optional (absent lists are empty, absent ids `None`, absent flags false), except that a
+    /// `llama` (SentencePiece) vocabulary takes llama.cpp's defaults for it: bos 1, eos 2,
+    /// unk 0, add_bos true, add_space_prefix true. Nothing is cross-checked here:
+    /// [`Tokenizer::from_vocab`] validates the vocabulary.
     ///
     /// Errors: [`TokenizerError::MissingKey`] for a required key; [`TokenizerError::BadKey`]
     /// naming the key when a value has the wrong type or does not fit (e.g. a negative id).
@@ -359,9 +421,25 @@ impl GgufVocab {
         let merges = optional(KEY_MERGES, md.get_str_array(KEY_MERGES))?
             .map(<[String]>::to_vec)
             .unwrap_or_default();
-        let id = |key: &'static str| optional(key, md.get_u32(key));
-        let flag = |key: &'static str| {
-            Ok::<_, TokenizerError>(optional(key, md.get_bool(key))?.unwrap_or(false))
+        let scores = match md.get_f32_array(KEY_SCORES) {
+            Ok(s) => s.to_vec(),
+            Err(GgufError::MissingKey { .. }) => Vec::new(),
+            Err(e) => match md.get_i32_array(KEY_SCORES) {
+                Ok(s) => s.iter().map(|&v| v as f32).collect(),
+                Err(_) => {
+                    return Err(TokenizerError::BadKey {
+                        key: KEY_SCORES,
+                        message: e.to_string(),
+                    });
+                }
+            },
+        };
+        let spm = model == "llama";
+        let id = |key: &'static str, default: u32| {
+            Ok::<_, TokenizerError>(optional(key, md.get_u32(key))?.or(spm.then_some(default)))
+        };
+        let flag = |key: &'static str, default: bool| {
+            Ok::<_, TokenizerError>(optional(key, md.get_bool(key))?.unwrap_or(default))
         };
         Ok(GgufVocab {
             model,
@@ -369,12 +447,15 @@ impl GgufVocab {
             tokens,
             token_types,
             merges,
-            bos: id(KEY_BOS)?,
-            eos: id(KEY_EOS)?,
-            unk: id(KEY_UNK)?,
-            pad: id(KEY_PAD)?,
-            add_bos: flag(KEY_ADD_BOS)?,
-            add_eos: flag(KEY_ADD_EOS)?,
+            scores,
+            add_space_prefix: flag(KEY_ADD_SPACE_PREFIX, spm)?,
+            name: optional(KEY_NAME, md.get_str(KEY_NAME))?.map(str::to_string),
+            bos: id(KEY_BOS, 1)?,
+            eos: id(KEY_EOS, 2)?,
+            unk: id(KEY_UNK, 0)?,
+            pad: optional(KEY_PAD, md.get_u32(KEY_PAD))?,
+            add_bos: flag(KEY_ADD_BOS, spm)?,
+            add_eos: flag(KEY_ADD_EOS, false)?,
             chat_template: optional(KEY_CHAT_TEMPLATE, md.get_str(KEY_CHAT_TEMPLATE))?
                 .map(str::to_string),
         })
@@ -383,9 +464,10 @@ impl GgufVocab {
 
 /// A text tokenizer: encode, decode, streaming decode and special-token queries.
 ///
-/// Wraps a `tokenizers::Tokenizer`; ids are `u32` in `0..vocab_size()`.
+/// Wraps a `tokenizers::Tokenizer` (byte-level BPE, `tokenizer.json`) or a SentencePiece
+/// vocabulary ([`spm`]); ids are `u32` in `0..vocab_size()`.
 pub struct Tokenizer {
-    inner: tokenizers::Tokenizer,
+    inner: Backend,
     vocab_size: usize,
     bos: Option<u32>,
     eos: Option<u32>,
@@ -402,6 +484,18 @@ impl std::fmt::Debug for Tokenizer {
             .field("eog", &self.eog)
             .finish_non_exhaustive()
     }
+}
+
+/// What runs a [`Tokenizer`].
+enum Backend {
+    /// Byte-level BPE from a GGUF vocabulary, or a `tokenizer.json`: the `tokenizers` crate.
+    Hf(Box<tokenizers::Tokenizer>),
+    /// A SentencePiece vocabulary, with whether encoding adds bos and eos.
+    Spm {
+        spm: Box<spm::Spm>,
+        bos: Option<u32>,
+        eos: Option<u32>,
+    },
 }
 
 fn check_special(
@@ -460,35 +554,30 @@ fn eog_set(eos: Option<u32>, lookup: impl Fn(&str) -> Option<u32>) -> HashSet<u3
 impl Tokenizer {
     /// Builds the tokenizer from a GGUF vocabulary (see the module docs for what each key means).
     ///
-    /// Errors: [`TokenizerError::UnsupportedModel`] unless `model == "gpt2"`;
-    /// [`TokenizerError::UnsupportedPreTokenizer`] for a pre-tokenizer name not reproduced here;
-    /// [`TokenizerError::EmptyVocab`], [`TokenizerError::DuplicateToken`],
+    /// Errors: [`TokenizerError::UnsupportedModel`] unless `model` is `gpt2` or `llama`;
+    /// [`TokenizerError::UnsupportedPreTokenizer`] for a `gpt2` pre-tokenizer name not
+    /// reproduced here; [`TokenizerError::EmptyVocab`], [`TokenizerError::DuplicateToken`],
     /// [`TokenizerError::TokenTypeLength`], [`TokenizerError::BadTokenType`],
-    /// [`TokenizerError::MalformedMerge`], [`TokenizerError::UnknownMergeToken`],
     /// [`TokenizerError::SpecialIdOutOfRange`] and [`TokenizerError::MissingSpecialForFlag`]
-    /// for an inconsistent vocabulary.
+    /// for an inconsistent vocabulary; for `gpt2`, [`TokenizerError::NoMerges`],
+    /// [`TokenizerError::MalformedMerge`] and [`TokenizerError::UnknownMergeToken`]; for
+    /// `llama`, [`TokenizerError::MissingKey`] (`tokenizer.ggml.scores`),
+    /// [`TokenizerError::ScoresLength`], [`TokenizerError::BadScore`] and
+    /// [`TokenizerError::BadByteToken`].
     pub fn from_vocab(v: &GgufVocab) -> Result<Tokenizer, TokenizerError> {
-        if v.model != "gpt2" {
-            return Err(TokenizerError::UnsupportedModel {
+        match v.model.as_str() {
+            "gpt2" => Self::from_bpe_vocab(v),
+            "llama" => Self::from_spm_vocab(v),
+            _ => Err(TokenizerError::UnsupportedModel {
                 model: v.model.clone(),
-            });
+            }),
         }
-        let pre_kind = match v.pre.as_deref() {
-            Some(p) if PRE_DIGITS_GPT2.contains(&p) => PreKind::DigitsGpt2,
-            Some(p) if PRE_GPT2.contains(&p) => PreKind::Gpt2,
-            Some(p) if PRE_LLAMA3.contains(&p) => PreKind::Regex(LLAMA3_REGEX),
-            Some(p) if PRE_QWEN2.contains(&p) => PreKind::Regex(QWEN2_REGEX),
-            other => {
-                return Err(TokenizerError::UnsupportedPreTokenizer {
-                    pre: other.map(str::to_string),
-                });
-            }
-        };
+    }
+
+    /// Checks shared by every vocabulary: size, token types, special ids. Returns the size.
+    fn check_vocab(v: &GgufVocab) -> Result<usize, TokenizerError> {
         if v.tokens.is_empty() {
             return Err(TokenizerError::EmptyVocab);
-        }
-        if v.merges.is_empty() {
-            return Err(TokenizerError::NoMerges);
         }
         let n = v.tokens.len();
         if u32::try_from(n).is_err() {
@@ -516,6 +605,94 @@ impl Tokenizer {
         ] {
             check_special(key, id, n)?;
         }
+        Ok(n)
+    }
+
+    /// A `llama` (SentencePiece) vocabulary: see [`spm`].
+    fn from_spm_vocab(v: &GgufVocab) -> Result<Tokenizer, TokenizerError> {
+        let n = Self::check_vocab(v)?;
+        if v.scores.is_empty() {
+            return Err(TokenizerError::MissingKey { key: KEY_SCORES });
+        }
+        if v.scores.len() != n {
+            return Err(TokenizerError::ScoresLength {
+                tokens: n,
+                scores: v.scores.len(),
+            });
+        }
+        let mut seen = std::collections::HashMap::with_capacity(n);
+        for (id, text) in v.tokens.iter().enumerate() {
+            if let Some(first) = seen.insert(text.as_str(), id as u32) {
+                return Err(TokenizerError::DuplicateToken {
+                    text: text.clone(),
+                    first,
+                    second: id as u32,
+                });
+            }
+        }
+        let bos = match (v.add_bos, v.bos) {
+            (true, None) => {
+                return Err(TokenizerError::MissingSpecialForFlag {
+                    flag: KEY_ADD_BOS,
+                    key: KEY_BOS,
+                });
+            }
+            (add, id) => id.filter(|_| add),
+        };
+        let eos = match (v.add_eos, v.eos) {
+            (true, None) => {
+                return Err(TokenizerError::MissingSpecialForFlag {
+                    flag: KEY_ADD_EOS,
+                    key: KEY_EOS,
+                });
+            }
+            (add, id) => id.filter(|_| add),
+        };
+        // llama.cpp: `general.name` containing "phi-3" or "phi3" (any case) right-strips
+        // whitespace after Phi-3's special tokens.
+        let phi3 = v.name.as_deref().is_some_and(|name| {
+            let name = name.to_lowercase();
+            name.contains("phi-3") || name.contains("phi3")
+        });
+        let spm = Box::new(spm::Spm::new(
+            &v.tokens,
+            &v.token_types,
+            &v.scores,
+            v.add_space_prefix,
+            phi3,
+        )?);
+        let mut eog: HashSet<u32> = spm.eog_ids().iter().copied().collect();
+        eog.extend(v.eos);
+        Ok(Tokenizer {
+            inner: Backend::Spm { spm, bos, eos },
+            vocab_size: n,
+            bos: v.bos,
+            eos: v.eos,
+            eog,
+            constraint_vocab: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// A `gpt2` (byte-level BPE) vocabulary, built with the `tokenizers` crate.
+    fn from_bpe_vocab(v: &GgufVocab) -> Result<Tokenizer, TokenizerError> {
+        let pre_kind = match v.pre.as_deref() {
+            Some(p) if PRE_DIGITS_GPT2.contains(&p) => PreKind::DigitsGpt2,
+            Some(p) if PRE_GPT2.contains(&p) => PreKind::Gpt2,
+            Some(p) if PRE_LLAMA3.contains(&p) => PreKind::Regex(LLAMA3_REGEX),
+            Some(p) if PRE_QWEN2.contains(&p) => PreKind::Regex(QWEN2_REGEX),
+            other => {
+                return Err(TokenizerError::UnsupportedPreTokenizer {
+                    pre: other.map(str::to_string),
+                });
+            }
+        };
+        if v.tokens.is_empty() {
+            return Err(TokenizerError::EmptyVocab);
+        }
+        if v.merges.is_empty() {
+            return Err(TokenizerError::NoMerges);
+        }
+        let n = Self::check_vocab(v)?;
 
         let mut vocab = Vocab::with_capacity(n);
         for (id, text) in v.tokens.iter().enumerate() {
@@ -606,7 +783,7 @@ impl Tokenizer {
 
         let eog = eog_set(v.eos, |t| inner.token_to_id(t));
         Ok(Tokenizer {
-            inner,
+            inner: Backend::Hf(Box::new(inner)),
             vocab_size: n,
             bos: v.bos,
             eos: v.eos,
@@ -636,7 +813,7 @@ impl Tokenizer {
         check_special(KEY_EOS, eos, vocab_size)?;
         let eog = eog_set(eos, |t| inner.token_to_id(t));
         Ok(Tokenizer {
-            inner,
+            inner: Backend::Hf(Box::new(inner)),
             vocab_size,
             bos,
             eos,
@@ -646,56 +823,102 @@ impl Tokenizer {
     }
 
     /// Encodes `text` to token ids. Special and user-defined tokens written in the text
-    /// (e.g. `<|im_start|>`) become their single ids; bos/eos are added as configured
-    /// (`add_bos_token`, false for SmolLM2).
+    /// (e.g. `<|im_start|>`, `<s>`) become their single ids (llama.cpp's `parse_special`);
+    /// bos/eos are added as configured (`add_bos_token`: false for SmolLM2, true by default
+    /// for SentencePiece vocabularies).
+    ///
+    /// Errors: [`TokenizerError::MissingByteToken`] for a SentencePiece text with a character
+    /// outside the vocabulary whose byte has no token; [`TokenizerError::Library`] when the
+    /// `tokenizers` crate fails.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
-        let enc = self
-            .inner
-            .encode(text, true)
-            .map_err(lib_err("encoding text"))?;
-        Ok(enc.get_ids().to_vec())
+        match &self.inner {
+            Backend::Hf(inner) => {
+                let enc = inner.encode(text, true).map_err(lib_err("encoding text"))?;
+                Ok(enc.get_ids().to_vec())
+            }
+            Backend::Spm { spm, bos, eos } => {
+                let mut ids = Vec::with_capacity(text.len() / 2 + 2);
+                ids.extend(*bos);
+                spm.encode(text, &mut ids)?;
+                ids.extend(*eos);
+                Ok(ids)
+            }
+        }
     }
 
-    /// Decodes ids to text; special tokens are rendered as their text (`<|im_end|>`), and byte
-    /// sequences that are not valid UTF-8 become U+FFFD.
+    /// Decodes ids to text (llama.cpp's `llama_detokenize` with special tokens rendered):
+    /// special tokens are rendered as their text (`<|im_end|>`), byte sequences that are not
+    /// valid UTF-8 become U+FFFD, and for a SentencePiece vocabulary with `add_space_prefix`
+    /// one leading space of the first token is dropped (the space encoding added), so that
+    /// `decode(encode(text))` gives `text` back. For generated text, which continues a
+    /// prompt, use [`Tokenizer::decode_continuation`].
     ///
     /// Errors: [`TokenizerError::IdOutOfRange`] naming the first id outside the vocabulary.
     pub fn decode(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.decode_with(ids, true)
+    }
+
+    /// Decodes ids that continue earlier text: as [`Tokenizer::decode`], but a SentencePiece
+    /// token's leading space is kept (the text of each token as llama.cpp's
+    /// `llama_token_to_piece` gives it, concatenated: what llama.cpp's server streams). The
+    /// same as [`Tokenizer::decode`] for byte-level BPE.
+    ///
+    /// Errors: [`TokenizerError::IdOutOfRange`] naming the first id outside the vocabulary.
+    pub fn decode_continuation(&self, ids: &[u32]) -> Result<String, TokenizerError> {
+        self.decode_with(ids, false)
+    }
+
+    fn decode_with(&self, ids: &[u32], strip_leading: bool) -> Result<String, TokenizerError> {
         for &id in ids {
             self.check_id(id)?;
         }
-        self.inner
-            .decode(ids, false)
-            .map_err(lib_err("decoding ids"))
+        match &self.inner {
+            Backend::Hf(inner) => inner.decode(ids, false).map_err(lib_err("decoding ids")),
+            Backend::Spm { spm, .. } => {
+                Ok(String::from_utf8_lossy(&spm.decode_bytes(ids, strip_leading)).into_owned())
+            }
+        }
     }
 
-    /// The text of one token on its own (as [`Tokenizer::decode`] of `[id]`): a token holding
-    /// only part of a multi-byte character gives U+FFFD; use [`Tokenizer::stream_decoder`] to
-    /// print generated text.
+    /// The text of one token on its own (as [`Tokenizer::decode_continuation`] of `[id]`,
+    /// llama.cpp's `llama_token_to_piece`): a token holding only part of a multi-byte
+    /// character gives U+FFFD; use [`Tokenizer::stream_decoder`] to print generated text.
     pub fn token_to_piece(&self, id: u32) -> Result<String, TokenizerError> {
-        self.decode(&[id])
+        self.decode_continuation(&[id])
     }
 
     /// The bytes of one token, as it adds them to the text: a byte-level token's characters
     /// mapped back through GPT-2's byte-to-unicode table (`Ġ` → `0x20`); a token with a
     /// character outside that table (an added token such as `<fake token>`) gives its text's
-    /// UTF-8. A token may hold part of a multi-byte character: these are the bytes OpenAI's
-    /// `logprobs.bytes` lists.
+    /// UTF-8. A SentencePiece token gives its text with `▁` as a space, a byte token
+    /// (`<0x0A>`) its byte, an unused token nothing. A token may hold part of a multi-byte
+    /// character: these are the bytes OpenAI's `logprobs.bytes` lists.
     ///
     /// Errors: [`TokenizerError::IdOutOfRange`].
     pub fn token_bytes(&self, id: u32) -> Result<Vec<u8>, TokenizerError> {
         self.check_id(id)?;
-        let text = self.inner.id_to_token(id).unwrap_or_default();
-        let bytes: Option<Vec<u8>> = text.chars().map(byte_of_char).collect();
-        Ok(bytes.unwrap_or_else(|| text.into_bytes()))
+        match &self.inner {
+            Backend::Hf(inner) => {
+                let text = inner.id_to_token(id).unwrap_or_default();
+                let bytes: Option<Vec<u8>> = text.chars().map(byte_of_char).collect();
+                Ok(bytes.unwrap_or_else(|| text.into_bytes()))
+            }
+            Backend::Spm { spm, .. } => Ok(spm.piece(id).to_vec()),
+        }
     }
 
     /// The vocabulary prepared for constrained decoding (built on first use, then kept):
     /// each token's [`Tokenizer::token_bytes`], with added tokens (`<|im_start|>` and the
-    /// like) never allowed inside a value, and the end-of-generation ids.
+    /// like; a SentencePiece vocabulary's control, unknown and user-defined tokens) never
+    /// allowed inside a value, and the end-of-generation ids.
     pub fn constraint_vocab(&self) -> &crate::constrain::TokenVocab {
         self.constraint_vocab.get_or_init(|| {
-            let added: HashSet<u32> = self.inner.get_added_tokens_decoder().into_keys().collect();
+            let added: HashSet<u32> = match &self.inner {
+                Backend::Hf(inner) => inner.get_added_tokens_decoder().into_keys().collect(),
+                Backend::Spm { spm, .. } => (0..self.vocab_size as u32)
+                    .filter(|&id| spm.is_special(id))
+                    .collect(),
+            };
             let mut eog: Vec<u32> = self.eog.iter().copied().collect();
             eog.sort_unstable();
             crate::constrain::TokenVocab::new(
@@ -740,7 +963,11 @@ impl Tokenizer {
     }
 
     fn check_id(&self, id: u32) -> Result<(), TokenizerError> {
-        if (id as usize) < self.vocab_size && self.inner.id_to_token(id).is_some() {
+        let known = match &self.inner {
+            Backend::Hf(inner) => inner.id_to_token(id).is_some(),
+            Backend::Spm { spm, .. } => (id as usize) < spm.len(),
+        };
+        if (id as usize) < self.vocab_size && known {
             Ok(())
         } else {
             Err(TokenizerError::IdOutOfRange {
@@ -755,7 +982,9 @@ impl Tokenizer {
 ///
 /// [`StreamDecoder::push`] returns `Some(text)` once the ids so far decode to new, complete
 /// text, and `None` while the last token leaves a character unfinished. The concatenation of
-/// everything returned, plus [`StreamDecoder::finish`], equals [`Tokenizer::decode`] of all ids.
+/// everything returned, plus [`StreamDecoder::finish`], equals
+/// [`Tokenizer::decode_continuation`] of all ids (generated text keeps the leading space a
+/// SentencePiece token carries).
 /// It keeps the previous token as context (decoders may treat a leading token specially) and
 /// re-decodes only the ids since then.
 pub struct StreamDecoder<'a> {
@@ -799,7 +1028,7 @@ impl StreamState {
     pub fn push(&mut self, tok: &Tokenizer, id: u32) -> Result<Option<String>, TokenizerError> {
         tok.check_id(id)?;
         self.ids.push(id);
-        let text = tok.decode(&self.ids)?;
+        let text = tok.decode_continuation(&self.ids)?;
         if text.ends_with('\u{FFFD}') {
             return Ok(None);
         }
@@ -813,7 +1042,7 @@ impl StreamState {
         let last = *self.ids.last().expect("an id was just pushed");
         self.ids.clear();
         self.ids.push(last);
-        self.prefix = tok.decode(&self.ids)?;
+        self.prefix = tok.decode_continuation(&self.ids)?;
         Ok(Some(new))
     }
 
@@ -821,7 +1050,7 @@ impl StreamState {
     ///
     /// Errors: the tokenizer's decoding errors.
     pub fn finish(&mut self, tok: &Tokenizer) -> Result<Option<String>, TokenizerError> {
-        let text = tok.decode(&self.ids)?;
+        let text = tok.decode_continuation(&self.ids)?;
         let rest = text
             .strip_prefix(self.prefix.as_str())
             .unwrap_or(text.as_str())

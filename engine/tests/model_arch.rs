@@ -29,7 +29,7 @@ struct Tokenized {
     ids: Vec<u32>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Case {
     prompt: String,
     prompt_ids: Vec<u32>,
@@ -37,7 +37,7 @@ struct Case {
     steps: Vec<Step>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone)]
 struct Step {
     pos: usize,
     top: Vec<(u32, f32)>,
@@ -252,36 +252,121 @@ fn step_by_step_decode_equals_prefill() {
     }
 }
 
-/// The byte-level BPE vocabularies (llama-bpe for Llama 3, qwen2 for Qwen2/Qwen3) tokenize
-/// llama.cpp's multilingual texts to llama.cpp's ids; the SentencePiece vocabularies
-/// (Gemma, Phi-3, Mistral files) are refused with a typed error naming the GGUF key.
+/// Every family's vocabulary tokenizes llama.cpp's multilingual texts and its prompts to
+/// llama.cpp's ids: byte-level BPE (llama-bpe for Llama 3, qwen2 for Qwen2/Qwen3) and
+/// SentencePiece (Mistral, Phi-3, Gemma 2/3 files; LLaMA's vocabulary, Phi-3's with its
+/// added tokens, Gemma's without the space prefix). The texts were captured without bos, the
+/// prompts with bos as each file asks.
 #[test]
-fn tokenizers_match_llama_cpp_or_are_refused_by_name() {
+fn every_family_tokenizes_as_llama_cpp() {
     for (family, _, _) in FAMILIES {
         let f = file(family);
         let vocab = GgufVocab::from_metadata(f.metadata()).unwrap();
         let r = reference(family);
-        match vocab.model.as_str() {
-            "gpt2" => {
-                let tok = Tokenizer::from_vocab(&vocab).unwrap_or_else(|e| panic!("{family}: {e}"));
-                for t in &r.tokenization {
-                    let mut ids = tok.encode(&t.text).unwrap();
-                    if vocab.add_bos && ids.first() == vocab.bos.as_ref() {
-                        ids.remove(0);
-                    }
-                    assert_eq!(ids, t.ids, "{family}: {:?}", t.text);
-                }
+        let tok = Tokenizer::from_vocab(&vocab).unwrap_or_else(|e| panic!("{family}: {e}"));
+        for t in &r.tokenization {
+            let mut ids = tok.encode(&t.text).unwrap();
+            if vocab.add_bos && ids.first() == vocab.bos.as_ref() {
+                ids.remove(0);
             }
-            other => {
-                let err = Tokenizer::from_vocab(&vocab).unwrap_err();
-                assert!(
-                    matches!(&err, TokenizerError::UnsupportedModel { model } if model == other),
-                    "{family}: {err:?}"
-                );
-                assert!(err.to_string().contains("tokenizer.ggml.model"), "{err}");
-            }
+            assert_eq!(ids, t.ids, "{family}: {:?}", t.text);
+        }
+        for case in &r.generate {
+            let ids = tok.encode(&case.prompt).unwrap();
+            assert_eq!(ids, case.prompt_ids, "{family}: {:?}", &case.prompt[..24]);
         }
     }
+}
+
+/// `fixtures/arch/spm-llamacpp.json` (scripts/capture-spm-tokens): per SentencePiece file,
+/// llama.cpp's ids of each reference prompt and the text of its greedy continuation.
+#[derive(Deserialize)]
+struct SpmReference {
+    files: Vec<SpmFile>,
+}
+
+#[derive(Deserialize)]
+struct SpmFile {
+    model: String,
+    generate: Vec<SpmGenerate>,
+}
+
+#[derive(Deserialize)]
+struct SpmGenerate {
+    prompt: String,
+    ids: Vec<u32>,
+    greedy_ids: Vec<u32>,
+    continuation: String,
+}
+
+/// The SentencePiece families (Mistral, Phi-3, Gemma 2, Gemma 3) generate from text as
+/// llama.cpp does: the engine's ids of the prompt text are llama.cpp's, greedy decoding from
+/// those ids gives llama.cpp's tokens with its logits (each step checked as in
+/// [`every_family_matches_llama_cpp_logits_and_greedy_tokens`], portable path, the two
+/// short prompts), and the streamed text of those tokens is the text llama.cpp's pieces
+/// make.
+#[test]
+fn sentencepiece_families_generate_llama_cpp_text_from_text() {
+    let p = root().join("fixtures/arch/spm-llamacpp.json");
+    let spm: SpmReference =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).expect("reference parses");
+    let mut failures = Vec::new();
+    let mut families = 0;
+    for (family, _, tol) in FAMILIES {
+        let Some(entry) = spm
+            .files
+            .iter()
+            .find(|f| f.model == format!("{family}.gguf"))
+        else {
+            continue;
+        };
+        families += 1;
+        let f = file(family);
+        let tok = Tokenizer::from_vocab(&GgufVocab::from_metadata(f.metadata()).unwrap())
+            .unwrap_or_else(|e| panic!("{family}: {e}"));
+        let model = Model::from_file(f.clone(), Cpu::new(2, Isa::Portable)).unwrap();
+        let r = reference(family);
+        for (case, g) in r.generate.iter().zip(&entry.generate).take(2) {
+            assert_eq!(case.prompt, g.prompt);
+            assert_eq!(case.greedy_ids, g.greedy_ids);
+            let ids = tok.encode(&g.prompt).unwrap();
+            assert_eq!(ids, g.ids, "{family}: {:?}", &g.prompt[..24]);
+            let ours = Case {
+                prompt_ids: ids,
+                ..case.clone()
+            };
+            if let Err(e) = run_case(&model, family, &ours, tol) {
+                failures.push(e);
+            }
+            let mut stream = tok.stream_decoder();
+            let mut text = String::new();
+            for &id in &g.greedy_ids {
+                text.extend(stream.push(id).unwrap());
+            }
+            text.extend(stream.finish().unwrap());
+            assert_eq!(text, g.continuation, "{family}: {:?}", &g.prompt[..24]);
+        }
+    }
+    assert_eq!(families, 4, "mistral, phi3, gemma2, gemma3");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A vocabulary of another tokenizer model is refused naming the GGUF key and the value.
+#[test]
+fn unknown_tokenizer_model_is_refused_naming_the_key() {
+    let f = file("mistral");
+    let mut vocab = GgufVocab::from_metadata(f.metadata()).unwrap();
+    vocab.model = "rwkv".to_string();
+    let err = Tokenizer::from_vocab(&vocab).unwrap_err();
+    assert!(
+        matches!(&err, TokenizerError::UnsupportedModel { model } if model == "rwkv"),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("tokenizer.ggml.model") && msg.contains("`rwkv`"),
+        "{msg}"
+    );
 }
 
 /// An architecture outside the supported list is refused naming the GGUF key and the value.

@@ -99,14 +99,196 @@ fn smollm_pre_tokenizer_splits_every_digit_before_bpe_and_gpt2_does_not() {
 #[test]
 fn unknown_tokenizer_model_names_the_model() {
     let mut md = tiny();
+    md.insert("tokenizer.ggml.model", MetaValue::String("t5".to_string()));
+    let (err, msg) = build_err(&md);
+    assert!(matches!(err, TokenizerError::UnsupportedModel { ref model } if model == "t5"));
+    assert!(
+        msg.contains("`t5`") && msg.contains("tokenizer.ggml.model"),
+        "{msg}"
+    );
+}
+
+/// A tiny SentencePiece vocabulary (`tokenizer.ggml.model = "llama"`), ids by hand:
+/// 0 `<unk>` (unknown), 1 `<s>` (control), 2 `</s>` (control), 3 `<0xC3>`, 4 `<0xA9>`
+/// (bytes), 5 `▁`, 6 `a`, 7 `aa` (score -1), 8 `b`, 9 `c`, 10 `ab` (-3), 11 `bc` (-2),
+/// 12 `▁a` (-4), 13 `<user>` (user-defined); single characters score -10. `é` is not a
+/// token (byte fallback). add_bos and add_space_prefix false.
+fn spm_tiny() -> Metadata {
+    let tokens = [
+        "<unk>",
+        "<s>",
+        "</s>",
+        "<0xC3>",
+        "<0xA9>",
+        "\u{2581}",
+        "a",
+        "aa",
+        "b",
+        "c",
+        "ab",
+        "bc",
+        "\u{2581}a",
+        "<user>",
+    ];
+    let scores = [
+        0.0, 0.0, 0.0, 0.0, 0.0, -10.0, -10.0, -1.0, -10.0, -10.0, -3.0, -2.0, -4.0, 0.0,
+    ];
+    let types = [2, 3, 3, 6, 6, 1, 1, 1, 1, 1, 1, 1, 1, 4];
+    let mut md = Metadata::new();
     md.insert(
         "tokenizer.ggml.model",
         MetaValue::String("llama".to_string()),
     );
+    md.insert("tokenizer.ggml.tokens", strings(&tokens));
+    md.insert(
+        "tokenizer.ggml.scores",
+        MetaValue::Array(MetaArray::F32(scores.to_vec())),
+    );
+    md.insert(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(types.to_vec())),
+    );
+    md.insert("tokenizer.ggml.add_bos_token", MetaValue::Bool(false));
+    md.insert("tokenizer.ggml.add_space_prefix", MetaValue::Bool(false));
+    md
+}
+
+/// llama.cpp's merge order by hand: the highest-scoring pair first, the leftmost of equal
+/// scores; characters outside the vocabulary as their UTF-8 bytes' tokens.
+#[test]
+fn sentencepiece_merges_by_score_leftmost_first_with_byte_fallback() {
+    let t = build(&spm_tiny()).unwrap();
+    // "aaa": both pairs are `aa` (-1): the left one merges, then `aa`+`a` is not a token.
+    assert_eq!(t.encode("aaa").unwrap(), vec![7, 6]);
+    // "abc": `bc` (-2) beats `ab` (-3).
+    assert_eq!(t.encode("abc").unwrap(), vec![6, 11]);
+    // "abab": `ab` twice; "aab": `aa` (-1) before `ab` (-3).
+    assert_eq!(t.encode("abab").unwrap(), vec![10, 10]);
+    assert_eq!(t.encode("aab").unwrap(), vec![7, 8]);
+    // A space is `▁`; `▁a` (-4) is the only pair of " a".
+    assert_eq!(t.encode("a a").unwrap(), vec![6, 12]);
+    // `é` is not a token: its two bytes are.
+    assert_eq!(t.encode("aé").unwrap(), vec![6, 3, 4]);
+    assert_eq!(t.decode(&[6, 3, 4]).unwrap(), "aé");
+    // Control and user-defined texts are cut out first.
+    assert_eq!(t.encode("a<s>b<user>c").unwrap(), vec![6, 1, 8, 13, 9]);
+    assert_eq!(t.decode(&[6, 1, 8, 13, 9]).unwrap(), "a<s>b<user>c");
+    assert_eq!(t.token_bytes(5).unwrap(), b" ");
+    assert_eq!(t.token_bytes(3).unwrap(), [0xC3]);
+
+    // With add_space_prefix each text (and each text after a special token) starts with
+    // `▁`, and decode drops the first token's space; add_bos prepends `<s>` (id 1).
+    let mut md = spm_tiny();
+    md.insert("tokenizer.ggml.add_space_prefix", MetaValue::Bool(true));
+    md.insert("tokenizer.ggml.add_bos_token", MetaValue::Bool(true));
+    let t = build(&md).unwrap();
+    // "▁aa": `aa` (-1) beats `▁a` (-4), and `▁aa` is not a token.
+    assert_eq!(t.encode("aa").unwrap(), vec![1, 5, 7]);
+    assert_eq!(t.encode("b<s>a").unwrap(), vec![1, 5, 8, 1, 12]);
+    assert_eq!(t.decode(&[5, 7]).unwrap(), "aa");
+    assert_eq!(t.decode_continuation(&[5, 7]).unwrap(), " aa");
+}
+
+/// A malformed SentencePiece vocabulary is refused naming the key: scores missing, of
+/// another length or not a number, a byte token that is not `<0xXX>`; a byte the text needs
+/// without its token fails the encoding naming `tokenizer.ggml.tokens` and the byte.
+#[test]
+fn malformed_sentencepiece_vocabulary_names_the_key() {
+    let mut md = spm_tiny();
+    md.insert(
+        "tokenizer.ggml.scores",
+        MetaValue::Array(MetaArray::F32(vec![0.0; 13])),
+    );
     let (err, msg) = build_err(&md);
-    assert!(matches!(err, TokenizerError::UnsupportedModel { ref model } if model == "llama"));
     assert!(
-        msg.contains("`llama`") && msg.contains("tokenizer.ggml.model"),
+        matches!(
+            err,
+            TokenizerError::ScoresLength {
+                tokens: 14,
+                scores: 13
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        msg.contains("tokenizer.ggml.scores") && msg.contains("13"),
+        "{msg}"
+    );
+
+    let mut md = spm_tiny();
+    let mut nan = vec![0.0f32; 14];
+    nan[7] = f32::NAN;
+    md.insert(
+        "tokenizer.ggml.scores",
+        MetaValue::Array(MetaArray::F32(nan)),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(
+        matches!(err, TokenizerError::BadScore { index: 7, .. }),
+        "{err:?}"
+    );
+    assert!(msg.contains("tokenizer.ggml.scores`[7]"), "{msg}");
+
+    let mut md = Metadata::new();
+    for (k, v) in spm_tiny().iter() {
+        if k != "tokenizer.ggml.scores" {
+            md.insert(k, v.clone());
+        }
+    }
+    let (err, msg) = build_err(&md);
+    assert!(
+        matches!(
+            err,
+            TokenizerError::MissingKey {
+                key: "tokenizer.ggml.scores"
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(msg.contains("tokenizer.ggml.scores"), "{msg}");
+
+    let mut md = spm_tiny();
+    let mut tokens: Vec<String> = match md.get_str_array("tokenizer.ggml.tokens") {
+        Ok(t) => t.to_vec(),
+        Err(e) => panic!("{e}"),
+    };
+    tokens[4] = "<0xZZ>".to_string();
+    md.insert(
+        "tokenizer.ggml.tokens",
+        MetaValue::Array(MetaArray::String(tokens.clone())),
+    );
+    let (err, msg) = build_err(&md);
+    assert!(
+        matches!(err, TokenizerError::BadByteToken { index: 4, .. }),
+        "{err:?}"
+    );
+    assert!(
+        msg.contains("tokenizer.ggml.token_type`[4]") && msg.contains("<0xZZ>"),
+        "{msg}"
+    );
+
+    // `<0xA9>` renamed and made normal: "é" needs byte 0xA9 and has no token for it.
+    tokens[4] = "xA9".to_string();
+    md.insert(
+        "tokenizer.ggml.tokens",
+        MetaValue::Array(MetaArray::String(tokens)),
+    );
+    md.insert(
+        "tokenizer.ggml.token_type",
+        MetaValue::Array(MetaArray::I32(vec![
+            2, 3, 3, 6, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4,
+        ])),
+    );
+    let t = build(&md).unwrap();
+    assert_eq!(t.encode("aa").unwrap(), vec![7]);
+    let err = t.encode("é").unwrap_err();
+    assert!(
+        matches!(err, TokenizerError::MissingByteToken { byte: 0xA9 }),
+        "{err:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("tokenizer.ggml.tokens") && msg.contains("<0xA9>"),
         "{msg}"
     );
 }

@@ -133,7 +133,7 @@ struct DetokenizeBody {
 
 async fn detokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
     with_tokenizer(&s, body, |tok, b: DetokenizeBody| {
-        match tok.decode(&b.tokens) {
+        match tok.decode_continuation(&b.tokens) {
             Ok(content) => axum::Json(json!({"content": content})).into_response(),
             Err(e) => bad_request(Some("tokens"), e.to_string()),
         }
