@@ -831,16 +831,34 @@ impl Tokenizer {
     /// outside the vocabulary whose byte has no token; [`TokenizerError::Library`] when the
     /// `tokenizers` crate fails.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, TokenizerError> {
+        self.encode_special(text, true)
+    }
+
+    /// [`Tokenizer::encode`] with the configured bos/eos added only when `add_special`
+    /// (llama.cpp's `llama_tokenize(.., add_special, parse_special = true)`, which its
+    /// server's `/tokenize` calls with `add_special` false unless asked): special tokens
+    /// written in the text still become their ids either way. Same errors as `encode`.
+    pub fn encode_special(
+        &self,
+        text: &str,
+        add_special: bool,
+    ) -> Result<Vec<u32>, TokenizerError> {
         match &self.inner {
             Backend::Hf(inner) => {
-                let enc = inner.encode(text, true).map_err(lib_err("encoding text"))?;
+                let enc = inner
+                    .encode(text, add_special)
+                    .map_err(lib_err("encoding text"))?;
                 Ok(enc.get_ids().to_vec())
             }
             Backend::Spm { spm, bos, eos } => {
                 let mut ids = Vec::with_capacity(text.len() / 2 + 2);
-                ids.extend(*bos);
+                if add_special {
+                    ids.extend(*bos);
+                }
                 spm.encode(text, &mut ids)?;
-                ids.extend(*eos);
+                if add_special {
+                    ids.extend(*eos);
+                }
                 Ok(ids)
             }
         }

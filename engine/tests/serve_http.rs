@@ -455,6 +455,21 @@ mod admission {
             .unwrap();
         let ids = tok["tokens"].clone();
         assert!(ids.as_array().is_some_and(|a| !a.is_empty()));
+        // As llama.cpp's server: `add_special` adds bos/eos only as the vocabulary does, and
+        // SmolLM2's adds neither (`add_bos_token` false).
+        let special: Value = s
+            .post(
+                "/tokenize",
+                json!({"content": "hello world", "add_special": true}),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            special["tokens"], ids,
+            "add_special on a vocabulary without bos"
+        );
         let text: Value = s
             .post("/detokenize", json!({"tokens": ids}))
             .await

@@ -31,6 +31,7 @@ struct FileRef {
 struct TextRef {
     text: String,
     ids: Vec<u32>,
+    ids_without_special: Vec<u32>,
     decoded: String,
     decoded_without_bos: String,
     pieces: Vec<String>,
@@ -62,7 +63,8 @@ fn hex(bytes: &[u8]) -> String {
 
 /// The four SentencePiece files (Mistral, Phi-3, Gemma 2, Gemma 3) encode every captured
 /// text, multilingual, with runs of whitespace, with special and user-defined tokens, to
-/// llama.cpp's ids (bos included as the file asks); decode gives llama.cpp's
+/// llama.cpp's ids (bos included as the file asks, and left out as llama.cpp's
+/// `add_special = false` leaves it out); decode gives llama.cpp's
 /// `llama_detokenize` text, with and without the bos; each token's bytes are llama.cpp's
 /// piece; the end-of-generation ids are llama.cpp's. Both settings of `add_space_prefix`
 /// are among the files.
@@ -98,6 +100,14 @@ fn sentencepiece_files_tokenize_and_detokenize_as_llama_cpp() {
                 continue;
             }
             assert_eq!(f.add_bos, ids.first() == Some(&f.bos), "{what}");
+            // `/tokenize` without `add_special` (llama.cpp's `add_special = false`).
+            let plain = tok.encode_special(&t.text, false).unwrap();
+            if plain != t.ids_without_special {
+                failures.push(format!(
+                    "{what}: ids without specials {plain:?}\n  llama.cpp {:?}",
+                    t.ids_without_special
+                ));
+            }
             let decoded = tok.decode(&ids).unwrap();
             if decoded != t.decoded {
                 failures.push(format!("{what}: decode {decoded:?} vs {:?}", t.decoded));

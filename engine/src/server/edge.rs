@@ -105,15 +105,11 @@ fn with_tokenizer<B: for<'de> Deserialize<'de>>(
 
 async fn tokenize(State(s): State<Shared>, body: Result<Bytes, BytesRejection>) -> Response {
     with_tokenizer(&s, body, |tok, b: TokenizeBody| {
-        let mut ids = match tok.encode(&b.content) {
+        // llama.cpp's server: bos/eos as the vocabulary adds them, only when asked.
+        let ids = match tok.encode_special(&b.content, b.add_special == Some(true)) {
             Ok(ids) => ids,
             Err(e) => return bad_request(Some("content"), e.to_string()),
         };
-        if b.add_special == Some(true)
-            && let Some(bos) = tok.bos()
-        {
-            ids.insert(0, bos);
-        }
         if b.with_pieces == Some(true) {
             let tokens: Vec<Value> = ids
                 .iter()

@@ -10,6 +10,8 @@ TEXTS:
 
 - `ids`: `llama_tokenize(text, add_special=True, parse_special=True)` (bos as the file
   says; special and user-defined tokens written in the text become their ids);
+- `ids_without_special`: the same with `add_special=False` (what llama.cpp's server's
+  `/tokenize` returns unless asked for `add_special`);
 - `decoded`: `llama_detokenize(ids, remove_special=False, unparse_special=True)`;
 - `decoded_without_bos`: the same of `ids` without a leading bos (the text round trip);
 - `pieces`: hex of `llama_token_to_piece(id, lstrip=0, special=True)` for each id.
@@ -59,11 +61,11 @@ TEXTS = [
 ]
 
 
-def tokenize(vocab, text):
+def tokenize(vocab, text, add_special=True):
     data = text.encode()
     n_max = len(data) + 8
     buf = (llama_cpp.llama_token * n_max)()
-    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, n_max, True, True)
+    n = llama_cpp.llama_tokenize(vocab, data, len(data), buf, n_max, add_special, True)
     if n < 0:
         sys.exit(f"capture_spm: llama_tokenize needs {-n} tokens for {text!r}")
     return list(buf[:n])
@@ -104,6 +106,7 @@ for path in paths:
         texts.append({
             "text": text,
             "ids": ids,
+            "ids_without_special": tokenize(vocab, text, add_special=False),
             "decoded": detokenize(vocab, ids),
             "decoded_without_bos": detokenize(vocab, no_bos),
             "pieces": [piece(vocab, t).hex() for t in ids],
