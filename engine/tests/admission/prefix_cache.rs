@@ -1,6 +1,6 @@
 //! The shared prefix cache through the engine service: a request that starts with a finished request's tokens reuses its full KV pages, is priced only for the positions it adds, and gives the tokens recomputing gives; unused cached pages give way before anyone waits for bytes.
 
-mod common;
+use crate::common;
 
 use engine::runtime::{Engine, EngineOptions};
 use engine::service::ServiceOptions;

@@ -6,7 +6,7 @@
 /// Every test here is listed by the admission battery (`mutations/admission.toml`), which
 /// selects them by the module name `admission::`; a test no mutation of that catalog reaches
 /// belongs in another module.
-mod common;
+use crate::common;
 
 mod admission {
     use std::io::{BufRead, BufReader};

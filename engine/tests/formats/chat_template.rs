@@ -4,7 +4,7 @@ use engine::chat::{ChatError, ChatTemplate, Message, Role};
 use engine::gguf::GgufFile;
 use engine::tokenizer::{GgufVocab, Tokenizer};
 
-mod common;
+use crate::common;
 use common::model_path;
 
 fn smollm2() -> (ChatTemplate, GgufVocab) {

@@ -13,7 +13,7 @@ use engine::chat::{ChatDate, ChatError, ChatRequest, ChatTemplate, SpecialTokens
 use minijinja::Value;
 use sha2::{Digest, Sha256};
 
-mod common;
+use crate::common;
 
 /// Renderings transformers produces but this renderer refuses, naming the construct and its
 /// line: Jinja2 HTML-escapes the plain operand of `+` when the other is `|safe` markup, which

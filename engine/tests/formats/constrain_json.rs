@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use proptest::test_runner::TestRng;
 use serde_json::{Map, Value, json};
 
-mod common;
+use crate::common;
 
 /// A schema of the supported subset, kept as a tree so instances can be drawn from it.
 #[derive(Debug, Clone)]

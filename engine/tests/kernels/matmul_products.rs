@@ -1,6 +1,6 @@
 //! Matrix-vector and matrix-matrix products against test-local references, on every SIMD path.
 
-mod quant_reference;
+use crate::quant_reference;
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;

@@ -1,6 +1,6 @@
 //! Block types against test-local GGML references: decode, reference quantizer, dots, round trips.
 
-mod quant_reference;
+use crate::quant_reference;
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;

@@ -1,6 +1,6 @@
 //! Q5_0, Q5_1 and the K-quants (Q4_K, Q5_K, Q6_K with Q8_K) against test-local GGML references, on every SIMD path.
 
-mod kquant_reference;
+use crate::kquant_reference;
 
 use engine::gguf::GgmlType;
 use engine::kernels::Isa;

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::model_path;
 
 /// A `genai chat` child whose stderr and stdout are read on threads, killed if the test

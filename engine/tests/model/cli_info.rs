@@ -6,7 +6,7 @@ use engine::kernels::Isa;
 use engine::kernels::matmul::uses_packed;
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::model_path;
 
 /// `genai info --memory` on `isa`: its resident bytes after one forward pass and its

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use engine::gguf::{GgmlType, GgufError, GgufFile};
 
-mod common;
+use crate::common;
 use common::model_path;
 
 #[test]

@@ -12,7 +12,7 @@ use engine::runtime::{Engine, EngineOptions, Finish, Flow, GenerateRequest, Prom
 use engine::tokenizer::{GgufVocab, Tokenizer};
 use serde::Deserialize;
 
-mod common;
+use crate::common;
 use common::model_path;
 
 #[derive(Deserialize, Clone)]

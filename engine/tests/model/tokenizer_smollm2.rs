@@ -7,7 +7,7 @@ use engine::gguf::GgufFile;
 use engine::tokenizer::{GgufVocab, Tokenizer, TokenizerError};
 use proptest::prelude::*;
 
-mod common;
+use crate::common;
 use common::model_path;
 
 fn vocab() -> &'static GgufVocab {

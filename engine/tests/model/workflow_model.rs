@@ -15,7 +15,7 @@ use engine::workflow::{
 };
 use serde_json::{Value as Json, json};
 
-mod common;
+use crate::common;
 use common::model_path;
 
 fn root() -> PathBuf {
@@ -306,7 +306,7 @@ fn smollm2_interpreter_greedy_tokens_match_decode_core_on_every_reference_prompt
 
 /// Decode tokens/s of the interpreter vs the fused decode core on the real model, in
 /// the same run. Run with
-/// `cargo test --release -p engine --test workflow_model -- --ignored --nocapture`.
+/// `cargo test --release -p engine --test model -- workflow_model:: --ignored --nocapture`.
 #[test]
 #[ignore = "benchmark: run explicitly in release mode"]
 fn bench_interpreter_decode_vs_decode_core() {

@@ -32,7 +32,7 @@ fn committed_fixture_packages_match_the_builder() {
         });
         assert!(
             built == committed,
-            "fixtures/packages/{f} differs from the builder's output; run `{REGEN_ENV}=1 cargo test -p engine --test workflow_fixtures` and commit"
+            "fixtures/packages/{f} differs from the builder's output; run `{REGEN_ENV}=1 cargo test -p engine --test workflow workflow_fixtures::` and commit"
         );
     }
 }

@@ -19,7 +19,7 @@ fn committed_schema_matches_manifest_types() {
     });
     assert!(
         committed == generated,
-        "{} is out of date with the manifest types; run `{REGEN_ENV}=1 cargo test -p engine --test workflow_schema committed_schema` and commit it",
+        "{} is out of date with the manifest types; run `{REGEN_ENV}=1 cargo test -p engine --test workflow workflow_schema::committed_schema` and commit it",
         path.display()
     );
 }

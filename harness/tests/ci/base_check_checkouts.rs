@@ -13,7 +13,7 @@ use git2::Repository;
 use harness::ci::cibase::{self, Answer, BaseReport, HeadState, Questions, TestedKind};
 use harness::system::exit::ExitCode;
 
-mod common;
+use crate::common;
 use common::checkout::{fixtures, git, git_is_ancestor, server_of};
 
 /// The captured server: a mirror of app.bundle, serving any commit by sha as GitHub does.

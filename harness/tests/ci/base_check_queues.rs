@@ -13,7 +13,7 @@ use git2::Repository;
 use harness::ci::cibase::{self, Answer, BaseReport, Questions, TestedKind};
 use harness::system::exit::ExitCode;
 
-mod common;
+use crate::common;
 use common::checkout::{fixtures, git, git_is_ancestor, server_of};
 
 /// The named commits and each case's checked-out sha, as real git said at capture time.

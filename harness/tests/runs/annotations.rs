@@ -3,7 +3,7 @@
 //! (relative to the repository root), and every run writes a SARIF 2.1.0 file that the
 //! official schema (vendored in fixtures/schemas/) accepts, and GitLab's code-quality report.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

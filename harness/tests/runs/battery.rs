@@ -1,7 +1,7 @@
 //! The real `harness` binary on a private copy of the sample workspace: every verdict, every
 //! refusal, recovery after SIGKILL, concurrent edits and CRLF files.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

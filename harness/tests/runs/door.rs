@@ -6,7 +6,7 @@
 //! by someone else (LOCKED), and a red baseline while running under an ancestor's hold
 //! (`lock run -- harness ...`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

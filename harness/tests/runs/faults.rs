@@ -7,7 +7,7 @@
 //! The known point is `SAMPLE_PAUSE_DIR` (see `fixtures/workspaces/README.md`): a failing
 //! sample test writes its process id to `paused` there and waits for `resume`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};

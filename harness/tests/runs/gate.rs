@@ -2,7 +2,7 @@
 //! command that filters out the catalog's tests (islands), a failing test command, a bad
 //! catalog.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

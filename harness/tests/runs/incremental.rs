@@ -3,7 +3,7 @@
 //! the evidence re-runs nothing, an edit inside re-runs everything, and a cached verdict
 //! that a re-check disproves refuses the run (REUSED-WRONG) and drops the cache.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! The host lock through the real binary: nested refusal, running under an ancestor's hold,
 //! LOCKED with the holder's details, `--wait`, TTL reporting and dead holders.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,6 @@
-//! The real `harness` binary on private copies of the sample workspaces: batteries in every mode, faults, the gate, the front door, the host lock, shards, `--since`, `--incremental` and a newcomer's first run.
+//! The real `harness` binary on private copies of the sample workspaces: batteries in every
+//! mode, faults, the gate, the front door, the host lock, shards, `--since`, `--incremental`
+//! and a newcomer's first run.
 //!
 //! One test binary of several modules (one per topic, each a former `tests/*.rs` binary of its own):
 //! the suite links a few binaries instead of one per file. A test is named `module::test`.
@@ -6,16 +8,16 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod battery;
-mod faults;
-mod verdict_faults;
-mod parallel;
-mod switch;
-mod incremental;
-mod since;
-mod shard;
 mod annotations;
+mod battery;
 mod door;
-mod lock;
+mod faults;
 mod gate;
+mod incremental;
+mod lock;
 mod newcomer;
+mod parallel;
+mod shard;
+mod since;
+mod switch;
+mod verdict_faults;

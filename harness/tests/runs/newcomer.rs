@@ -3,7 +3,7 @@
 //! name no target holds and names the nearest real one, the console and the HTML page speak
 //! of expectations, and a state directory inside the workspace is refused up front.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -6,7 +6,7 @@
 //! a killed harness's temporary directories go with the next command; `-j 0` and `-j 2` in
 //! rebuild mode are refused.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! run, merged, give the report of the unsharded run (timings aside), and the merge
 //! refuses shards that are missing, repeated, foreign or not from a shard run.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! mutations whose occurrences meet the working tree's diff against the merge base run, and
 //! a revision that does not fit the tree is refused.
 
-mod common;
+use crate::common;
 
 use common::Sandbox;
 

@@ -2,7 +2,7 @@
 //! verdicts, killers and kill matrix as rebuild mode, the fallback for mutations outside a
 //! function body, and the user's tree untouched during and after the run.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

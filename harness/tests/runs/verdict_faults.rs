@@ -4,7 +4,7 @@
 //! rebuilt target of the tests compiles is STALE-BUILD, not SURVIVED; a `find` text that only
 //! touches comments or discarded string literals is a catalog error.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! (fixtures/workspaces/doctests), in both modes; and `mutants --via-harness` against
 //! cargo-mutants itself, mutant by mutant.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

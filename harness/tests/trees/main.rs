@@ -1,4 +1,5 @@
-//! The harness on other trees: other people's workspaces against cargo-mutants, generated workspaces (reach and audit properties) and a recorded cargo-mutants run.
+//! The harness on other trees: other people's workspaces against cargo-mutants, generated
+//! workspaces (reach and audit properties) and a recorded cargo-mutants run.
 //!
 //! One test binary of several modules (one per topic, each a former `tests/*.rs` binary of its own):
 //! the suite links a few binaries instead of one per file. A test is named `module::test`.
@@ -6,7 +7,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod corpus;
-mod reach_property;
 mod audit_property;
+mod corpus;
 mod mutants;
+mod reach_property;

@@ -1,7 +1,7 @@
 //! `harness mutants`: a recorded cargo-mutants 27.1.0 run (fixtures/cargo-mutants) imported
 //! into the harness's reports, the join with a named battery, and `--via-harness`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //!
 //! Ten cases: each builds a generated workspace and runs two batteries on it (about 3 s).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
