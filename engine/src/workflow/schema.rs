@@ -1,7 +1,7 @@
 //! The JSON Schema of `package.json`, generated from the manifest types with schemars and committed at `engine/schema/package.schema.json`.
 //!
 //! The test `workflow_schema` compares the committed file with [`schema_json`]; run it
-//! with `GENAI_REGEN_SCHEMA=1 cargo test -p engine --test workflow_schema committed_schema` to
+//! with `GENAI_REGEN_SCHEMA=1 cargo test -p engine --test workflow workflow_schema::committed_schema` to
 //! rewrite the file after changing the manifest types.
 
 use super::manifest::Manifest;
