@@ -14,5 +14,6 @@ mod constrain_json;
 mod gguf_bad_input;
 mod gguf_mutation;
 mod gguf_roundtrip;
+mod tokenizer_spm;
 mod tokenizer_tiny_vocab;
 mod tool_calls;
