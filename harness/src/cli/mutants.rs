@@ -220,7 +220,31 @@ fn via_harness(state: &Path, args: &MutantsArgs, door: &Door, base: &Catalog) ->
         jobs: 1,
         state_dir: Some(state.to_path_buf()),
     };
-    let listed = match mutants::list_tool(&opts) {
+    // Batteries that may run at once need the workspace's `Cargo.lock` before any starts
+    // ([`via_harness_batteries`]): in a tree without one it is written (`cargo metadata`,
+    // resolving) while cargo-mutants lists, not after. The listing (`cargo metadata
+    // --no-deps`) reads no lock. Should one battery run after all, the lock is still this
+    // command's, removed at the end ([`run_mutants_via_harness`]); a failure here is left
+    // to the same step after the listing to report. Only where the root manifest has a
+    // `[workspace]` with members (more than one package may have mutants); a lone package
+    // runs one battery, which needs no lock in the tree.
+    let early_lock = args.mode == Mode::Switch
+        && args.jobs > 1
+        && std::fs::symlink_metadata(base.root.join("Cargo.lock")).is_err()
+        && several_members(&base.root);
+    let listed = std::thread::scope(|scope| {
+        let lock = early_lock.then(|| {
+            scope.spawn(|| {
+                let _ = base.cargo().with_state_dir(state).write_lockfile();
+            })
+        });
+        let listed = mutants::list_tool(&opts);
+        if let Some(l) = lock {
+            let _ = l.join();
+        }
+        listed
+    });
+    let listed = match listed {
         Ok(l) => l,
         Err(e) => {
             eprintln!("harness: {e}");
@@ -236,6 +260,22 @@ fn via_harness(state: &Path, args: &MutantsArgs, door: &Door, base: &Catalog) ->
         }
     };
     via_harness_batteries(state, args, door, base, &listed, &named)
+}
+
+/// Whether `root/Cargo.toml` declares a `[workspace]` with `members` (so that mutants of
+/// several packages, and batteries at once, are possible). An unreadable manifest: `false`
+/// (the lock is then made after the listing, where it is needed).
+fn several_members(root: &Path) -> bool {
+    std::fs::read_to_string(root.join("Cargo.toml"))
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .and_then(|t| {
+            t.get("workspace")?
+                .get("members")?
+                .as_array()
+                .map(|m| !m.is_empty())
+        })
+        .unwrap_or(false)
 }
 
 /// The run settings (package, targets, tests) each package's generated mutants are

@@ -309,6 +309,59 @@ fn a_doc_test_left_out_of_the_second_baseline_is_still_flaky_under_a_rebuild_fal
     assert_eq!(std::fs::read(&marker).unwrap().len(), 3);
 }
 
+/// The doc tests a switched mutant runs from their executables kept in the reach run are
+/// timed and run again as such a mutant runs them, not through rustdoc: a mutant reached
+/// by a doc test alone times out from one run of its kept executable (the reach run's
+/// seconds are mostly rustdoc building it), and the second baseline a rebuild fallback
+/// needs runs the kept executables. The verdicts are those of the catalog.
+#[test]
+fn kept_doc_tests_are_timed_and_run_again_from_their_executables_not_rustdoc() {
+    let sb = Sandbox::of("doctests", "mutations/doctests.toml");
+    let cat = sb.read("mutations/doctests.toml");
+    sb.write(
+        "mutations/doctests.toml",
+        &format!(
+            "{cat}\n[[mutation]]\nid = \"not-eq\"\ntitle = \"Either is no longer Eq\"\nrole = \"gap\"\nfile = \"src/lib.rs\"\nfind = \"PartialEq, Eq)]\"\nreplace = \"PartialEq)]\"\nrationale = \"Outside every function body: a rebuild fallback.\"\n"
+        ),
+    );
+    sb.battery(&["--mode", "switch", "-j", "2"]).expect_code(0);
+    let r = sb.report_of("doctests");
+    let mut want = doctests_all_killed();
+    want.insert("not-eq".into(), "SURVIVED".into());
+    assert_eq!(verdicts(&r), want);
+    let sw = doctests_switch_json(&sb);
+    let (left, is_left) = (
+        "src/lib.rs - Either<L,R>::left (line 34)",
+        "src/lib.rs - Either<L,R>::is_left (line 18)",
+    );
+    assert_eq!(
+        sw["second_baseline_kept_doc_tests"],
+        serde_json::json!([is_left, left]),
+        "{sw}"
+    );
+    let reach = &sw["reach"];
+    assert_eq!(
+        reach["reached_by"]["left-drops-value"],
+        serde_json::json!([left])
+    );
+    let kept = reach["kept_doc_seconds"][left]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{reach}"));
+    let built = reach["test_seconds"][left].as_f64().unwrap();
+    assert!(kept < built, "kept {kept} s, through rustdoc {built} s");
+    let m = r["mutations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "left-drops-value")
+        .unwrap();
+    assert_eq!(
+        m["timeout_rule"]["tests_seconds"].as_f64(),
+        Some(kept),
+        "{m}"
+    );
+}
+
 /// A `should_panic` doc test passes when its example panics: under a mutant that stops the
 /// panic it fails, in both modes. In switch mode it runs from its kept executable (not
 /// through rustdoc), judged by rustdoc's rule; a `no_run` example never runs, so it reaches

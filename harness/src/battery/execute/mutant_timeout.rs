@@ -18,7 +18,10 @@
 //! selected tests run in one go and partly side by side, so the sum of their own seconds is
 //! at least what they take together unmutated. (An earlier version ran each reaching test
 //! once more, alone, for its seconds: on a crate whose tests spawn processes that second
-//! run cost as much as the reach run, for a bound no tighter than the margin.)
+//! run cost as much as the reach run, for a bound no tighter than the margin.) A kept doc
+//! test is the exception: its reach-run seconds are mostly rustdoc building it, which no
+//! mutant pays, so it is timed by one unmutated run of its kept executable
+//! (`ReachInfo::kept_doc_seconds`) where that is shorter.
 //!
 //! What it changes: a mutant that makes its tests slower than `timeout_factor` times their
 //! own time plus the margin is TIMEOUT where, under the battery's timeout alone, it might

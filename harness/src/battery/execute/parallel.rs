@@ -154,7 +154,24 @@ impl Temps {
     fn make(&mut self) -> Result<PathBuf, Stop> {
         let k = NEXT_TEMP.fetch_add(1, Ordering::Relaxed);
         let dir = self.root.join(k.to_string());
-        std::fs::create_dir_all(&dir).map_err(|e| {
+        // Another block's drop may remove the (then empty) parents while they are made
+        // (`dir`'s parent gone: not found; a parent found existing, then gone: exists):
+        // make them again, a few times.
+        let mut made = std::fs::create_dir_all(&dir);
+        for _ in 0..16 {
+            match &made {
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::AlreadyExists
+                    ) && !dir.is_dir() =>
+                {
+                    made = std::fs::create_dir_all(&dir);
+                }
+                _ => break,
+            }
+        }
+        made.map_err(|e| {
             refuse(
                 RefusalKind::HarnessFault,
                 format!(
@@ -612,6 +629,27 @@ mod tests {
         );
         drop(b);
         assert!(!db.exists());
+        assert!(!owner_dir(state.path()).exists());
+    }
+
+    /// Two blocks that start and end at once (the two baseline runs of `-j 2`): one's end
+    /// removes the empty parents while the other makes its directory in them. Each must
+    /// still get its directory.
+    #[test]
+    fn blocks_starting_while_another_ends_each_get_their_directory() {
+        let state = tempfile::tempdir().unwrap();
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                s.spawn(|| {
+                    for _ in 0..1500 {
+                        let mut t = Temps::new(state.path());
+                        if let Err(e) = t.make() {
+                            panic!("{e:?}");
+                        }
+                    }
+                });
+            }
+        });
         assert!(!owner_dir(state.path()).exists());
     }
 }

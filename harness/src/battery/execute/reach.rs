@@ -134,6 +134,12 @@ pub struct ReachInfo {
     /// Why the mutants kept the battery's timeout, when the timing run was not to be trusted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_mutant_timeouts_because: Option<String>,
+    /// Per kept doc test that reaches a switched mutation, the wall seconds of one run of
+    /// its kept executable, unmutated (as a mutant runs it: no rustdoc), when shorter than
+    /// its [`ReachInfo::test_seconds`] (which include rustdoc building it): the per-mutant
+    /// timeouts take these instead.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kept_doc_seconds: BTreeMap<String, f64>,
 }
 
 /// What the reach run found and the doc test executables it kept.

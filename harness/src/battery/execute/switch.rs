@@ -157,6 +157,13 @@ pub struct SwitchInfo {
     /// fallbacks every dependency the switched build had compiled.
     #[serde(default)]
     pub fallback_dependencies_built: Vec<String>,
+    /// The doc tests whose second baseline run (before the rebuild fallbacks, which run
+    /// every listed test) ran their executables kept from the reach run, without rustdoc
+    /// building them again: each has been built and run once already, against the same
+    /// switched library, unmutated. The other doc tests of that run went through `cargo
+    /// test --doc`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub second_baseline_kept_doc_tests: Vec<String>,
 }
 
 /// The file in the scratch target directory that says a build in it is going on (it holds
@@ -324,6 +331,7 @@ impl Switch {
                 reused_fallbacks: Vec::new(),
                 fallback_seed: SeedStats::default(),
                 fallback_dependencies_built: Vec::new(),
+                second_baseline_kept_doc_tests: Vec::new(),
             },
             scratch,
             packages: Vec::new(),
@@ -387,6 +395,28 @@ impl Switch {
             }
         }
         info.test_seconds = seconds.clone();
+        // A kept doc test's seconds in the reach run are mostly rustdoc building it; a
+        // mutant runs its kept executable (no rustdoc), so its timeout takes one unmutated
+        // run of that executable when shorter ([`ReachInfo::kept_doc_seconds`]).
+        for (t, s) in seconds.iter_mut() {
+            let Some(k) = self.kept_docs.get(t) else {
+                continue;
+            };
+            let budget = Some(Duration::from_secs_f64(*s));
+            let env = &self.scratch.spec.env;
+            match k.replay(
+                env,
+                budget,
+                Some(&self.state),
+                Some(crate::cargo::RUN_UMASK),
+            ) {
+                Ok(r) if r.passed && r.seconds < *s => {
+                    *s = r.seconds;
+                    info.kept_doc_seconds.insert(t.clone(), r.seconds);
+                }
+                _ => {}
+            }
+        }
         info.mutant_timeouts = true;
         self.timing = Some(crate::battery::execute::mutant_timeout::Timing {
             seconds,
@@ -1225,11 +1255,44 @@ impl Switch {
         deferred: &[String],
         timeout: Duration,
     ) -> Result<(), Stop> {
+        // A doc test kept from the reach run was built by rustdoc there and ran on its own,
+        // unmutated: its second run is its kept executable's (as a switched mutant runs
+        // it), not rustdoc building it once more (most of such a run's time).
+        let (kept, built): (Vec<String>, Vec<String>) = deferred
+            .iter()
+            .cloned()
+            .partition(|t| self.kept_docs.contains_key(t));
         sh.progress.phase(&format!(
-            "baseline run 2/2 of the {} doc tests it left out (mutants may run them without their reach run)",
-            deferred.len()
+            "baseline run 2/2 of the {} doc tests it left out (mutants may run them without their reach run; {} from the executables kept in the reach run, without rustdoc)",
+            deferred.len(),
+            kept.len()
         ));
-        let run = parallel::run_alone(&self.state, self.cargo(None), deferred, timeout)?;
+        let mut run = if built.is_empty() {
+            crate::cargo::TestRun::empty()
+        } else {
+            parallel::run_alone(&self.state, self.cargo(None), &built, timeout)?
+        };
+        let env = &self.scratch.spec.env;
+        for t in &kept {
+            let k = &self.kept_docs[t];
+            let r = k
+                .replay(
+                    env,
+                    Some(timeout),
+                    Some(&self.state),
+                    Some(crate::cargo::RUN_UMASK),
+                )
+                .map_err(crate::cargo::CargoError::from)?;
+            let o = if r.passed {
+                Outcome::Passed
+            } else if r.timed_out {
+                Outcome::Unfinished
+            } else {
+                Outcome::Failed
+            };
+            run.outcomes.insert(t.clone(), o);
+        }
+        self.info.second_baseline_kept_doc_tests = kept;
         let differing: Vec<String> = deferred
             .iter()
             .filter(|t| run.outcomes.get(*t) != Some(&Outcome::Passed))
