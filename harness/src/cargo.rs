@@ -402,6 +402,7 @@ pub struct CargoCmd {
     doc_names: std::sync::Arc<Vec<String>>,
     kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
     direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
+    incremental_off: bool,
 }
 
 /// Per source file as a doc test's name spells it (`src/lib.rs`), the line of each doc
@@ -464,6 +465,7 @@ impl CargoCmd {
             doc_names: std::sync::Arc::new(Vec::new()),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
             direct: std::sync::Arc::new(BTreeMap::new()),
+            incremental_off: false,
         }
     }
 
@@ -613,6 +615,27 @@ impl CargoCmd {
         self
     }
 
+    /// Every command this invocation runs builds the workspace members without incremental
+    /// compilation (`cargo --config build.incremental=false`): for a target directory whose
+    /// builds are cold or of a changed source (switch mode's scratch copy), where rustc's
+    /// incremental session is written and never read again. Dependencies are never built
+    /// incrementally by cargo, so their artifacts stay fresh; a `CARGO_INCREMENTAL` in the
+    /// environment still wins (cargo's precedence). Tests see no difference: it is a flag of
+    /// cargo's, not an environment variable.
+    pub fn without_incremental(mut self) -> CargoCmd {
+        self.incremental_off = true;
+        self
+    }
+
+    /// The arguments before the subcommand ([`CargoCmd::without_incremental`]).
+    fn global_args(&self) -> Vec<OsString> {
+        if self.incremental_off {
+            vec!["--config".into(), "build.incremental=false".into()]
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Sets (or overrides) one environment variable of every command this invocation runs.
     pub fn with_env(mut self, key: &str, value: &str) -> CargoCmd {
         self.env.insert(key.to_string(), value.to_string());
@@ -713,7 +736,7 @@ impl CargoCmd {
 
     fn render(&self, args: &[OsString]) -> String {
         let mut s = self.cargo.to_string_lossy().into_owned();
-        for a in args {
+        for a in self.global_args().iter().chain(args) {
             s.push(' ');
             s.push_str(&a.to_string_lossy());
         }
@@ -740,6 +763,7 @@ impl CargoCmd {
         mark: bool,
     ) -> Result<(Output, bool, f64), CargoError> {
         let mut runner = Runner::new(&self.cargo)
+            .args(self.global_args())
             .args(args)
             .dir(&self.root)
             .env("INSTA_UPDATE", "no")

@@ -93,6 +93,13 @@ pub struct CatalogSpec {
     pub select: String,
     /// The exact list of tests the battery runs (full libtest names).
     pub tests: Vec<String>,
+    /// The battery runs every test its targets list, taken from the listing of its own
+    /// baseline build (`tests` then empty, no `select` pattern, no skips): the generated
+    /// catalog of a package other than the base catalog's (`mutants --via-harness`, as
+    /// cargo-mutants runs the whole `cargo test -p P`), whose tests would otherwise be
+    /// listed by a build of the original tree before the battery's own.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tests_from_listing: bool,
     /// Test timeout as a multiple of the slowest baseline test run.
     #[serde(default = "default_timeout_factor")]
     pub timeout_factor: f64,
@@ -918,6 +925,27 @@ fn validate_tests<'s>(
     spec: &'s CatalogSpec,
     path: &Path,
 ) -> Result<BTreeSet<&'s str>, CatalogError> {
+    if spec.tests_from_listing {
+        let bad = if !spec.tests.is_empty() {
+            Some(("tests", "lists tests"))
+        } else if !spec.select.is_empty() {
+            Some(("select", "has a selection pattern"))
+        } else if !spec.skipped.is_empty() {
+            Some(("skip", "skips tests"))
+        } else {
+            None
+        };
+        if let Some((field, what)) = bad {
+            return Err(invalid(
+                path,
+                field,
+                format!(
+                    "the battery {what}, but tests_from_listing takes every test its targets list"
+                ),
+            ));
+        }
+        return Ok(BTreeSet::new());
+    }
     if spec.tests.is_empty() {
         return Err(invalid(path, "tests", "the battery lists no tests".into()));
     }
