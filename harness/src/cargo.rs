@@ -111,6 +111,10 @@ pub struct Artifact {
     pub src_path: PathBuf,
     /// The executable cargo runs for it (`executable`; a test harness or binary).
     pub executable: Option<PathBuf>,
+    /// Whether rustc built it as a libtest harness (`profile.test`: a library's, binary's
+    /// or test target's unit tests; `false` for a `harness = false` target, a binary built
+    /// for the integration tests, a library linked by them).
+    pub profile_test: bool,
 }
 
 impl Artifact {
@@ -1007,30 +1011,110 @@ impl CargoCmd {
         self.list_with(true)
     }
 
-    fn list_with(&self, ignored: bool) -> Result<Vec<String>, CargoError> {
+    /// [`CargoCmd::list`], the libtest targets' tests listed by running their executables
+    /// from `artifacts` (this invocation's `cargo test --no-run` build) with `--list`, in the
+    /// order `cargo test` runs them (the library, the binaries, the test targets, each by
+    /// name), without a cargo start: libtest lists its tests from the executable alone. When
+    /// a selected target has no libtest executable among them (a `harness = false` target,
+    /// whose listing is its own code's, run as cargo runs it), or one cannot be run, its
+    /// group is listed through cargo as [`CargoCmd::list`] does. The doc tests always are.
+    pub fn list_built(&self, artifacts: &[Artifact]) -> Result<Vec<String>, CargoError> {
+        let Some(exes) = self.harness_executables(artifacts) else {
+            return self.list();
+        };
         let mut all = Vec::new();
-        for g in self.groups() {
-            let mut args = self.test_args(g);
-            args.push("--".into());
-            args.push("--list".into());
-            if ignored {
-                args.push("--ignored".into());
-            }
-            let (out, _, _) = self.exec(&args, None, false)?;
-            if !out.status.success() {
-                return Err(CargoError::Failed {
-                    command: self.render(&args),
-                    status: out.status.to_string(),
-                    stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
-                });
+        for exe in &exes {
+            let done = Runner::new(exe)
+                .args(["--list"])
+                .dir(&self.root)
+                .state_dir(self.state_dir.as_deref())
+                .run()
+                .map_err(CargoError::from)?;
+            if !done.status.success() {
+                return self.list();
             }
             all.extend(
-                crate::libtest::parse_list(&String::from_utf8_lossy(&out.stdout))
+                crate::libtest::parse_list(&String::from_utf8_lossy(&done.stdout))
                     .iter()
                     .map(|n| self.original_name(n)),
             );
         }
+        if self.groups().contains(&Group::Doc) {
+            all.extend(self.list_group(Group::Doc, false)?);
+        }
         Ok(all)
+    }
+
+    /// The libtest executables `cargo test` of this invocation's libtest targets runs, in
+    /// its order, from `artifacts`: one per selected target (`--lib`, each `--bin`, each
+    /// `--test`) built with `profile.test`. `None` when a selected target has none.
+    fn harness_executables(&self, artifacts: &[Artifact]) -> Option<Vec<PathBuf>> {
+        if !self.groups().contains(&Group::Harness) {
+            return Some(Vec::new());
+        }
+        let find = |kinds: &[&str], name: Option<&str>| -> Option<PathBuf> {
+            let mut hits = artifacts.iter().filter(|a| {
+                a.profile_test
+                    && a.kind.iter().any(|k| kinds.contains(&k.as_str()))
+                    && name.is_none_or(|n| a.target == n)
+            });
+            let hit = hits.next()?.executable.clone();
+            // Two candidates (another package's target of the same kind and name): not sure.
+            if hits.next().is_some() {
+                return None;
+            }
+            hit
+        };
+        let mut exes = Vec::new();
+        if self.lib {
+            exes.push(find(
+                &["lib", "rlib", "dylib", "cdylib", "staticlib", "proc-macro"],
+                None,
+            )?);
+        }
+        let mut bins = self.bins.clone();
+        bins.sort();
+        for b in &bins {
+            exes.push(find(&["bin"], Some(b))?);
+        }
+        let mut targets = self.targets.clone();
+        targets.sort();
+        for t in &targets {
+            exes.push(find(&["test"], Some(t))?);
+        }
+        Some(exes)
+    }
+
+    fn list_with(&self, ignored: bool) -> Result<Vec<String>, CargoError> {
+        let mut all = Vec::new();
+        for g in self.groups() {
+            all.extend(self.list_group(g, ignored)?);
+        }
+        Ok(all)
+    }
+
+    /// `cargo test` of group `g` with `-- --list` (and `--ignored`): its tests.
+    fn list_group(&self, g: Group, ignored: bool) -> Result<Vec<String>, CargoError> {
+        let mut args = self.test_args(g);
+        args.push("--".into());
+        args.push("--list".into());
+        if ignored {
+            args.push("--ignored".into());
+        }
+        let (out, _, _) = self.exec(&args, None, false)?;
+        if !out.status.success() {
+            return Err(CargoError::Failed {
+                command: self.render(&args),
+                status: out.status.to_string(),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
+            });
+        }
+        Ok(
+            crate::libtest::parse_list(&String::from_utf8_lossy(&out.stdout))
+                .iter()
+                .map(|n| self.original_name(n))
+                .collect(),
+        )
     }
 
     /// Runs exactly `tests` (`--no-fail-fast`), killed after `timeout`, under
@@ -1446,6 +1530,7 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
                         .collect(),
                     src_path: PathBuf::from(v["target"]["src_path"].as_str().unwrap_or_default()),
                     executable: v["executable"].as_str().map(PathBuf::from),
+                    profile_test: v["profile"]["test"].as_bool().unwrap_or(false),
                 })
             }
             Some("compiler-message")
@@ -1541,6 +1626,7 @@ mod tests {
             ],
             src_path: PathBuf::from("/ws/src/lib.rs"),
             executable: None,
+            profile_test: false,
         };
         let root = Path::new("/ws");
         assert_eq!(

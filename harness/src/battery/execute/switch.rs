@@ -1421,7 +1421,10 @@ impl ModeRun for Switch {
     }
 
     fn list_tests(&self) -> Result<Vec<String>, Stop> {
-        let listed = self.cargo(None).list()?;
+        // The switched build's own test executables list their tests, without a cargo start.
+        let artifacts: Vec<crate::cargo::Artifact> =
+            self.test_artifacts.values().cloned().collect();
+        let listed = self.cargo(None).list_built(&artifacts)?;
         let _ = self.listed.set(std::sync::Arc::new(listed.clone()));
         Ok(listed)
     }

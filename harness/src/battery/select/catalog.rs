@@ -1153,6 +1153,48 @@ mod tests {
     }
 
     #[test]
+    fn a_catalog_that_takes_its_tests_from_the_listing_lists_none_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let gen_mutation = "[[mutation]]\nid = \"g\"\ntitle = \"t\"\nrole = \"gap\"\nfile = \"src/a.rs\"\nfind = \"1 + 1\"\nreplace = \"Q\"\nkilled_by = []\nrationale = \"r\"\n";
+        let head = "workspace = \".\"\npackage = \"p\"\nlib_tests = true\nselect = \"\"\n";
+        let p = write_ws(
+            d.path(),
+            &format!("{head}tests = []\ntests_from_listing = true\n{gen_mutation}"),
+        );
+        let c = Catalog::load(&p).unwrap();
+        assert!(c.spec.tests_from_listing && c.spec.tests.is_empty());
+        // Without it, no tests is an error; with it, tests, a pattern or skips are.
+        let p = write_ws(d.path(), &format!("{head}tests = []\n{gen_mutation}"));
+        let e = Catalog::load(&p).unwrap_err().to_string();
+        assert!(e.contains("the battery lists no tests"), "{e}");
+        for (extra, word) in [
+            (
+                "tests = [\"a\"]\ntests_from_listing = true\n",
+                "lists tests",
+            ),
+            (
+                "tests = []\ntests_from_listing = true\n[[skip]]\ntest = \"a\"\nreason = \"r\"\n",
+                "skips tests",
+            ),
+        ] {
+            let p = write_ws(d.path(), &format!("{head}{extra}{gen_mutation}"));
+            let e = Catalog::load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(word) && e.contains("tests_from_listing"),
+                "{extra}: {e}"
+            );
+        }
+        let p = write_ws(
+            d.path(),
+            &format!(
+                "workspace = \".\"\npackage = \"p\"\nlib_tests = true\nselect = \"s::\"\ntests = []\ntests_from_listing = true\n{gen_mutation}"
+            ),
+        );
+        let e = Catalog::load(&p).unwrap_err().to_string();
+        assert!(e.contains("has a selection pattern"), "{e}");
+    }
+
+    #[test]
     fn unknown_field_is_rejected_naming_it() {
         let d = tempfile::tempdir().unwrap();
         let p = write_ws(
