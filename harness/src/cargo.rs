@@ -406,7 +406,7 @@ pub struct CargoCmd {
     doc_names: std::sync::Arc<Vec<String>>,
     kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
     direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
-    incremental_off: bool,
+    incremental_off: Vec<String>,
 }
 
 /// Per source file as a doc test's name spells it (`src/lib.rs`), the line of each doc
@@ -469,7 +469,7 @@ impl CargoCmd {
             doc_names: std::sync::Arc::new(Vec::new()),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
             direct: std::sync::Arc::new(BTreeMap::new()),
-            incremental_off: false,
+            incremental_off: Vec::new(),
         }
     }
 
@@ -619,25 +619,31 @@ impl CargoCmd {
         self
     }
 
-    /// Every command this invocation runs builds the workspace members without incremental
-    /// compilation (`cargo --config build.incremental=false`): for a target directory whose
+    /// Every command this invocation runs builds the packages `members` (the workspace's)
+    /// without incremental compilation (`cargo --config
+    /// 'profile.{dev,test}.package."NAME".incremental=false'`): for a target directory whose
     /// builds are cold or of a changed source (switch mode's scratch copy), where rustc's
-    /// incremental session is written and never read again. Dependencies are never built
-    /// incrementally by cargo, so their artifacts stay fresh; a `CARGO_INCREMENTAL` in the
-    /// environment still wins (cargo's precedence). Tests see no difference: it is a flag of
-    /// cargo's, not an environment variable.
-    pub fn without_incremental(mut self) -> CargoCmd {
-        self.incremental_off = true;
+    /// incremental session is written and never read again. Only the members: a path
+    /// dependency outside the workspace keeps cargo's default (its profile is part of its
+    /// fingerprint, so it stays fresh where it was seeded from), and cargo never builds
+    /// other dependencies incrementally. A `CARGO_INCREMENTAL` in the environment still
+    /// wins (cargo's precedence). Tests see no difference: these are flags of cargo's, not
+    /// environment variables.
+    pub fn without_incremental(mut self, members: &[String]) -> CargoCmd {
+        self.incremental_off = members.to_vec();
         self
     }
 
     /// The arguments before the subcommand ([`CargoCmd::without_incremental`]).
     fn global_args(&self) -> Vec<OsString> {
-        if self.incremental_off {
-            vec!["--config".into(), "build.incremental=false".into()]
-        } else {
-            Vec::new()
+        let mut a: Vec<OsString> = Vec::new();
+        for m in &self.incremental_off {
+            for profile in ["dev", "test"] {
+                a.push("--config".into());
+                a.push(format!("profile.{profile}.package.{m:?}.incremental=false").into());
+            }
         }
+        a
     }
 
     /// Sets (or overrides) one environment variable of every command this invocation runs.
@@ -1550,6 +1556,52 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_libtest_executables_listed_directly_are_the_selected_targets_in_cargos_order() {
+        let art = |kind: &str, target: &str, test: bool| Artifact {
+            package_id: "p".into(),
+            target: target.into(),
+            kind: vec![kind.into()],
+            fresh: false,
+            filenames: Vec::new(),
+            src_path: PathBuf::new(),
+            executable: Some(PathBuf::from(format!("/t/{kind}-{target}-{test}"))),
+            profile_test: test,
+        };
+        let cmd = CargoCmd::new(Path::new("/w"), "p", Path::new("/t")).with_targets(
+            true,
+            &["tool".to_string()],
+            &["zeta".to_string(), "alpha".to_string()],
+        );
+        let built = vec![
+            art("test", "zeta", true),
+            // The binary built for the integration tests (CARGO_BIN_EXE_tool): not run.
+            art("bin", "tool", false),
+            art("bin", "tool", true),
+            art("test", "alpha", true),
+            art("lib", "p", true),
+        ];
+        let exes = cmd.harness_executables(&built).unwrap();
+        assert_eq!(
+            exes,
+            [
+                "/t/lib-p-true",
+                "/t/bin-tool-true",
+                "/t/test-alpha-true",
+                "/t/test-zeta-true"
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+            "cargo test's order: the library, the binaries, the test targets by name"
+        );
+        // A `harness = false` target lists its tests with its own code: through cargo.
+        let mut custom = built.clone();
+        custom[0] = art("test", "zeta", false);
+        assert_eq!(cmd.harness_executables(&custom), None);
+        // A selected target the build did not give: through cargo.
+        assert_eq!(cmd.harness_executables(&built[1..]), None);
+    }
 
     #[test]
     fn a_doc_filter_is_the_word_of_its_name_the_fewest_doc_tests_share() {

@@ -432,9 +432,10 @@ impl Switch {
         }
         // The scratch target's member builds are cold or of switched sources that change
         // from run to run: an incremental session there is written and not read again.
+        let members: Vec<String> = self.packages.iter().map(|p| p.name.clone()).collect();
         let mut cmd = c
             .cargo()
-            .without_incremental()
+            .without_incremental(&members)
             .with_state_dir(&self.state)
             .with_doc_lines(self.doc_lines.clone());
         if let Some(listed) = self.listed.get() {
