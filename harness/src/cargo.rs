@@ -111,6 +111,10 @@ pub struct Artifact {
     pub src_path: PathBuf,
     /// The executable cargo runs for it (`executable`; a test harness or binary).
     pub executable: Option<PathBuf>,
+    /// Whether rustc built it as a libtest harness (`profile.test`: a library's, binary's
+    /// or test target's unit tests; `false` for a `harness = false` target, a binary built
+    /// for the integration tests, a library linked by them).
+    pub profile_test: bool,
 }
 
 impl Artifact {
@@ -402,6 +406,7 @@ pub struct CargoCmd {
     doc_names: std::sync::Arc<Vec<String>>,
     kept_docs: std::sync::Arc<BTreeMap<String, crate::doctest_keep::KeptDoc>>,
     direct: std::sync::Arc<BTreeMap<String, crate::libtest_direct::Binary>>,
+    incremental_off: Vec<String>,
 }
 
 /// Per source file as a doc test's name spells it (`src/lib.rs`), the line of each doc
@@ -464,6 +469,7 @@ impl CargoCmd {
             doc_names: std::sync::Arc::new(Vec::new()),
             kept_docs: std::sync::Arc::new(BTreeMap::new()),
             direct: std::sync::Arc::new(BTreeMap::new()),
+            incremental_off: Vec::new(),
         }
     }
 
@@ -613,6 +619,33 @@ impl CargoCmd {
         self
     }
 
+    /// Every command this invocation runs builds the packages `members` (the workspace's)
+    /// without incremental compilation (`cargo --config
+    /// 'profile.{dev,test}.package."NAME".incremental=false'`): for a target directory whose
+    /// builds are cold or of a changed source (switch mode's scratch copy), where rustc's
+    /// incremental session is written and never read again. Only the members: a path
+    /// dependency outside the workspace keeps cargo's default (its profile is part of its
+    /// fingerprint, so it stays fresh where it was seeded from), and cargo never builds
+    /// other dependencies incrementally. A `CARGO_INCREMENTAL` in the environment still
+    /// wins (cargo's precedence). Tests see no difference: these are flags of cargo's, not
+    /// environment variables.
+    pub fn without_incremental(mut self, members: &[String]) -> CargoCmd {
+        self.incremental_off = members.to_vec();
+        self
+    }
+
+    /// The arguments before the subcommand ([`CargoCmd::without_incremental`]).
+    fn global_args(&self) -> Vec<OsString> {
+        let mut a: Vec<OsString> = Vec::new();
+        for m in &self.incremental_off {
+            for profile in ["dev", "test"] {
+                a.push("--config".into());
+                a.push(format!("profile.{profile}.package.{m:?}.incremental=false").into());
+            }
+        }
+        a
+    }
+
     /// Sets (or overrides) one environment variable of every command this invocation runs.
     pub fn with_env(mut self, key: &str, value: &str) -> CargoCmd {
         self.env.insert(key.to_string(), value.to_string());
@@ -713,7 +746,7 @@ impl CargoCmd {
 
     fn render(&self, args: &[OsString]) -> String {
         let mut s = self.cargo.to_string_lossy().into_owned();
-        for a in args {
+        for a in self.global_args().iter().chain(args) {
             s.push(' ');
             s.push_str(&a.to_string_lossy());
         }
@@ -740,6 +773,7 @@ impl CargoCmd {
         mark: bool,
     ) -> Result<(Output, bool, f64), CargoError> {
         let mut runner = Runner::new(&self.cargo)
+            .args(self.global_args())
             .args(args)
             .dir(&self.root)
             .env("INSTA_UPDATE", "no")
@@ -983,30 +1017,110 @@ impl CargoCmd {
         self.list_with(true)
     }
 
-    fn list_with(&self, ignored: bool) -> Result<Vec<String>, CargoError> {
+    /// [`CargoCmd::list`], the libtest targets' tests listed by running their executables
+    /// from `artifacts` (this invocation's `cargo test --no-run` build) with `--list`, in the
+    /// order `cargo test` runs them (the library, the binaries, the test targets, each by
+    /// name), without a cargo start: libtest lists its tests from the executable alone. When
+    /// a selected target has no libtest executable among them (a `harness = false` target,
+    /// whose listing is its own code's, run as cargo runs it), or one cannot be run, its
+    /// group is listed through cargo as [`CargoCmd::list`] does. The doc tests always are.
+    pub fn list_built(&self, artifacts: &[Artifact]) -> Result<Vec<String>, CargoError> {
+        let Some(exes) = self.harness_executables(artifacts) else {
+            return self.list();
+        };
         let mut all = Vec::new();
-        for g in self.groups() {
-            let mut args = self.test_args(g);
-            args.push("--".into());
-            args.push("--list".into());
-            if ignored {
-                args.push("--ignored".into());
-            }
-            let (out, _, _) = self.exec(&args, None, false)?;
-            if !out.status.success() {
-                return Err(CargoError::Failed {
-                    command: self.render(&args),
-                    status: out.status.to_string(),
-                    stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
-                });
+        for exe in &exes {
+            let done = Runner::new(exe)
+                .args(["--list"])
+                .dir(&self.root)
+                .state_dir(self.state_dir.as_deref())
+                .run()
+                .map_err(CargoError::from)?;
+            if !done.status.success() {
+                return self.list();
             }
             all.extend(
-                crate::libtest::parse_list(&String::from_utf8_lossy(&out.stdout))
+                crate::libtest::parse_list(&String::from_utf8_lossy(&done.stdout))
                     .iter()
                     .map(|n| self.original_name(n)),
             );
         }
+        if self.groups().contains(&Group::Doc) {
+            all.extend(self.list_group(Group::Doc, false)?);
+        }
         Ok(all)
+    }
+
+    /// The libtest executables `cargo test` of this invocation's libtest targets runs, in
+    /// its order, from `artifacts`: one per selected target (`--lib`, each `--bin`, each
+    /// `--test`) built with `profile.test`. `None` when a selected target has none.
+    fn harness_executables(&self, artifacts: &[Artifact]) -> Option<Vec<PathBuf>> {
+        if !self.groups().contains(&Group::Harness) {
+            return Some(Vec::new());
+        }
+        let find = |kinds: &[&str], name: Option<&str>| -> Option<PathBuf> {
+            let mut hits = artifacts.iter().filter(|a| {
+                a.profile_test
+                    && a.kind.iter().any(|k| kinds.contains(&k.as_str()))
+                    && name.is_none_or(|n| a.target == n)
+            });
+            let hit = hits.next()?.executable.clone();
+            // Two candidates (another package's target of the same kind and name): not sure.
+            if hits.next().is_some() {
+                return None;
+            }
+            hit
+        };
+        let mut exes = Vec::new();
+        if self.lib {
+            exes.push(find(
+                &["lib", "rlib", "dylib", "cdylib", "staticlib", "proc-macro"],
+                None,
+            )?);
+        }
+        let mut bins = self.bins.clone();
+        bins.sort();
+        for b in &bins {
+            exes.push(find(&["bin"], Some(b))?);
+        }
+        let mut targets = self.targets.clone();
+        targets.sort();
+        for t in &targets {
+            exes.push(find(&["test"], Some(t))?);
+        }
+        Some(exes)
+    }
+
+    fn list_with(&self, ignored: bool) -> Result<Vec<String>, CargoError> {
+        let mut all = Vec::new();
+        for g in self.groups() {
+            all.extend(self.list_group(g, ignored)?);
+        }
+        Ok(all)
+    }
+
+    /// `cargo test` of group `g` with `-- --list` (and `--ignored`): its tests.
+    fn list_group(&self, g: Group, ignored: bool) -> Result<Vec<String>, CargoError> {
+        let mut args = self.test_args(g);
+        args.push("--".into());
+        args.push("--list".into());
+        if ignored {
+            args.push("--ignored".into());
+        }
+        let (out, _, _) = self.exec(&args, None, false)?;
+        if !out.status.success() {
+            return Err(CargoError::Failed {
+                command: self.render(&args),
+                status: out.status.to_string(),
+                stderr: tail(&String::from_utf8_lossy(&out.stderr), 20),
+            });
+        }
+        Ok(
+            crate::libtest::parse_list(&String::from_utf8_lossy(&out.stdout))
+                .iter()
+                .map(|n| self.original_name(n))
+                .collect(),
+        )
     }
 
     /// Runs exactly `tests` (`--no-fail-fast`), killed after `timeout`, under
@@ -1422,6 +1536,7 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
                         .collect(),
                     src_path: PathBuf::from(v["target"]["src_path"].as_str().unwrap_or_default()),
                     executable: v["executable"].as_str().map(PathBuf::from),
+                    profile_test: v["profile"]["test"].as_bool().unwrap_or(false),
                 })
             }
             Some("compiler-message")
@@ -1441,6 +1556,52 @@ pub fn parse_build_messages(stdout: &str) -> (Vec<Artifact>, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_libtest_executables_listed_directly_are_the_selected_targets_in_cargos_order() {
+        let art = |kind: &str, target: &str, test: bool| Artifact {
+            package_id: "p".into(),
+            target: target.into(),
+            kind: vec![kind.into()],
+            fresh: false,
+            filenames: Vec::new(),
+            src_path: PathBuf::new(),
+            executable: Some(PathBuf::from(format!("/t/{kind}-{target}-{test}"))),
+            profile_test: test,
+        };
+        let cmd = CargoCmd::new(Path::new("/w"), "p", Path::new("/t")).with_targets(
+            true,
+            &["tool".to_string()],
+            &["zeta".to_string(), "alpha".to_string()],
+        );
+        let built = vec![
+            art("test", "zeta", true),
+            // The binary built for the integration tests (CARGO_BIN_EXE_tool): not run.
+            art("bin", "tool", false),
+            art("bin", "tool", true),
+            art("test", "alpha", true),
+            art("lib", "p", true),
+        ];
+        let exes = cmd.harness_executables(&built).unwrap();
+        assert_eq!(
+            exes,
+            [
+                "/t/lib-p-true",
+                "/t/bin-tool-true",
+                "/t/test-alpha-true",
+                "/t/test-zeta-true"
+            ]
+            .map(PathBuf::from)
+            .to_vec(),
+            "cargo test's order: the library, the binaries, the test targets by name"
+        );
+        // A `harness = false` target lists its tests with its own code: through cargo.
+        let mut custom = built.clone();
+        custom[0] = art("test", "zeta", false);
+        assert_eq!(cmd.harness_executables(&custom), None);
+        // A selected target the build did not give: through cargo.
+        assert_eq!(cmd.harness_executables(&built[1..]), None);
+    }
 
     #[test]
     fn a_doc_filter_is_the_word_of_its_name_the_fewest_doc_tests_share() {
@@ -1517,6 +1678,7 @@ mod tests {
             ],
             src_path: PathBuf::from("/ws/src/lib.rs"),
             executable: None,
+            profile_test: false,
         };
         let root = Path::new("/ws");
         assert_eq!(

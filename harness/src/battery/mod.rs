@@ -354,8 +354,11 @@ pub fn run_unwritten(
         Mode::Switch => Box::new(switch::Switch::new(&catalog, opts)),
         Mode::Rebuild | Mode::Auto => Box::new(rebuild::Rebuild::new(&catalog, opts)),
     };
+    // With `tests_from_listing`, the catalog as run: its tests, those its targets list.
+    let listed = std::sync::OnceLock::new();
     let mut run = Run::new(Shared {
         catalog: &catalog,
+        listed: Some(&listed),
         opts,
         progress,
         exclude: vec![catalog.target_dir.clone(), reports_root.clone()],
@@ -368,7 +371,7 @@ pub fn run_unwritten(
     if crate::system::interrupt::requested() {
         stop = Some(Stop::Interrupted);
     }
-    let mut report = assemble(&catalog, opts, &run, stop);
+    let mut report = assemble(run.catalog(), opts, &run, stop);
     report.mode = Some(choice);
     if report.status == Status::Complete
         && let Some((path, file)) = run.cache_after()
@@ -380,7 +383,7 @@ pub fn run_unwritten(
         ));
     }
     if let Some(s) = &opts.shard {
-        report.shard = Some(shard_manifest(&catalog, s, &run, &report)?);
+        report.shard = Some(shard_manifest(run.catalog(), s, &run, &report)?);
     }
     let dir = files::report_dir(&reports_root, &catalog.name);
     if let Some(list) = unguarded {
@@ -393,6 +396,7 @@ pub fn run_unwritten(
     report.started_unix = started_unix;
     let overheads = std::mem::take(&mut run.overheads);
     drop(run);
+    let catalog = listed.into_inner().unwrap_or(catalog);
     if report.status == Status::Complete && !catalog.spec.configs.is_empty() {
         run_configs(
             &catalog,
@@ -525,6 +529,7 @@ pub fn write_locked(
     let progress = Progress::plain();
     let run = Run::new(Shared {
         catalog,
+        listed: None,
         opts,
         progress: &progress,
         exclude: Vec::new(),
@@ -726,6 +731,7 @@ fn run_configs(
         };
         let mut run = Run::new(Shared {
             catalog: &derived,
+            listed: None,
             opts: &sub_opts,
             progress,
             exclude: vec![catalog.target_dir.clone(), reports_root.to_path_buf()],

@@ -281,13 +281,16 @@ fn several_members(root: &Path) -> bool {
 /// The run settings (package, targets, tests) each package's generated mutants are
 /// tested with, as cargo-mutants tests a mutant with the tests of the package it lies in:
 /// the base catalog's own for its package; for another package every test of its
-/// library, binaries, test targets and doc tests (`cargo test -p P`'s tests), listed with
-/// `--list` (which builds them). `Err` is the exit code, the error printed on `progress`.
+/// library, binaries, test targets and doc tests (`cargo test -p P`'s tests): with
+/// `from_listing` none here, the battery taking them from its own baseline build's listing
+/// (the catalog's `tests_from_listing`); otherwise listed here with `--list` (which
+/// builds them). `Err` is the exit code, the error printed on `progress`.
 fn package_spec(
     state: &Path,
     base: &Catalog,
     packages: &[PackageMeta],
     package: &str,
+    from_listing: bool,
     progress: &Progress,
 ) -> Result<Option<crate::battery::select::catalog::CatalogSpec>, ExitCode> {
     if package == base.spec.package {
@@ -314,6 +317,10 @@ fn package_spec(
     spec.tests = Vec::new();
     spec.skipped = Vec::new();
     spec.mutations = Vec::new();
+    if from_listing {
+        spec.tests_from_listing = true;
+        return Ok(Some(spec));
+    }
     let probe = Catalog {
         path: base.path.clone(),
         name: base.name.clone(),
@@ -362,6 +369,10 @@ struct Generation<'a> {
     /// Several packages, or one that is not the base catalog's: the catalogs are named
     /// after their package.
     several: bool,
+    /// Another package's battery takes its tests from its own baseline build's listing
+    /// (the catalog's `tests_from_listing`; switch mode was asked: with `--mode auto`
+    /// the choice of mode needs the count of tests before the run).
+    from_listing: bool,
 }
 
 impl Generation<'_> {
@@ -377,7 +388,15 @@ impl Generation<'_> {
     ) -> Result<Option<Catalog>, ExitCode> {
         use crate::mutants;
         let base = self.base;
-        let Some(mut spec) = package_spec(self.state, base, &self.packages, package, progress)?
+        let from_listing = self.from_listing && package != base.spec.package;
+        let Some(mut spec) = package_spec(
+            self.state,
+            base,
+            &self.packages,
+            package,
+            from_listing,
+            progress,
+        )?
         else {
             progress.line(&format!(
                 "package {package} has no tests: its {} generated mutants are left out (no test can catch them)",
@@ -570,6 +589,7 @@ fn via_harness_batteries(
         base,
         packages,
         several,
+        from_listing: args.mode == Mode::Switch,
     };
     let runs = match run_generated(&generation, args, door, &by_package) {
         Ok(r) => r,

@@ -764,6 +764,39 @@ fn via_harness_runs_the_batteries_of_several_packages_at_once() {
         scratches.insert(scratch);
     }
     assert_eq!(scratches.len(), 3);
+    // The packages other than the base catalog's took their tests from their own switched
+    // build's listing: no build of the original tree listed them first (none in the
+    // catalog's target directory), and each ran the test its targets hold.
+    assert!(!stderr.contains("listing the tests of package"), "{stderr}");
+    assert!(
+        !sb.ws.join("target/harness/workspace/debug").exists(),
+        "an unswitched build in the catalog's target directory"
+    );
+    for (package, test) in [("main", "factorial_5"), ("main2", "test::triple_3_test")] {
+        assert!(
+            stderr.contains(&format!(
+                "harness: [{package}] tests: every test the targets list (1)"
+            )),
+            "{package}: {stderr}"
+        );
+        let report: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(sb.ws.join(format!(
+                "reports/workspace-generated-{package}/battery.json"
+            )))
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            report["catalog"]["tests"],
+            serde_json::json!([test]),
+            "{package}"
+        );
+        assert_eq!(
+            report["kill_matrix"]["tests"],
+            serde_json::json!([test]),
+            "{package}"
+        );
+    }
     assert!(
         stderr.contains(
             "harness: 3 packages' batteries at once, each with -j 2, at most 4 of their processes at a time"

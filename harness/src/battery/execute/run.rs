@@ -119,8 +119,12 @@ pub(crate) struct Mutant<'a> {
 
 /// What both modes share while a run goes on.
 pub(crate) struct Shared<'a> {
-    /// The user's catalog.
+    /// The user's catalog (when it takes its tests from the listing, `tests_from_listing`,
+    /// after the listing phase the one in [`Shared::listed`]).
     pub catalog: &'a Catalog,
+    /// Where the listing phase puts the catalog with the tests its targets list when the
+    /// catalog's `tests_from_listing` asks for it (`None`: a run that lists no tests).
+    pub listed: Option<&'a std::sync::OnceLock<Catalog>>,
     /// Run options.
     pub opts: &'a Options,
     /// Progress output.
@@ -306,6 +310,12 @@ impl<'a> Run<'a> {
             run_lock: None,
             not_compiled: BTreeMap::new(),
         }
+    }
+
+    /// The catalog as run: the user's, or after the listing phase of one that takes its
+    /// tests from the listing (`tests_from_listing`) the one with the tests the targets list.
+    pub fn catalog(&self) -> &'a Catalog {
+        self.sh.catalog
     }
 
     /// Runs every phase of [`PHASES`] in order; the first refusal or interruption ends it.
@@ -585,6 +595,21 @@ impl<'a> Run<'a> {
         self.sh.progress.phase("listing tests");
         let in_targets = mode.list_tests()?;
         self.tests_in_targets = in_targets.len();
+        if c.spec.tests_from_listing
+            && let Some(cell) = self.sh.listed
+        {
+            // The catalog's tests are every test of its targets: those the baseline build
+            // lists. The drift check below then holds by construction.
+            let mut listed = c.clone();
+            listed.spec.tests = in_targets.clone();
+            listed.spec.tests_from_listing = false;
+            self.sh.catalog = cell.get_or_init(|| listed);
+            self.sh.progress.line(&format!(
+                "tests: every test the targets list ({})",
+                in_targets.len()
+            ));
+        }
+        let c = self.sh.catalog;
         let drift = filter_drift(
             &c.spec.tests,
             &c.spec.skipped_names(),

@@ -430,8 +430,12 @@ impl Switch {
         if let Some(id) = mutant {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
+        // The scratch target's member builds are cold or of switched sources that change
+        // from run to run: an incremental session there is written and not read again.
+        let members: Vec<String> = self.packages.iter().map(|p| p.name.clone()).collect();
         let mut cmd = c
             .cargo()
+            .without_incremental(&members)
             .with_state_dir(&self.state)
             .with_doc_lines(self.doc_lines.clone());
         if let Some(listed) = self.listed.get() {
@@ -526,6 +530,14 @@ impl Switch {
         let same = built_sources::restore_times(&target, &self.scratch.root)?;
         let (build, stdout) = self.marked(&target, || Ok(self.cargo(None).build_output()?))?;
         let errors = if build.success {
+            // What cargo learned of rustc in this cold target directory, kept where the next
+            // run's scratch target is seeded from ([`Switch::seed`]) when nothing is there.
+            scratch::seed_rustc_info(&target, &self.user_target).map_err(|e| {
+                refuse(
+                    RefusalKind::HarnessFault,
+                    format!("keeping the rustc information of {}: {e}", target.display()),
+                )
+            })?;
             Vec::new()
         } else {
             diagnostics::compiler_errors(&stdout)
@@ -1410,7 +1422,10 @@ impl ModeRun for Switch {
     }
 
     fn list_tests(&self) -> Result<Vec<String>, Stop> {
-        let listed = self.cargo(None).list()?;
+        // The switched build's own test executables list their tests, without a cargo start.
+        let artifacts: Vec<crate::cargo::Artifact> =
+            self.test_artifacts.values().cloned().collect();
+        let listed = self.cargo(None).list_built(&artifacts)?;
         let _ = self.listed.set(std::sync::Arc::new(listed.clone()));
         Ok(listed)
     }
@@ -1459,6 +1474,9 @@ impl ModeRun for Switch {
     /// second baseline of the doc tests the second control run left out when a mutant may
     /// run them without the reach run having run them alone.
     fn after_controls(&mut self, sh: &Shared<'_>, timeout: Duration) -> Result<(), Stop> {
+        // The tests as run: the catalog's may have been taken from the listing
+        // (`tests_from_listing`) after this copy was made.
+        self.scratch.spec.tests.clone_from(&sh.catalog.spec.tests);
         let deferred = self.deferred_doc_tests(sh);
         self.forced_fail_and_reach(sh, timeout)?;
         let selected = self.info.reach.as_ref().is_some_and(|r| r.selection);

@@ -93,6 +93,13 @@ pub struct CatalogSpec {
     pub select: String,
     /// The exact list of tests the battery runs (full libtest names).
     pub tests: Vec<String>,
+    /// The battery runs every test its targets list, taken from the listing of its own
+    /// baseline build (`tests` then empty, no `select` pattern, no skips): the generated
+    /// catalog of a package other than the base catalog's (`mutants --via-harness`, as
+    /// cargo-mutants runs the whole `cargo test -p P`), whose tests would otherwise be
+    /// listed by a build of the original tree before the battery's own.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tests_from_listing: bool,
     /// Test timeout as a multiple of the slowest baseline test run.
     #[serde(default = "default_timeout_factor")]
     pub timeout_factor: f64,
@@ -918,6 +925,27 @@ fn validate_tests<'s>(
     spec: &'s CatalogSpec,
     path: &Path,
 ) -> Result<BTreeSet<&'s str>, CatalogError> {
+    if spec.tests_from_listing {
+        let bad = if !spec.tests.is_empty() {
+            Some(("tests", "lists tests"))
+        } else if !spec.select.is_empty() {
+            Some(("select", "has a selection pattern"))
+        } else if !spec.skipped.is_empty() {
+            Some(("skip", "skips tests"))
+        } else {
+            None
+        };
+        if let Some((field, what)) = bad {
+            return Err(invalid(
+                path,
+                field,
+                format!(
+                    "the battery {what}, but tests_from_listing takes every test its targets list"
+                ),
+            ));
+        }
+        return Ok(BTreeSet::new());
+    }
     if spec.tests.is_empty() {
         return Err(invalid(path, "tests", "the battery lists no tests".into()));
     }
@@ -1122,6 +1150,48 @@ mod tests {
         assert_eq!(prep[0].mutated, b"let x = Q;\nlet y = 2;\r\nz\n");
         assert_eq!(prep[0].first_at, (1, 9));
         assert_eq!(prep[0].first_end, (1, 14));
+    }
+
+    #[test]
+    fn a_catalog_that_takes_its_tests_from_the_listing_lists_none_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let gen_mutation = "[[mutation]]\nid = \"g\"\ntitle = \"t\"\nrole = \"gap\"\nfile = \"src/a.rs\"\nfind = \"1 + 1\"\nreplace = \"Q\"\nkilled_by = []\nrationale = \"r\"\n";
+        let head = "workspace = \".\"\npackage = \"p\"\nlib_tests = true\nselect = \"\"\n";
+        let p = write_ws(
+            d.path(),
+            &format!("{head}tests = []\ntests_from_listing = true\n{gen_mutation}"),
+        );
+        let c = Catalog::load(&p).unwrap();
+        assert!(c.spec.tests_from_listing && c.spec.tests.is_empty());
+        // Without it, no tests is an error; with it, tests, a pattern or skips are.
+        let p = write_ws(d.path(), &format!("{head}tests = []\n{gen_mutation}"));
+        let e = Catalog::load(&p).unwrap_err().to_string();
+        assert!(e.contains("the battery lists no tests"), "{e}");
+        for (extra, word) in [
+            (
+                "tests = [\"a\"]\ntests_from_listing = true\n",
+                "lists tests",
+            ),
+            (
+                "tests = []\ntests_from_listing = true\n[[skip]]\ntest = \"a\"\nreason = \"r\"\n",
+                "skips tests",
+            ),
+        ] {
+            let p = write_ws(d.path(), &format!("{head}{extra}{gen_mutation}"));
+            let e = Catalog::load(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(word) && e.contains("tests_from_listing"),
+                "{extra}: {e}"
+            );
+        }
+        let p = write_ws(
+            d.path(),
+            &format!(
+                "workspace = \".\"\npackage = \"p\"\nlib_tests = true\nselect = \"s::\"\ntests = []\ntests_from_listing = true\n{gen_mutation}"
+            ),
+        );
+        let e = Catalog::load(&p).unwrap_err().to_string();
+        assert!(e.contains("has a selection pattern"), "{e}");
     }
 
     #[test]

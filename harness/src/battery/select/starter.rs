@@ -174,6 +174,7 @@ pub fn spec_of(p: &PackageMeta, workspace: PathBuf) -> CatalogSpec {
         target_dir: None,
         select: String::new(),
         tests: Vec::new(),
+        tests_from_listing: false,
         timeout_factor: DEFAULT_TIMEOUT_FACTOR,
         timeout_floor_secs: DEFAULT_TIMEOUT_FLOOR_SECS,
         timeout_margin_secs: DEFAULT_TIMEOUT_MARGIN_SECS,
