@@ -379,6 +379,7 @@ mod tests {
                 all_tests: false,
                 generated: false,
                 scratch_name: None,
+                scratch_incremental: true,
             },
             timings: None,
             mode: Mode::Rebuild,

@@ -117,6 +117,14 @@ pub struct Options {
     /// the scratch copy and its builds (`None`: `switch`). Batteries that run at the same time
     /// with one target directory (`mutants --via-harness` on several packages) need one each.
     pub scratch_name: Option<String>,
+    /// Switch mode: build the scratch copy's workspace members incrementally, as cargo's
+    /// dev profile does (`true` for `battery` and `gate`: after an edit the next run
+    /// recompiles only what changed, 2.7 s against 69.6 s for this project's engine).
+    /// `mutants --via-harness` turns it off ([`crate::cargo::CargoCmd::without_incremental`]):
+    /// its runs stand where cargo-mutants' cold copies stand, and a cold build without an
+    /// incremental session to write is faster (0.15 s against 0.22 s of rustc on
+    /// cargo-mutants' `factorial`).
+    pub scratch_incremental: bool,
 }
 
 /// With `--since`: UNGUARDED-IN-DIFF and cargo-mutants' generated mutants inside the diff.

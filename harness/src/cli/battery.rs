@@ -136,6 +136,7 @@ impl BatteryRunArgs {
             all_tests: self.all_tests,
             generated: false,
             scratch_name: None,
+            scratch_incremental: true,
         }
     }
 }

@@ -175,6 +175,7 @@ fn run_mutants_via_harness(state: &Path, args: &MutantsArgs) -> ExitCode {
             all_tests: false,
             generated: true,
             scratch_name: None,
+            scratch_incremental: false,
         },
         timings: None,
         mode: args.mode,

@@ -391,6 +391,18 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
         names.iter().any(|n| n.starts_with("libsample-")),
         "the scratch copy built its own sample: {names:?}"
     );
+    // A battery builds its member incrementally (the next run after an edit recompiles
+    // only what changed): rustc's session for `sample` is in the scratch target.
+    let sessions: Vec<String> = std::fs::read_dir(target.join("switch/target/debug/incremental"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        sessions.iter().any(|n| n.starts_with("sample-")),
+        "no incremental session for the member: {sessions:?}"
+    );
 
     // The user's own cargo finds its build of the original code fresh (rewrites nothing)
     // and green.

@@ -761,6 +761,24 @@ fn via_harness_runs_the_batteries_of_several_packages_at_once() {
             "{package}: {scratch}"
         );
         assert_eq!(sw["jobs"], 2, "{package}: each battery has the -j 2");
+        // `mutants --via-harness` builds its members without incremental compilation
+        // (cold builds, as cargo-mutants' copies): no rustc session for the package.
+        let sessions = std::path::Path::new(&scratch)
+            .parent()
+            .unwrap()
+            .join("target/debug/incremental");
+        let crate_name = format!("{}-", package.replace('-', "_"));
+        let written: Vec<String> = std::fs::read_dir(&sessions)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(&crate_name))
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert!(
+            written.is_empty(),
+            "{package}: incremental sessions {written:?}"
+        );
         scratches.insert(scratch);
     }
     assert_eq!(scratches.len(), 3);

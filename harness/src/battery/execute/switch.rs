@@ -186,6 +186,8 @@ pub(crate) struct Switch {
     state: PathBuf,
     info: SwitchInfo,
     packages: Vec<PackageMeta>,
+    /// [`crate::battery::Options::scratch_incremental`].
+    incremental: bool,
     /// Per mutation index, how it runs.
     plan: BTreeMap<usize, PlanEntry>,
     switched: SwitchedSet,
@@ -335,6 +337,7 @@ impl Switch {
             },
             scratch,
             packages: Vec::new(),
+            incremental: opts.scratch_incremental,
             plan: BTreeMap::new(),
             switched: BTreeMap::new(),
             unviable: BTreeMap::new(),
@@ -430,9 +433,14 @@ impl Switch {
         if let Some(id) = mutant {
             c.spec.env.insert(SWITCH_ENV.into(), id.into());
         }
-        // The scratch target's member builds are cold or of switched sources that change
-        // from run to run: an incremental session there is written and not read again.
-        let members: Vec<String> = self.packages.iter().map(|p| p.name.clone()).collect();
+        // `mutants --via-harness`: cold builds, as cargo-mutants' copies, where an
+        // incremental session is written and not read again; batteries keep it for the
+        // next run after an edit.
+        let members: Vec<String> = if self.incremental {
+            Vec::new()
+        } else {
+            self.packages.iter().map(|p| p.name.clone()).collect()
+        };
         let mut cmd = c
             .cargo()
             .without_incremental(&members)
