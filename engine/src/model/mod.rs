@@ -797,6 +797,20 @@ impl<K: KvSource> KvSource for OneKvHead<'_, K> {
     fn len(&self) -> usize {
         self.inner.len()
     }
+    fn ops(&self) -> crate::kernels::VecOps {
+        self.inner.ops()
+    }
+    fn read_rows(
+        &self,
+        lo: usize,
+        n: usize,
+        _kv_head: usize,
+        values: bool,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        self.inner.read_rows(lo, n, self.head, values, out, stride)
+    }
     fn dot_key(&self, pos: usize, _kv_head: usize, q: &[f32]) -> f32 {
         self.inner.dot_key(pos, self.head, q)
     }
@@ -848,6 +862,18 @@ mod tests {
         }
         fn len(&self) -> usize {
             self.inner.len()
+        }
+        fn read_rows(
+            &self,
+            lo: usize,
+            n: usize,
+            kv_head: usize,
+            values: bool,
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            self.note("read_rows", kv_head);
+            self.inner.read_rows(lo, n, kv_head, values, out, stride)
         }
         fn dot_key(&self, pos: usize, kv_head: usize, q: &[f32]) -> f32 {
             self.note("dot_key", kv_head);
