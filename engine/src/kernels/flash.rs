@@ -18,7 +18,9 @@
 //!
 //! Every lane goes through the same operations in the same order whatever the other lanes
 //! hold and however many vectors a step takes, so a query's result depends only on its own
-//! query, its position and the tiles it reads, never on the block it is computed in.
+//! query, its position and the tiles it reads, never on the block it is computed in. The
+//! paths differ only in width: each takes the same fused multiply-adds, the same `exp` and
+//! the same order per lane, so all three give the same bits.
 
 use super::Isa;
 use super::activation::exp_nonpositive;
@@ -135,7 +137,7 @@ trait Lanes: Copy {
     unsafe fn store(self, p: *mut f32);
     /// Every lane `x`.
     unsafe fn splat(x: f32) -> Self;
-    /// `a · b + c`, fused where the path has it.
+    /// `a · b + c`, fused (one rounding) on every path.
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self;
     /// `a · b`.
     unsafe fn mul(a: Self, b: Self) -> Self;
@@ -170,7 +172,9 @@ impl Lanes for f32 {
     }
     #[inline(always)]
     unsafe fn fma(a: Self, b: Self, c: Self) -> Self {
-        a * b + c
+        // Fused, as the SIMD paths: every path gives the same bits (a C library `fmaf`
+        // call where the target has no fused multiply-add instruction).
+        a.mul_add(b, c)
     }
     #[inline(always)]
     unsafe fn mul(a: Self, b: Self) -> Self {

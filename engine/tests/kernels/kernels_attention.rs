@@ -519,8 +519,9 @@ proptest! {
 
     /// The flash prefill kernel on every SIMD path: each row within 2e-5 of the f64
     /// reference over its causal window (on the keys and values as the cache stores
-    /// them), and each row bit for bit the same when the rows are computed in chunks
-    /// (`cuts`) instead of all at once: a row's result depends only on its position.
+    /// them), each row bit for bit the same when the rows are computed in chunks
+    /// (`cuts`) instead of all at once (a row's result depends only on its position), and
+    /// every path bit for bit the portable one.
     #[test]
     fn flash_prefill_matches_reference_and_does_not_depend_on_the_chunks(c in flash_case()) {
         use engine::kernels::attention::causal_attention;
@@ -563,11 +564,20 @@ proptest! {
         bounds.extend(&c.cuts);
         bounds.push(c.rows);
         let mut scratch = Vec::new();
+        let mut first_path: Option<Vec<f32>> = None;
         for ops in VecOps::available() {
             cache.set_ops(ops);
             let view = cache.layer(seq, 0);
             let mut whole = vec![f32::NAN; c.rows * width];
             causal_attention(&c.q, &view, c.first, n_heads, scale, c.cap, &mut whole, &mut scratch);
+            // Every path takes the same operations per query: the same bits as the portable one.
+            match &first_path {
+                None => first_path = Some(whole.clone()),
+                Some(p) => for j in 0..whole.len() {
+                    prop_assert_eq!(whole[j].to_bits(), p[j].to_bits(),
+                        "{} differs from the portable path at {}", ops.isa(), j);
+                },
+            }
             for (i, w) in want.iter().enumerate() {
                 for j in 0..width {
                     let got = whole[i * width + j];
