@@ -665,6 +665,43 @@ impl KvSource for PagedKv<'_> {
     fn len(&self) -> usize {
         self.len
     }
+    fn ops(&self) -> VecOps {
+        self.ops
+    }
+    fn read_rows(
+        &self,
+        lo: usize,
+        n: usize,
+        kv_head: usize,
+        values: bool,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let d = self.cfg.head_dim;
+        assert!(stride >= d, "read_rows: stride {stride} < head_dim {d}");
+        let kind = usize::from(values);
+        // One page run of one head is contiguous rows: widened in one call when the
+        // output rows are packed, row by row otherwise.
+        self.page_runs(lo, n, kv_head, kind, |i, page, off, run| {
+            let src = off..off + run * d;
+            if stride == d {
+                let dst = &mut out[i * d..(i + run) * d];
+                match self.pages {
+                    Pages::F32(p) => dst.copy_from_slice(&p[page][src]),
+                    Pages::F16(p) => p[page][src].convert_to_f32_slice(dst),
+                }
+                return;
+            }
+            for r in 0..run {
+                let dst = &mut out[(i + r) * stride..(i + r) * stride + d];
+                let row = off + r * d..off + (r + 1) * d;
+                match self.pages {
+                    Pages::F32(p) => dst.copy_from_slice(&p[page][row]),
+                    Pages::F16(p) => p[page][row].convert_to_f32_slice(dst),
+                }
+            }
+        })
+    }
     fn dot_key(&self, pos: usize, kv_head: usize, q: &[f32]) -> f32 {
         let (page, off) = self.start(pos, kv_head, 0);
         let d = self.cfg.head_dim;

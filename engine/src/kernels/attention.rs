@@ -1,6 +1,7 @@
 //! Scaled dot-product attention for one query row over a KV window, with grouped-query heads.
 
 use super::activation::exp_nonpositive;
+use super::flash;
 use super::simd_vec::VecOps;
 
 /// One layer's keys and values, addressed by position and KV head.
@@ -50,6 +51,29 @@ pub trait KvSource {
     fn prefetch(&self, lo: usize, n: usize, kv_head: usize, values: bool) {
         let _ = (lo, n, kv_head, values);
     }
+
+    /// The SIMD path the source's reads run on, which the prefill kernel
+    /// ([`causal_attention`]) takes too; [`VecOps::best`] unless the source says otherwise.
+    fn ops(&self) -> VecOps {
+        VecOps::best()
+    }
+
+    /// Widen the keys (`values == false`) or the values of positions `lo..lo + n` of
+    /// `kv_head` to f32: row `i` into `out[i * stride..i * stride + head_dim]` (the rest of
+    /// `out` untouched). Exact: f16 widens to f32 without rounding.
+    ///
+    /// # Panics
+    /// If `lo + n > len()`, `kv_head >= n_kv_heads()`, `stride < head_dim()` or `out` is
+    /// shorter than `(n - 1) * stride + head_dim`.
+    fn read_rows(
+        &self,
+        lo: usize,
+        n: usize,
+        kv_head: usize,
+        values: bool,
+        out: &mut [f32],
+        stride: usize,
+    );
 
     /// `out += Σ_i w[i] * V[lo + i, kv_head]`, accumulated in position order;
     /// bit-identical to [`KvSource::add_value`] per position.
@@ -142,6 +166,28 @@ impl<'a> ContiguousKv<'a> {
 impl KvSource for ContiguousKv<'_> {
     fn n_kv_heads(&self) -> usize {
         self.n_kv_heads
+    }
+    fn ops(&self) -> VecOps {
+        self.ops
+    }
+    fn read_rows(
+        &self,
+        lo: usize,
+        n: usize,
+        kv_head: usize,
+        values: bool,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        let data = if values { self.v } else { self.k };
+        assert!(
+            stride >= self.head_dim,
+            "read_rows: stride {stride} < head_dim"
+        );
+        for i in 0..n {
+            let row = &data[self.row(lo + i, kv_head)];
+            out[i * stride..i * stride + self.head_dim].copy_from_slice(row);
+        }
     }
     fn head_dim(&self) -> usize {
         self.head_dim
@@ -259,76 +305,6 @@ mod x86_exp {
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn avx2(x: &mut [f32], shift: f32) -> f32 {
         super::exp_shifted_body(x, shift)
-    }
-}
-
-/// The running state of one (query, head) under the online softmax: the largest score
-/// seen, the sum of `e^(s - max)` so far, and the output accumulator `Σ e^(s - max) V`
-/// (held by the caller).
-#[derive(Debug, Clone, Copy)]
-struct Online {
-    max: f32,
-    sum: f32,
-}
-
-impl Online {
-    const START: Online = Online {
-        max: f32::NEG_INFINITY,
-        sum: 0.0,
-    };
-}
-
-/// Fold the key positions `[a, b)` (inside one tile) into one (query, head)'s state:
-/// scores `q · K[p] * scale` (soft-capped), a new running max, the old sum and accumulator
-/// rescaled by `e^(old max - new max)`, then `e^(s - max)` added to the sum and
-/// `e^(s - max) V[p]` to `acc`, in position order.
-#[allow(clippy::too_many_arguments)]
-#[inline]
-fn fold_tile(
-    kv: &impl KvSource,
-    a: usize,
-    b: usize,
-    kvh: usize,
-    q: &[f32],
-    scale: f32,
-    softcap: Option<f32>,
-    st: &mut Online,
-    acc: &mut [f32],
-    scores: &mut [f32],
-) {
-    let scores = &mut scores[..b - a];
-    kv.dot_keys(a, kvh, q, scores);
-    let mut max = st.max;
-    for s in scores.iter_mut() {
-        let mut x = *s * scale;
-        if let Some(c) = softcap {
-            x = c * (x / c).tanh();
-        }
-        *s = x;
-        max = max.max(x);
-    }
-    if max > st.max && st.max != f32::NEG_INFINITY {
-        let corr = (st.max - max).exp();
-        st.sum *= corr;
-        for o in acc.iter_mut() {
-            *o *= corr;
-        }
-    }
-    st.max = max;
-    st.sum += exp_shifted_sum(scores, max);
-    kv.add_values(a, kvh, scores, acc);
-}
-
-/// `out = acc / sum` (zeros for an empty window).
-#[inline]
-fn finish(st: &Online, acc: &mut [f32]) {
-    if st.sum > 0.0 {
-        let inv = 1.0 / st.sum;
-        for o in acc.iter_mut() {
-            *o *= inv;
-        }
-    } else {
-        acc.fill(0.0);
     }
 }
 
@@ -705,16 +681,30 @@ fn grouped(
 /// `i` is position `first_pos + i` and attends to `[0, first_pos + i + 1)`.
 ///
 /// Shapes: `q` and `out` are `[rows, n_heads, head_dim]` (`rows = q.len() / (n_heads ·
-/// head_dim)`); GQA as in [`gqa_attention`]. The rows are taken in tiles: for each KV head
-/// and each tile of [`KV_TILE`] key positions, every row whose window reaches the tile and
-/// every query head of the group fold it into their online-softmax state while its keys
-/// and values sit in the L1 cache. Scores exist for one tile of one (row, head) at a time,
-/// never for the whole context. Each row's result depends only on its query and window
-/// (tiles are aligned to absolute positions), not on the rows it is computed with, and
-/// agrees with [`gqa_attention`] over `[0, first_pos + i + 1)` up to rounding.
+/// head_dim)`); GQA as in [`gqa_attention`].
+///
+/// Flash attention as a matrix product, per KV head: the `rows × group` queries of the
+/// head's GQA group are laid out transposed, one query per SIMD lane (multiplied by
+/// `scale` as they are), and the window is read in tiles of [`KV_TILE`] positions aligned
+/// to absolute positions. Each tile's keys and values are widened to f32 once
+/// ([`KvSource::read_rows`]) into a small scratch, then `kernels::flash` computes the
+/// score block `Q · Kᵀ` with register tiles of several query vectors by several keys,
+/// updates every query's online softmax (running max and sum, the accumulator rescaled)
+/// vertically in the lanes, and adds `P · V` with register tiles over `head_dim`. The
+/// queries whose position precedes the tile are left out of it, and the last tiles of the
+/// block mask each query's later positions to a weight of exactly 0. Every query goes
+/// through the same operations whatever the other lanes hold, so a row's result depends
+/// only on its query and position (a tile always folds all its [`KV_TILE`] slots, the
+/// ones past the row masked), never on the rows it is computed with; it agrees with
+/// [`gqa_attention`] over `[0, first_pos + i + 1)` up to rounding. The SIMD path is the
+/// source's ([`KvSource::ops`]).
+///
+/// `scratch` holds the transposed queries, one tile of keys and values, the scores and
+/// the accumulators; it is grown when shorter and reused across calls.
 ///
 /// # Panics
-/// If a shape disagrees or `first_pos + rows > kv.len()`.
+/// If a shape disagrees, `first_pos + rows > kv.len()`, or a position reaches 2^24 (the
+/// kernel compares positions as f32).
 #[allow(clippy::too_many_arguments)]
 pub fn causal_attention(
     q: &[f32],
@@ -730,47 +720,110 @@ pub fn causal_attention(
     let width = n_heads * d;
     let rows = q.len().checked_div(width).unwrap_or(0);
     let group = check_shapes(kv, n_heads, q.len(), out.len(), rows);
+    let end = first_pos + rows;
     assert!(
-        first_pos + rows <= kv.len(),
-        "attention: rows at positions {first_pos}..{} past the {} available positions",
-        first_pos + rows,
+        end <= kv.len(),
+        "attention: rows at positions {first_pos}..{end} past the {} available positions",
         kv.len()
+    );
+    assert!(
+        end < 1 << 24,
+        "attention: position {end} past the 2^24 the prefill kernel compares exactly"
     );
     if rows == 0 {
         return;
     }
-    if scratch.len() < KV_TILE {
-        scratch.resize(KV_TILE, 0.0);
+    let isa = kv.ops().isa();
+    let dp = d.next_multiple_of(flash::ROWS);
+    let queries = rows * group;
+    // One vector of padding lanes past the last query.
+    let mp = queries + flash::lanes_of(isa);
+    let sizes = [
+        d * mp,       // queries, transposed
+        KV_TILE * d,  // the tile's keys
+        KV_TILE * dp, // the tile's values
+        mp,           // each lane's position
+        KV_TILE * mp, // scores, then probabilities
+        dp * mp,      // output accumulators, transposed
+        mp,           // running max
+        mp,           // running sum
+        mp,           // correction factors
+    ];
+    let total: usize = sizes.iter().sum();
+    if scratch.len() < total {
+        scratch.resize(total, 0.0);
     }
-    out.fill(0.0);
-    let mut states = vec![Online::START; rows * n_heads];
-    let end = first_pos + rows;
+    let (qt, rest) = scratch[..total].split_at_mut(sizes[0]);
+    let (kt, rest) = rest.split_at_mut(sizes[1]);
+    let (vt, rest) = rest.split_at_mut(sizes[2]);
+    let (pos, rest) = rest.split_at_mut(sizes[3]);
+    let (s, rest) = rest.split_at_mut(sizes[4]);
+    let (o, rest) = rest.split_at_mut(sizes[5]);
+    let (max, rest) = rest.split_at_mut(sizes[6]);
+    let (sum, corr) = rest.split_at_mut(sizes[7]);
+    for (m, p) in pos.iter_mut().enumerate() {
+        // Padding lanes: a position no key passes, so they are never masked (their
+        // results are dropped).
+        *p = if m < queries {
+            (first_pos + m / group) as f32
+        } else {
+            f32::MAX
+        };
+    }
     for kvh in 0..kv.n_kv_heads() {
-        let heads = kvh * group..(kvh + 1) * group;
-        for (a, b) in tiles(0, end) {
-            // Rows before `a - first_pos` do not reach this tile.
-            let first_row = a.saturating_sub(first_pos);
-            for i in first_row..rows {
-                let b = b.min(first_pos + i + 1);
-                for h in heads.clone() {
-                    let at = (i * n_heads + h) * d;
-                    fold_tile(
-                        kv,
-                        a,
-                        b,
-                        kvh,
-                        &q[at..at + d],
-                        scale,
-                        softcap,
-                        &mut states[i * n_heads + h],
-                        &mut out[at..at + d],
-                        scratch,
-                    );
-                }
+        qt.fill(0.0);
+        for m in 0..queries {
+            let at = ((m / group) * n_heads + kvh * group + m % group) * d;
+            for (c, &x) in q[at..at + d].iter().enumerate() {
+                qt[c * mp + m] = x * scale;
             }
         }
-    }
-    for (oh, st) in out.chunks_exact_mut(d).zip(states.iter()) {
-        finish(st, oh);
+        o.fill(0.0);
+        max.fill(f32::NEG_INFINITY);
+        sum.fill(0.0);
+        for (a, b) in tiles(0, end) {
+            let n = b - a;
+            kv.read_rows(a, n, kvh, false, kt, d);
+            if n < KV_TILE || dp != d {
+                vt.fill(0.0);
+            }
+            kv.read_rows(a, n, kvh, true, vt, dp);
+            kt[n * d..].fill(0.0);
+            if b < end {
+                kv.prefetch(b, KV_TILE.min(end - b), kvh, false);
+                kv.prefetch(b, KV_TILE.min(end - b), kvh, true);
+            }
+            // Rows before `first_row` do not reach this tile.
+            let first_row = a.saturating_sub(first_pos);
+            let tile = flash::Tile {
+                qt,
+                k: kt,
+                v: vt,
+                pos,
+                d,
+                mp,
+                keys: KV_TILE,
+                key0: a,
+                first: first_row * group,
+                end: queries,
+                masked: first_pos + first_row < a + KV_TILE - 1,
+                softcap,
+            };
+            let mut state = flash::State {
+                s: &mut *s,
+                o: &mut *o,
+                max: &mut *max,
+                sum: &mut *sum,
+                corr: &mut *corr,
+            };
+            flash::fold(isa, &tile, &mut state);
+        }
+        for m in 0..queries {
+            let at = ((m / group) * n_heads + kvh * group + m % group) * d;
+            let inv = if sum[m] > 0.0 { 1.0 / sum[m] } else { 0.0 };
+            for (c, x) in out[at..at + d].iter_mut().enumerate() {
+                *x = o[c * mp + m] * inv;
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@ pub mod matmul;
 
 pub mod activation;
 pub mod attention;
+mod flash;
 pub mod logprob;
 pub mod norm;
 pub mod pool;

@@ -516,11 +516,14 @@ impl Model {
     /// for the consecutive positions `first ..` of `seq` in layer `l`.
     ///
     /// One task per (KV head, block of [`PREFILL_ROWS`] rows), the blocks with the longest
-    /// windows first, runs the tiled online-softmax [`causal_attention`] for the query heads
-    /// of that GQA group: each tile of keys and values is read once for the block's rows
-    /// and heads, and no score outlives its tile, so the cost per row stays a pass over
-    /// the window at any context length. A row's result depends only on its sequence and
-    /// position (tiles are aligned to absolute positions), not on the chunk.
+    /// windows first, runs the flash kernel [`causal_attention`] for the query heads of
+    /// that GQA group (16 rows × the group's heads in SIMD lanes): each tile of keys and
+    /// values is widened to f32 once for the block's rows and heads and folded in by
+    /// register-tiled products, and no score outlives its tile, so the cost per row stays
+    /// a pass over the window at any context length. At 512 prompt tokens a layer makes
+    /// 32 × n_kv_heads tasks, at 32 tokens 2 × n_kv_heads of one tile each, so two threads
+    /// share them evenly. A row's result depends only on its sequence and position (tiles
+    /// are aligned to absolute positions), not on the chunk, the block or the thread.
     fn prefill_attention(
         &self,
         q: &[f32],
@@ -797,6 +800,20 @@ impl<K: KvSource> KvSource for OneKvHead<'_, K> {
     fn len(&self) -> usize {
         self.inner.len()
     }
+    fn ops(&self) -> crate::kernels::VecOps {
+        self.inner.ops()
+    }
+    fn read_rows(
+        &self,
+        lo: usize,
+        n: usize,
+        _kv_head: usize,
+        values: bool,
+        out: &mut [f32],
+        stride: usize,
+    ) {
+        self.inner.read_rows(lo, n, self.head, values, out, stride)
+    }
     fn dot_key(&self, pos: usize, _kv_head: usize, q: &[f32]) -> f32 {
         self.inner.dot_key(pos, self.head, q)
     }
@@ -848,6 +865,18 @@ mod tests {
         }
         fn len(&self) -> usize {
             self.inner.len()
+        }
+        fn read_rows(
+            &self,
+            lo: usize,
+            n: usize,
+            kv_head: usize,
+            values: bool,
+            out: &mut [f32],
+            stride: usize,
+        ) {
+            self.note("read_rows", kv_head);
+            self.inner.read_rows(lo, n, kv_head, values, out, stride)
         }
         fn dot_key(&self, pos: usize, kv_head: usize, q: &[f32]) -> f32 {
             self.note("dot_key", kv_head);

@@ -134,20 +134,14 @@ fn check_step(case: &str, step: &Step, row: &[f32]) -> Result<(), String> {
 /// with the numbers they were found with: the rule is not widened, and the tests fail on
 /// any disagreement not listed here and on any listed one that no longer happens (on the
 /// paths this machine runs). In each, the two tokens are within 0.14 (Q4_0: 0.19) in the
-/// engine's logits and 0.30–0.56 apart in llama.cpp's; the engine's kernels give ggml's products on
+/// engine's logits and 0.30–0.80 apart in llama.cpp's; the engine's kernels give ggml's products on
 /// real rows of every new type to ~1e-6 (`quant_kblocks::kquant_real_rows_match_ggml_reference`).
 /// See docs/design.md §2.0.3.
-const KNOWN_DISAGREEMENTS: [(&str, &str, &str, &str, usize); 23] = [
-    // ours 4558 20.735, 7147 20.685; llama.cpp 7147 20.941, 4558 20.639 (gap 0.302).
-    ("Q4_K_M", "portable", "decode", "haiku about the sea", 54),
-    // ours 32214 18.035, 25880 17.920; llama.cpp 25880 18.203, 32214 17.882 (gap 0.321).
-    ("Q4_K_M", "portable", "prefill", "hash map", 55),
+const KNOWN_DISAGREEMENTS: [(&str, &str, &str, &str, usize); 30] = [
     // ours 430 18.250, 453 18.118; llama.cpp 453 18.374, 430 18.067 (gap 0.307).
     ("Q5_K_M", "portable", "prefill", "good morning", 35),
     // ours 430 18.334, 453 18.246; llama.cpp as above.
     ("Q5_K_M", "avx512vnni", "prefill", "good morning", 35),
-    // ours 253 23.712, 5163 23.667; llama.cpp 5163 23.878, 253 23.318 (gap 0.560).
-    ("Q6_K", "portable", "prefill", "hash map", 60),
     // Found on the AVX2 path (`GENAI_ISA=avx2`, the best path of an AVX2-only CPU).
     // ours 283 18.306, 453 18.277; llama.cpp 453 18.374, 283 18.057.
     // ("hash map" 55 of Q4_K_M and "prime numbers" 38 of Q5_K_M disagreed here too until
@@ -169,16 +163,34 @@ const KNOWN_DISAGREEMENTS: [(&str, &str, &str, &str, usize); 23] = [
     ("Q4_0", "avx512vnni", "decode", "haiku about the sea", 25),
     ("Q4_0", "avx2", "decode", "haiku about the sea", 25),
     ("Q4_0", "avx512", "decode", "haiku about the sea", 25),
-    // ours 2724 28.826, 338 28.748; llama.cpp 338 28.812, 2724 28.448 (gap 0.364).
-    ("Q4_0", "portable", "prefill", "hash map", 25),
-    ("Q4_0", "avx512vnni", "prefill", "hash map", 25),
-    ("Q4_0", "avx2", "prefill", "hash map", 25),
-    ("Q4_0", "avx512", "prefill", "hash map", 25),
     // ours 8045 21.679, 4326 21.589; llama.cpp 4326 22.054, 8045 21.698 (gap 0.356).
     ("Q4_0", "portable", "prefill", "good morning", 21),
     ("Q4_0", "avx512vnni", "prefill", "good morning", 21),
     ("Q4_0", "avx2", "prefill", "good morning", 21),
     ("Q4_0", "avx512", "prefill", "good morning", 21),
+    // Since the flash prefill attention (§2.0.1: scores as a register-tiled product with
+    // fused multiply-adds, another rounding of the prompt's keys and values) these steps
+    // moved out of the band and four listed ones (Q4_K_M portable decode "haiku about
+    // the sea" 54 and prefill "hash map" 55, Q6_K portable prefill "hash map" 60, Q4_0
+    // prefill "hash map" 25 on every path) moved into it.
+    // ours 81 24.905, 1232 24.724; llama.cpp 1232 25.495, 81 24.868 (gap 0.627).
+    ("Q4_0", "portable", "prefill", "prime numbers", 58),
+    ("Q4_0", "avx512vnni", "prefill", "prime numbers", 58),
+    ("Q4_0", "avx2", "prefill", "prime numbers", 58),
+    ("Q4_0", "avx512", "prefill", "prime numbers", 58),
+    // Decode after the prompt's prefill: ours 81 25.521, 1232 25.449; llama.cpp as above.
+    ("Q4_0", "portable", "decode", "prime numbers", 58),
+    ("Q4_0", "avx512vnni", "decode", "prime numbers", 58),
+    ("Q4_0", "avx2", "decode", "prime numbers", 58),
+    ("Q4_0", "avx512", "decode", "prime numbers", 58),
+    // ours 9615 19.575, 253 19.571; llama.cpp 253 20.027, 9615 19.228 (gap 0.799).
+    ("Q4_K_M", "avx512vnni", "prefill", "haiku about the sea", 39),
+    ("Q4_K_M", "avx2", "prefill", "haiku about the sea", 39),
+    ("Q4_K_M", "avx512", "prefill", "haiku about the sea", 39),
+    // ours 282 27.676, 30 27.659; llama.cpp 30 27.836, 282 27.484 (gap 0.352).
+    ("Q6_K", "avx512vnni", "prefill", "hash map", 44),
+    ("Q6_K", "avx2", "prefill", "hash map", 44),
+    ("Q6_K", "avx512", "prefill", "hash map", 44),
 ];
 
 /// A step where the engine's argmax is outside the band: file, path, position, message

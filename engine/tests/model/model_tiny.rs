@@ -164,6 +164,52 @@ fn prefill_logits_match_a_naive_reference_forward_pass() {
     }
 }
 
+/// A prefill row's logits depend only on its sequence and position: the same prompt
+/// prefilled whole on two threads, and in chunks of 2, 7, 16 and 33 tokens on one or two
+/// threads, gives every row's logits bit for bit on every SIMD path (the attention tiles
+/// and the matrix products' rows do not depend on the rows they are computed with).
+#[test]
+fn prefill_rows_do_not_depend_on_the_chunk_or_the_threads() {
+    let spec = TinyLlamaSpec {
+        hidden: 96,
+        n_heads: 6,
+        n_kv_heads: 2,
+        // f32 weights: a quantized activation would round an ulp of attention away.
+        ..TinyLlamaSpec::default()
+    };
+    let bytes = tiny_llama(&spec).expect("tiny model builds").to_bytes();
+    let file = Arc::new(GgufFile::from_bytes(bytes).expect("tiny model parses"));
+    // 74 tokens: no chunk below is left with one token (which would be a decode step).
+    let tokens: Vec<u32> = (0..74).map(|i| 3 + (i * 53 % 250) as u32).collect();
+    let run = |isa: Isa, threads: usize, chunk: usize| -> Vec<f32> {
+        let m = Model::from_file(file.clone(), Cpu::new(threads, isa)).unwrap();
+        let mut kv = KvCache::new(m.kv_config(80, KvDtype::F16)).unwrap();
+        let s = kv.create_sequence();
+        let mut logits = Vec::new();
+        for c in tokens.chunks(chunk) {
+            logits.extend(m.forward(&mut kv, s, c, Logits::All).unwrap());
+        }
+        logits
+    };
+    for isa in Isa::available() {
+        let whole = run(isa, 2, tokens.len());
+        for (threads, chunk) in [(1, 2), (2, 7), (2, 16), (1, 33), (1, 74)] {
+            let got = run(isa, threads, chunk);
+            assert_eq!(got.len(), whole.len());
+            let vocab = whole.len() / tokens.len();
+            for (i, (g, w)) in got.iter().zip(&whole).enumerate() {
+                assert_eq!(
+                    g.to_bits(),
+                    w.to_bits(),
+                    "[{isa}] {threads} threads, chunks of {chunk}: token {} logit {}: {g} vs {w}",
+                    i / vocab,
+                    i % vocab
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn prefill_equals_step_by_step_decode() {
     // Quantized weights: prefill runs matrix-matrix products, decode matrix-vector ones;
