@@ -328,12 +328,26 @@ fn changed(a: &Stats, b: &Stats) -> Vec<String> {
 fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_products() {
     let sb = with_outside_dependency();
     let only = ["--only", "add-subtracts", "--only", "clamp-upper-inverted"];
+    // cargo's default incremental setting on every side (a CI's `CARGO_INCREMENTAL=0`
+    // would win over the harness's and hide what the battery chooses).
+    let battery = |args: &[&str]| {
+        let mut all = vec!["battery", sb.catalog.to_str().unwrap()];
+        all.extend_from_slice(args);
+        let out = sb
+            .cmd()
+            .args(all)
+            .env_remove("CARGO_INCREMENTAL")
+            .output()
+            .unwrap();
+        common::Run::from(out)
+    };
     // Rebuild mode fills the catalog's target directory (the user's build products); the
     // user's own `cargo test` then brings them up to date with the original code.
-    sb.battery(&only).expect_code(0);
+    battery(&[&only[..], &["--mode", "rebuild"]].concat()).expect_code(0);
     let target = sb.ws.join("target/harness/sample");
     let users_cargo_test = || {
         let out = std::process::Command::new(env!("CARGO"))
+            .env_remove("CARGO_INCREMENTAL")
             .args(["test", "--offline", "--test", "contract", "--manifest-path"])
             .arg(sb.ws.join("Cargo.toml"))
             .arg("--target-dir")
@@ -358,7 +372,7 @@ fn switch_mode_reuses_dependency_builds_and_never_writes_the_users_build_product
 
     let mut args = only.to_vec();
     args.extend(["--mode", "switch"]);
-    let run = sb.battery(&args);
+    let run = battery(&args);
     run.expect_code(0);
     let r = sb.report_json();
     let v = verdicts(&r);
