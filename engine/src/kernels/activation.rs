@@ -43,17 +43,15 @@ fn swiglu_body(gate: &[f32], up: &[f32], out: &mut [f32]) {
     }
 }
 
-/// `e^v` for `v` clamped to `[-87.3, 0]` (relative error about 2e-7): Cody-Waite
-/// reduction `v = n·ln 2 + r` with `|r| ≤ ln 2 / 2` (two constants), `e^r = 1 + r + r²·P(r)`
-/// with the degree-7 polynomial of Cephes' `expf`, times `2^n` built in the exponent bits.
-/// Plain arithmetic without fused multiply-adds, so every SIMD path the compiler
-/// vectorises it for gives the same bits.
-#[inline(always)]
-pub(crate) fn exp_nonpositive(v: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const C1: f32 = 0.693_359_4;
-    const C2: f32 = -2.121_944_4e-4;
-    const P: [f32; 6] = [
+/// The constants of [`exp_nonpositive`], shared with its intrinsic forms
+/// (`kernels::flash`): `log2 e`, the two Cody-Waite parts of `ln 2`, the polynomial of
+/// Cephes' `expf` (highest degree first) and `1.5 · 2^23`, whose addition leaves a whole
+/// number in the low mantissa bits.
+pub(crate) mod exp_consts {
+    pub(crate) const LOG2E: f32 = std::f32::consts::LOG2_E;
+    pub(crate) const C1: f32 = 0.693_359_4;
+    pub(crate) const C2: f32 = -2.121_944_4e-4;
+    pub(crate) const P: [f32; 6] = [
         1.987_569_1e-4,
         1.398_2e-3,
         8.333_452e-3,
@@ -61,6 +59,17 @@ pub(crate) fn exp_nonpositive(v: f32) -> f32 {
         0.166_666_65,
         0.5,
     ];
+    pub(crate) const ROUND: f32 = 12_582_912.0;
+}
+
+/// `e^v` for `v` clamped to `[-87.3, 0]` (relative error about 2e-7): Cody-Waite
+/// reduction `v = n·ln 2 + r` with `|r| ≤ ln 2 / 2` (two constants), `e^r = 1 + r + r²·P(r)`
+/// with the degree-7 polynomial of Cephes' `expf`, times `2^n` built in the exponent bits.
+/// Plain arithmetic without fused multiply-adds, so every SIMD path the compiler
+/// vectorises it for gives the same bits.
+#[inline(always)]
+pub(crate) fn exp_nonpositive(v: f32) -> f32 {
+    use exp_consts::{C1, C2, LOG2E, P, ROUND};
     let v = v.clamp(-87.3, 0.0);
     let n = (v * LOG2E + 0.5).floor();
     let r = (v - n * C1) - n * C2;
@@ -73,7 +82,6 @@ pub(crate) fn exp_nonpositive(v: f32) -> f32 {
     // it lands exactly in the low bits of the mantissa, read back as an integer without a
     // float-to-int cast (Rust's saturating `as i32`, which the compiler does not vectorise
     // and turns into sixteen scalar conversions per vector).
-    const ROUND: f32 = 12_582_912.0;
     let ni = ((n + ROUND).to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
     e * f32::from_bits((ni.wrapping_add(127) << 23) as u32)
 }

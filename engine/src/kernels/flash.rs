@@ -389,21 +389,8 @@ unsafe fn values<L: Lanes, const W: usize, const R: usize>(t: &Tile, st: &mut St
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{Lanes, ROWS, State, Tile, fold_body};
+    use crate::kernels::activation::exp_consts::{C1, C2, LOG2E, P, ROUND};
     use std::arch::x86_64::*;
-
-    /// The constants of [`super::exp_nonpositive`].
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const C1: f32 = 0.693_359_4;
-    const C2: f32 = -2.121_944_4e-4;
-    const P: [f32; 6] = [
-        1.987_569_1e-4,
-        1.398_2e-3,
-        8.333_452e-3,
-        4.166_579_6e-2,
-        0.166_666_65,
-        0.5,
-    ];
-    const ROUND: f32 = 12_582_912.0;
 
     impl Lanes for __m512 {
         const N: usize = 16;
